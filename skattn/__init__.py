@@ -1,0 +1,16 @@
+"""skattn: multi-head self-attention as a scikit-learn transformer, in plain numpy."""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from ._attention import multi_head_attention, scaled_dot_product_attention
+from ._transformer import AttentionTransformer
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "AttentionTransformer",
+    "__version__",
+    "multi_head_attention",
+    "scaled_dot_product_attention",
+]

@@ -1,0 +1,431 @@
+"""Attention kernels in plain numpy.
+
+Pure functions on arrays: nothing here imports scikit-learn or knows about an
+estimator. Forward functions return what the backward pass will need (the
+per-row log-sum-exp of the scores), so that probabilities can be recomputed tile
+by tile instead of being stored.
+
+Shape legend used in the comments: N samples (or any leading batch dimensions),
+T tokens (Tq queries, Tk keys), D token width, H heads, Dh head width.
+
+References: Vaswani et al., "Attention is all you need", NeurIPS 2017; Dao et al.,
+"FlashAttention", NeurIPS 2022 (the row statistics kept for the backward pass).
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import math
+
+import numpy as np
+
+# Scores computed at once per query tile: 2**18 float32 are 1 MiB, the tile size
+# PERF_NOTES.md measured as fastest; memory stays linear in the sequence length.
+TILE_ELEMENTS = 2**18
+
+
+def compute_dtype(*arrays):
+    """Floating dtype in which a kernel computes: the inputs' common dtype.
+
+    Integer and boolean inputs compute in float64, float32 stays float32.
+    """
+    dtype = np.result_type(*arrays)
+    if not np.issubdtype(dtype, np.floating):
+        return np.dtype(np.float64)
+    return dtype
+
+
+def causal_tile(q_start, q_stop, n_keys):
+    """Boolean causal mask for queries ``q_start:q_stop`` against ``n_keys`` keys.
+
+    Query ``i`` may attend to keys ``j <= i`` (top-left alignment, as
+    ``torch.nn.functional.scaled_dot_product_attention(is_causal=True)``).
+
+    Returns
+    -------
+    mask : ndarray of shape (q_stop - q_start, n_keys), dtype bool
+    """
+    return np.arange(n_keys) <= np.arange(q_start, q_stop)[:, None]
+
+
+def attention_forward(
+    q,
+    k,
+    v,
+    *,
+    mask=None,
+    causal=False,
+    scale=None,
+    tile_elements=TILE_ELEMENTS,
+    return_weights=False,
+):
+    """Scaled dot-product attention computed in query tiles.
+
+    The scores of at most about ``tile_elements`` (query, key) pairs exist at
+    once, so memory is linear in the number of keys. Each tile is a max-shifted
+    softmax; the normalisation is applied once to the ``(Tq, Dv)`` output rather
+    than to the ``(Tq, Tk)`` probabilities.
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., Tq, Dk)
+        Queries, already in the compute dtype.
+    k : ndarray of shape (..., Tk, Dk)
+        Keys.
+    v : ndarray of shape (..., Tk, Dv)
+        Values.
+    mask : ndarray of bool, broadcastable to (..., Tq, Tk), default=None
+        True where a query may attend to a key.
+    causal : bool, default=False
+        Also forbid keys after the query (see :func:`causal_tile`).
+    scale : float, default=None
+        Multiplier of the scores; None means ``1 / sqrt(Dk)``.
+    tile_elements : int, default=TILE_ELEMENTS
+        Budget of scores per tile; results do not depend on it.
+    return_weights : bool, default=False
+        Also return the normalised attention weights (this costs Tq * Tk memory).
+
+    Returns
+    -------
+    out : ndarray of shape (..., Tq, Dv)
+        Weighted values; zeros for a query row with no allowed key.
+    lse : ndarray of shape (..., Tq)
+        Log-sum-exp of each row of scaled scores over the allowed keys; +inf for a
+        row with no allowed key, so that ``exp(scores - lse)`` is 0 there.
+    weights : ndarray of shape (..., Tq, Tk) or None
+        Attention weights, when ``return_weights`` is True.
+    """
+    dtype = q.dtype
+    n_queries, n_keys = q.shape[-2], k.shape[-2]
+    batch_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    if mask is not None:
+        batch_shape = np.broadcast_shapes(batch_shape, mask.shape[:-2])
+        mask = np.broadcast_to(mask, batch_shape + (n_queries, n_keys))
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    scale = dtype.type(scale)  # a float64 scalar would promote float32 arrays
+
+    out = np.empty(batch_shape + (n_queries, v.shape[-1]), dtype=dtype)
+    lse = np.empty(batch_shape + (n_queries,), dtype=dtype)
+    weights = None
+    if return_weights:
+        weights = np.empty(batch_shape + (n_queries, n_keys), dtype=dtype)
+
+    k_t = np.swapaxes(k, -1, -2)  # (..., Dk, Tk)
+    n_batch = math.prod(batch_shape)
+    tile_rows = int(min(n_queries, max(1, tile_elements // max(1, n_batch * n_keys))))
+    for start in range(0, n_queries, tile_rows):
+        stop = min(start + tile_rows, n_queries)
+        scores = np.matmul(q[..., start:stop, :], k_t)  # (..., tq, Tk)
+        if scores.shape[:-2] != batch_shape:
+            # q and k are broadcast over fewer dimensions than the mask
+            scores = np.broadcast_to(scores, batch_shape + scores.shape[-2:]).copy()
+        scores *= scale
+        allowed = None if mask is None else mask[..., start:stop, :]
+        if causal:
+            tile_causal = causal_tile(start, stop, n_keys)
+            allowed = tile_causal if allowed is None else allowed & tile_causal
+        if allowed is not None:
+            np.copyto(scores, -np.inf, where=~allowed)
+
+        row_max = scores.max(axis=-1, keepdims=True)  # (..., tq, 1)
+        empty = np.isneginf(row_max)  # rows with no allowed key
+        row_max[empty] = 0.0
+        scores -= row_max
+        np.exp(scores, out=scores)  # unnormalised probabilities, each row max 1
+        row_sum = scores.sum(axis=-1, keepdims=True)  # (..., tq, 1); >= 1 or 0
+        context = np.matmul(scores, v)  # (..., tq, Dv)
+        np.divide(context, row_sum, out=context, where=~empty)
+        out[..., start:stop, :] = context
+
+        with np.errstate(divide="ignore"):
+            tile_lse = row_max + np.log(row_sum)  # (..., tq, 1)
+        tile_lse[empty] = np.inf
+        lse[..., start:stop] = tile_lse[..., 0]
+        if return_weights:
+            np.divide(scores, row_sum, out=scores, where=~empty)
+            weights[..., start:stop, :] = scores
+    return out, lse, weights
+
+
+def split_heads(x, n_heads):
+    """View ``(..., T, H * Dh)`` as ``(..., H, T, Dh)`` without copying."""
+    *batch, n_tokens, width = x.shape
+    x = x.reshape(*batch, n_tokens, n_heads, width // n_heads)  # (..., T, H, Dh)
+    return np.swapaxes(x, -2, -3)  # (..., H, T, Dh)
+
+
+def merge_heads(x):
+    """Inverse of :func:`split_heads`: ``(..., H, T, Dh)`` to ``(..., T, H * Dh)``."""
+    *batch, n_heads, n_tokens, head_dim = x.shape
+    x = np.swapaxes(x, -2, -3)  # (..., T, H, Dh)
+    return x.reshape(*batch, n_tokens, n_heads * head_dim)  # (..., T, H*Dh)
+
+
+def head_mask(mask):
+    """Insert the head axis into a mask broadcastable to ``(..., Tq, Tk)``."""
+    if mask is None or mask.ndim < 2:
+        return mask
+    return np.expand_dims(mask, -3)  # (..., 1, Tq, Tk)
+
+
+def multi_head_forward(
+    x,
+    w_query,
+    w_key,
+    w_value,
+    w_output,
+    *,
+    n_heads,
+    mask=None,
+    causal=False,
+    tile_elements=TILE_ELEMENTS,
+    return_weights=False,
+):
+    """Multi-head self-attention forward pass, keeping what backward needs.
+
+    All arrays must already be in one floating dtype. See
+    :func:`multi_head_attention` for the meaning of the arguments.
+
+    Returns
+    -------
+    out : ndarray of shape (..., T, d_out)
+        Output (the merged context when ``w_output`` is None).
+    cache : dict
+        ``q``, ``k``, ``v`` of shape (..., H, T, Dh), ``context`` of shape
+        (..., H, T, Dh), ``merged`` of shape (..., T, H*Dh), ``lse`` of shape
+        (..., H, T) and ``weights`` of shape (..., H, T, T) or None.
+    """
+    q = split_heads(x @ w_query, n_heads)  # (..., H, T, Dh)
+    k = split_heads(x @ w_key, n_heads)  # (..., H, T, Dh)
+    v = split_heads(x @ w_value, n_heads)  # (..., H, T, Dv)
+    context, lse, weights = attention_forward(
+        q,
+        k,
+        v,
+        mask=head_mask(mask),
+        causal=causal,
+        tile_elements=tile_elements,
+        return_weights=return_weights,
+    )  # (..., H, T, Dv)
+    merged = merge_heads(context)  # (..., T, H*Dv)
+    out = merged if w_output is None else merged @ w_output  # (..., T, d_out)
+    cache = dict(
+        q=q, k=k, v=v, context=context, merged=merged, lse=lse, weights=weights
+    )
+    return out, cache
+
+
+def _as_mask(mask, n_queries, n_keys):
+    """Check a user mask: boolean, broadcastable to (..., Tq, Tk); at least 2-D."""
+    if mask is None:
+        return None
+    mask = np.asarray(mask)
+    if mask.dtype != bool:
+        raise TypeError(
+            f"mask must be a boolean array (True = may attend), got dtype "
+            f"{mask.dtype}."
+        )
+    try:
+        np.broadcast_shapes(mask.shape, (n_queries, n_keys))
+    except ValueError:
+        raise ValueError(
+            f"mask of shape {mask.shape} does not broadcast to (..., T_q, T_k) = "
+            f"(..., {n_queries}, {n_keys})."
+        ) from None
+    return mask.reshape((1,) * (2 - mask.ndim) + mask.shape) if mask.ndim < 2 else mask
+
+
+def _check_ndim(array, name, min_ndim=2):
+    if array.ndim < min_ndim:
+        raise ValueError(
+            f"{name} must have at least {min_ndim} dimensions, got shape "
+            f"{array.shape}."
+        )
+
+
+def scaled_dot_product_attention(
+    query, key, value, *, mask=None, causal=False, scale=None, return_weights=False
+):
+    """Scaled dot-product attention, ``softmax(Q K^T * scale) V``.
+
+    Works like ``torch.nn.functional.scaled_dot_product_attention`` on numpy
+    arrays. Scores are computed in query tiles of about a mebibyte, so memory
+    is linear in the sequence length unless ``return_weights=True``.
+
+    Parameters
+    ----------
+    query : array-like of shape (..., T_q, d_k)
+        Queries.
+    key : array-like of shape (..., T_k, d_k)
+        Keys.
+    value : array-like of shape (..., T_k, d_v)
+        Values.
+    mask : array-like of bool, broadcastable to (..., T_q, T_k), default=None
+        True where a query may attend to a key. A key-padding mask of shape
+        ``(n, 1, T_k)`` or ``(n, T_k)``-like broadcasts over the queries.
+    causal : bool, default=False
+        Query ``i`` attends only to keys ``j <= i`` (combined with ``mask``).
+    scale : float, default=None
+        Multiplier of the scores; None means ``1 / sqrt(d_k)``.
+    return_weights : bool, default=False
+        Also return the attention weights.
+
+    Returns
+    -------
+    output : ndarray of shape (..., T_q, d_v)
+        The attention output, in the common floating dtype of the inputs
+        (float32 stays float32; integers become float64). A query row with no
+        allowed key gives zeros.
+    weights : ndarray of shape (..., T_q, T_k)
+        Only when ``return_weights=True``. Each row sums to 1 over the allowed
+        keys (0 for a row with no allowed key).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skattn import scaled_dot_product_attention
+    >>> q = k = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    >>> v = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    >>> out, w = scaled_dot_product_attention(q, k, v, return_weights=True)
+    >>> print(np.round(w, 3))
+    [[0.401 0.198 0.401]
+     [0.198 0.401 0.401]
+     [0.248 0.248 0.503]]
+    >>> print(np.round(out, 3))
+    [[3.    4.   ]
+     [3.407 4.407]
+     [3.51  4.51 ]]
+    """
+    query, key, value = np.asarray(query), np.asarray(key), np.asarray(value)
+    for array, name in ((query, "query"), (key, "key"), (value, "value")):
+        _check_ndim(array, name)
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(
+            f"query and key must have the same last dimension d_k, got "
+            f"{query.shape[-1]} and {key.shape[-1]}."
+        )
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(
+            f"key and value must have the same number of tokens T_k, got "
+            f"{key.shape[-2]} and {value.shape[-2]}."
+        )
+    mask = _as_mask(mask, query.shape[-2], key.shape[-2])
+    dtype = compute_dtype(query, key, value)
+    query, key, value = (a.astype(dtype, copy=False) for a in (query, key, value))
+    out, _, weights = attention_forward(
+        query,
+        key,
+        value,
+        mask=mask,
+        causal=causal,
+        scale=scale,
+        return_weights=return_weights,
+    )
+    return (out, weights) if return_weights else out
+
+
+def multi_head_attention(
+    x,
+    w_query,
+    w_key,
+    w_value,
+    w_output=None,
+    *,
+    n_heads,
+    mask=None,
+    causal=False,
+    return_weights=False,
+):
+    """Multi-head self-attention: the bare layer, without biases or residual.
+
+    Computes ``Q = x W_q``, ``K = x W_k``, ``V = x W_v``, splits each into
+    ``n_heads`` consecutive column blocks, applies
+    :func:`scaled_dot_product_attention` to each head, concatenates the heads
+    and multiplies by ``W_o``.
+
+    Parameters
+    ----------
+    x : array-like of shape (..., T, D)
+        Token sequences.
+    w_query, w_key : array-like of shape (D, n_heads * head_dim)
+        Query and key projections (``x @ W`` convention).
+    w_value : array-like of shape (D, n_heads * head_dim_v)
+        Value projection; usually ``head_dim_v == head_dim``.
+    w_output : array-like of shape (n_heads * head_dim_v, d_out), default=None
+        Output projection; None returns the concatenated heads.
+    n_heads : int
+        Number of heads; must divide the projection widths.
+    mask : array-like of bool, broadcastable to (..., T, T), default=None
+        True where a query token may attend to a key token; the same mask is
+        used by every head.
+    causal : bool, default=False
+        Token ``i`` attends only to tokens ``j <= i``.
+    return_weights : bool, default=False
+        Also return the attention weights of every head.
+
+    Returns
+    -------
+    output : ndarray of shape (..., T, d_out)
+        In the dtype of ``x`` (float64 for integer ``x``); the weight matrices are
+        cast to it.
+    weights : ndarray of shape (..., n_heads, T, T)
+        Only when ``return_weights=True``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skattn import multi_head_attention
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.standard_normal((2, 5, 8)).astype(np.float32)
+    >>> w_q, w_k, w_v = rng.standard_normal((3, 8, 8)) / np.sqrt(8)
+    >>> out, w = multi_head_attention(x, w_q, w_k, w_v, n_heads=2,
+    ...                               return_weights=True)
+    >>> out.shape, out.dtype, w.shape
+    ((2, 5, 8), dtype('float32'), (2, 2, 5, 5))
+    """
+    x = np.asarray(x)
+    _check_ndim(x, "x")
+    dtype = compute_dtype(x)
+    x = x.astype(dtype, copy=False)
+    if not isinstance(n_heads, (int, np.integer)) or n_heads < 1:
+        raise ValueError(f"n_heads must be a positive integer, got {n_heads!r}.")
+    weights = {}
+    for name, w in (("w_query", w_query), ("w_key", w_key), ("w_value", w_value)):
+        w = np.asarray(w)
+        if w.ndim != 2 or w.shape[0] != x.shape[-1]:
+            raise ValueError(
+                f"{name} must have shape (D, n_heads * head_dim) with D = "
+                f"{x.shape[-1]}, got {w.shape}."
+            )
+        if w.shape[1] % n_heads:
+            raise ValueError(
+                f"n_heads={n_heads} must divide the width of {name}, got {w.shape[1]}."
+            )
+        weights[name] = w.astype(dtype, copy=False)
+    if weights["w_query"].shape != weights["w_key"].shape:
+        raise ValueError(
+            f"w_query and w_key must have the same shape, got "
+            f"{weights['w_query'].shape} and {weights['w_key'].shape}."
+        )
+    if w_output is not None:
+        w_output = np.asarray(w_output)
+        if w_output.ndim != 2 or w_output.shape[0] != weights["w_value"].shape[1]:
+            raise ValueError(
+                f"w_output must have shape ({weights['w_value'].shape[1]}, d_out), "
+                f"got {w_output.shape}."
+            )
+        w_output = w_output.astype(dtype, copy=False)
+    mask = _as_mask(mask, x.shape[-2], x.shape[-2])
+    out, cache = multi_head_forward(
+        x,
+        weights["w_query"],
+        weights["w_key"],
+        weights["w_value"],
+        w_output,
+        n_heads=n_heads,
+        mask=mask,
+        causal=causal,
+        return_weights=return_weights,
+    )
+    return (out, cache["weights"]) if return_weights else out

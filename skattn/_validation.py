@@ -1,0 +1,205 @@
+"""Input validation: raw input to checked sequences, with clear errors.
+
+The only module that imports private scikit-learn APIs (``_fit_context``,
+``_param_validation``, ``_check_feature_names``): when scikit-learn moves them,
+this is the one file to change.
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import numpy as np
+from sklearn import get_config
+from sklearn.base import _fit_context
+from sklearn.utils import check_array
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import _check_feature_names, _check_n_features
+
+__all__ = [
+    "Interval",
+    "StrOptions",
+    "_fit_context",
+    "check_init",
+    "check_input",
+    "working_memory_bytes",
+]
+
+FLOAT_DTYPES = (np.float64, np.float32)
+TABLE, SEQUENCES = "table", "sequences"
+
+
+def working_memory_bytes():
+    """Bytes a batch may use: scikit-learn's ``working_memory`` setting."""
+    return get_config()["working_memory"] * 2**20
+
+
+def _is_ragged(X):
+    """Whether X is a list/tuple/1-D object array (or Series) of 2D arrays."""
+    if isinstance(X, (list, tuple)):
+        if len(X) == 0:
+            raise ValueError(
+                "X is empty: got an empty list; expected a table (n_samples, "
+                "n_features), an array (n_samples, n_tokens, n_features) or a list "
+                "of (n_tokens, n_features) arrays."
+            )
+        try:
+            return np.ndim(X[0]) == 2
+        except ValueError:  # an inhomogeneous nested list: not a 2D table row
+            return True
+    if getattr(X, "dtype", None) == object and getattr(X, "ndim", None) == 1:
+        return hasattr(X, "__len__")  # 1-D object ndarray or pandas Series
+    return False
+
+
+def _check_ragged(X):
+    """Check each sequence of a ragged input; return a list of 2D arrays."""
+    sequences = []
+    for i, seq in enumerate(X):
+        name = f"X[{i}]"
+        ndim = seq.ndim if hasattr(seq, "ndim") else np.ndim(seq)
+        if ndim != 2:
+            raise ValueError(
+                f"{name} must be a 2D array of shape (n_tokens, n_features), got "
+                f"{ndim} dimension(s): {seq!r:.80}."
+            )
+        if np.shape(seq)[0] == 0:
+            raise ValueError(
+                f"{name} is a zero-length sequence (shape {np.shape(seq)}); every "
+                "sequence needs at least one token."
+            )
+        seq = check_array(seq, dtype=FLOAT_DTYPES, input_name=name)
+        if sequences and seq.shape[1] != sequences[0].shape[1]:
+            raise ValueError(
+                f"{name} has {seq.shape[1]} features per token, but X[0] has "
+                f"{sequences[0].shape[1]}: all sequences must have the same width."
+            )
+        sequences.append(seq)
+    dtype = np.result_type(*(seq.dtype for seq in sequences))
+    return [seq.astype(dtype, copy=False) for seq in sequences]
+
+
+def _check_n_features_per_token(estimator, n_features, reset):
+    """Set or check ``n_features_in_`` for sequence input (the token width)."""
+    if reset:
+        estimator.n_features_in_ = n_features
+    elif n_features != estimator.n_features_in_:
+        raise ValueError(
+            f"X has {n_features} features per token, but "
+            f"{estimator.__class__.__name__} is expecting "
+            f"{estimator.n_features_in_} features per token as input."
+        )
+
+
+def check_input(estimator, X, *, reset, embed_dim=None):
+    """Validate X and turn it into sequences of tokens.
+
+    Sets (``reset=True``) or checks ``n_features_in_``, ``feature_names_in_`` and
+    the kind of input (table or sequences) on ``estimator``.
+
+    Parameters
+    ----------
+    estimator : AttentionTransformer
+        The estimator whose input this is.
+    X : {array-like, DataFrame} of shape (n_samples, n_features), ndarray of shape \
+            (n_samples, n_tokens, n_features), or list of array-like
+        Raw input.
+    reset : bool
+        True in fit: remember the input's properties; False: check against them.
+    embed_dim : int or None, default=None
+        Features per token of a table (None: 1).
+
+    Returns
+    -------
+    sequences : ndarray of shape (n_samples, n_tokens, n_features) or list of \
+            ndarray of shape (n_tokens_i, n_features)
+        Finite float32 or float64 tokens; a view of X where possible, never X
+        itself modified.
+    """
+    if _is_ragged(X):
+        kind, sequences = SEQUENCES, _check_ragged(X)
+        n_features = sequences[0].shape[1]
+    else:
+        array = check_array(
+            X, dtype=FLOAT_DTYPES, allow_nd=True, estimator=estimator, input_name="X"
+        )
+        if array.ndim == 2:
+            kind = TABLE
+            width = 1 if embed_dim is None else embed_dim
+            if array.shape[1] % width:
+                raise ValueError(
+                    f"embed_dim={embed_dim} does not divide the number of columns "
+                    f"of X, {array.shape[1]}: a table is read as n_features / "
+                    "embed_dim tokens of width embed_dim."
+                )
+            sequences = array.reshape(array.shape[0], -1, width)  # (N, T, D)
+        elif array.ndim == 3:
+            kind, sequences = SEQUENCES, array
+            if 0 in array.shape[1:]:
+                raise ValueError(
+                    f"X of shape {array.shape} has no tokens or no features: "
+                    "expected (n_samples, n_tokens, n_features) with n_tokens >= 1 "
+                    "and n_features >= 1."
+                )
+        else:
+            raise ValueError(
+                f"X has {array.ndim} dimensions (shape {array.shape}); expected a "
+                "2D table (n_samples, n_features), a 3D array (n_samples, n_tokens, "
+                "n_features) or a list of 2D (n_tokens, n_features) arrays."
+            )
+        n_features = sequences.shape[2]
+
+    if kind == SEQUENCES and embed_dim is not None and embed_dim != n_features:
+        raise ValueError(
+            f"embed_dim={embed_dim} is for 2D tables only; sequences of width "
+            f"{n_features} were passed. Leave embed_dim=None for sequence input."
+        )
+    if reset:
+        estimator._input_kind = kind
+    elif kind != estimator._input_kind:
+        raise ValueError(
+            f"{estimator.__class__.__name__} was fitted on "
+            f"{'a table' if estimator._input_kind == TABLE else 'sequences'} and "
+            f"cannot transform {'a table' if kind == TABLE else 'sequences'}: pass "
+            "the same kind of input as in fit (2D table, or 3D array / list of "
+            "sequences)."
+        )
+    _check_feature_names(estimator, X, reset=reset)
+    if kind == TABLE:
+        _check_n_features(estimator, array, reset=reset)
+    else:
+        _check_n_features_per_token(estimator, n_features, reset)
+    return sequences
+
+
+def check_init(init, shapes):
+    """Check a user ``init`` dict against the parameter shapes of the model.
+
+    Parameters
+    ----------
+    init : dict of str to array-like
+        User-given weights.
+    shapes : dict of str to tuple
+        Expected shape of each parameter that ``init`` may give.
+
+    Returns
+    -------
+    init : dict of str to ndarray
+        Checked arrays (not yet copied: the caller copies when casting).
+    """
+    unknown = sorted(set(init) - set(shapes))
+    if unknown:
+        raise ValueError(
+            f"init has unknown key(s) {unknown}; allowed keys for this model are "
+            f"{sorted(shapes)}."
+        )
+    checked = {}
+    for name, value in init.items():
+        value = check_array(
+            value, dtype=FLOAT_DTYPES, ensure_2d=False, input_name=f"init['{name}']"
+        )
+        if value.shape != shapes[name]:
+            raise ValueError(
+                f"init['{name}'] has shape {value.shape}, expected {shapes[name]}."
+            )
+        checked[name] = value
+    return checked
