@@ -223,8 +223,7 @@ def _as_mask(mask, n_queries, n_keys):
     mask = np.asarray(mask)
     if mask.dtype != bool:
         raise TypeError(
-            f"mask must be a boolean array (True = may attend), got dtype "
-            f"{mask.dtype}."
+            f"mask must be a boolean array (True = may attend), got dtype {mask.dtype}."
         )
     try:
         np.broadcast_shapes(mask.shape, (n_queries, n_keys))
@@ -239,8 +238,7 @@ def _as_mask(mask, n_queries, n_keys):
 def _check_ndim(array, name, min_ndim=2):
     if array.ndim < min_ndim:
         raise ValueError(
-            f"{name} must have at least {min_ndim} dimensions, got shape "
-            f"{array.shape}."
+            f"{name} must have at least {min_ndim} dimensions, got shape {array.shape}."
         )
 
 

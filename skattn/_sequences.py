@@ -31,15 +31,17 @@ def sequence_lengths(sequences):
 
 def token_width(sequences):
     """Number of features of each token of checked sequences."""
-    return sequences.shape[2] if isinstance(sequences, np.ndarray) else (
-        sequences[0].shape[1]
+    return (
+        sequences.shape[2]
+        if isinstance(sequences, np.ndarray)
+        else (sequences[0].shape[1])
     )
 
 
 def sequences_dtype(sequences):
     """dtype of checked sequences (all sequences of a list share it)."""
-    return sequences.dtype if isinstance(sequences, np.ndarray) else (
-        sequences[0].dtype
+    return (
+        sequences.dtype if isinstance(sequences, np.ndarray) else (sequences[0].dtype)
     )
 
 
@@ -94,9 +96,10 @@ def batch_indices(lengths, row_bytes, budget_bytes):
     while start < len(order):
         # rows are sorted by length, so the longest row of a batch is its last
         stop = start + 1
-        while stop < len(order) and (stop + 1 - start) * row_bytes(
-            lengths[order[stop]]
-        ) <= budget_bytes:
+        while (
+            stop < len(order)
+            and (stop + 1 - start) * row_bytes(lengths[order[stop]]) <= budget_bytes
+        ):
             stop += 1
         batches.append(order[start:stop])
         start = stop

@@ -7,7 +7,11 @@ import math
 from numbers import Integral
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+)
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
@@ -308,7 +312,7 @@ class AttentionTransformer(
         shapes = param_shapes(
             n_features, self.d_model_, pooling=self.pooling, has_input=has_input
         )
-        init = check_init(init, {key: shapes[key] for key in INIT_KEYS if key in shapes})
+        init = check_init(init, {k: shapes[k] for k in INIT_KEYS if k in shapes})
 
         dtype = sequences_dtype(sequences)
         params = init_params(

@@ -46,7 +46,7 @@ def _is_ragged(X):
             return np.ndim(X[0]) == 2
         except ValueError:  # an inhomogeneous nested list: not a 2D table row
             return True
-    if getattr(X, "dtype", None) == object and getattr(X, "ndim", None) == 1:
+    if str(getattr(X, "dtype", "")) == "object" and getattr(X, "ndim", None) == 1:
         return hasattr(X, "__len__")  # 1-D object ndarray or pandas Series
     return False
 
