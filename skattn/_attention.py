@@ -16,12 +16,31 @@ References: Vaswani et al., "Attention is all you need", NeurIPS 2017; Dao et al
 # SPDX-License-Identifier: BSD-3-Clause
 
 import math
+from functools import cache
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
-# Scores computed at once per query tile: 2**18 float32 are 1 MiB, the tile size
-# PERF_NOTES.md measured as fastest; memory stays linear in the sequence length.
-TILE_ELEMENTS = 2**18
+# Scores computed at once per query tile (2**20 float32 are 4 MiB): the fastest
+# of 2**16..2**22 measured on (4, 8192, 16), (32, 1024, 16) and (512, 256, 16)
+# heads; memory stays linear in the sequence length.
+TILE_ELEMENTS = 2**20
+
+
+@cache
+def _threadpool_controller():
+    """One controller per process: building it inspects the loaded libraries."""
+    return ThreadpoolController()
+
+
+def single_threaded_blas():
+    """Context limiting BLAS to one thread (never raising a user's lower limit).
+
+    The tiles' matrix products are small: two BLAS threads on them ran up to 10x
+    slower than one on a busy 2-core machine (PERF_NOTES.md; 225 s against 13 s
+    for 32,768 tokens here).
+    """
+    return _threadpool_controller().limit(limits=1, user_api="blas")
 
 
 def compute_dtype(*arrays):
@@ -114,38 +133,72 @@ def attention_forward(
     k_t = np.swapaxes(k, -1, -2)  # (..., Dk, Tk)
     n_batch = math.prod(batch_shape)
     tile_rows = int(min(n_queries, max(1, tile_elements // max(1, n_batch * n_keys))))
-    for start in range(0, n_queries, tile_rows):
-        stop = min(start + tile_rows, n_queries)
-        scores = np.matmul(q[..., start:stop, :], k_t)  # (..., tq, Tk)
-        if scores.shape[:-2] != batch_shape:
-            # q and k are broadcast over fewer dimensions than the mask
-            scores = np.broadcast_to(scores, batch_shape + scores.shape[-2:]).copy()
-        scores *= scale
-        allowed = None if mask is None else mask[..., start:stop, :]
-        if causal:
-            tile_causal = causal_tile(start, stop, n_keys)
-            allowed = tile_causal if allowed is None else allowed & tile_causal
-        if allowed is not None:
-            np.copyto(scores, -np.inf, where=~allowed)
-
-        row_max = scores.max(axis=-1, keepdims=True)  # (..., tq, 1)
-        empty = np.isneginf(row_max)  # rows with no allowed key
-        row_max[empty] = 0.0
-        scores -= row_max
-        np.exp(scores, out=scores)  # unnormalised probabilities, each row max 1
-        row_sum = scores.sum(axis=-1, keepdims=True)  # (..., tq, 1); >= 1 or 0
-        context = np.matmul(scores, v)  # (..., tq, Dv)
-        np.divide(context, row_sum, out=context, where=~empty)
-        out[..., start:stop, :] = context
-
-        with np.errstate(divide="ignore"):
-            tile_lse = row_max + np.log(row_sum)  # (..., tq, 1)
-        tile_lse[empty] = np.inf
-        lse[..., start:stop] = tile_lse[..., 0]
-        if return_weights:
-            np.divide(scores, row_sum, out=scores, where=~empty)
-            weights[..., start:stop, :] = scores
+    with single_threaded_blas():
+        for start in range(0, n_queries, tile_rows):
+            stop = min(start + tile_rows, n_queries)
+            allowed = None if mask is None else mask[..., start:stop, :]
+            if causal:
+                tile_causal = causal_tile(start, stop, n_keys)
+                allowed = tile_causal if allowed is None else allowed & tile_causal
+            tile = attention_tile(
+                q[..., start:stop, :], k_t, v, allowed, scale, batch_shape,
+                return_weights=return_weights,
+            )  # fmt: skip
+            out[..., start:stop, :], lse[..., start:stop] = tile[0], tile[1]
+            if return_weights:
+                weights[..., start:stop, :] = tile[2]
     return out, lse, weights
+
+
+def attention_tile(q, k_t, v, allowed, scale, batch_shape, *, return_weights):
+    """Attention of one tile of queries against all keys.
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., tq, Dk)
+        A tile of queries.
+    k_t : ndarray of shape (..., Dk, Tk)
+        Transposed keys.
+    v : ndarray of shape (..., Tk, Dv)
+        Values.
+    allowed : ndarray of bool, broadcastable to (..., tq, Tk), or None
+        True where a query may attend to a key.
+    scale : scalar of the compute dtype
+        Multiplier of the scores.
+    batch_shape : tuple
+        Broadcast leading shape of q, k, v and the mask.
+    return_weights : bool
+        Also return the normalised probabilities.
+
+    Returns
+    -------
+    context : ndarray of shape (..., tq, Dv)
+    lse : ndarray of shape (..., tq)
+    weights : ndarray of shape (..., tq, Tk) or None
+    """
+    scores = np.matmul(q, k_t)  # (..., tq, Tk)
+    if scores.shape[:-2] != batch_shape:
+        # q and k are broadcast over fewer dimensions than the mask
+        scores = np.broadcast_to(scores, batch_shape + scores.shape[-2:]).copy()
+    scores *= scale
+    if allowed is not None:
+        np.copyto(scores, -np.inf, where=~allowed)
+
+    row_max = scores.max(axis=-1, keepdims=True)  # (..., tq, 1)
+    empty = np.isneginf(row_max)  # rows with no allowed key
+    row_max[empty] = 0.0
+    scores -= row_max
+    np.exp(scores, out=scores)  # unnormalised probabilities, each row's max is 1
+    row_sum = scores.sum(axis=-1, keepdims=True)  # (..., tq, 1); >= 1, or 0 if empty
+    context = np.matmul(scores, v)  # (..., tq, Dv)
+    np.divide(context, row_sum, out=context, where=~empty)
+
+    with np.errstate(divide="ignore"):
+        lse = row_max + np.log(row_sum)  # (..., tq, 1)
+    lse[empty] = np.inf
+    if return_weights:
+        np.divide(scores, row_sum, out=scores, where=~empty)
+    return context, lse[..., 0], scores if return_weights else None
 
 
 def split_heads(x, n_heads):

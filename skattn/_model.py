@@ -6,7 +6,7 @@
     tokens (N, T, D)
       -> input projection (D -> E), when the model has one
       -> + positional encoding
-      -> [class token prepended, for pooling="cls"]
+      -> [class token appended, for pooling="cls"]
       -> multi-head self-attention with output projection
       -> + residual
       -> layer norm
@@ -29,9 +29,6 @@ from ._attention import TILE_ELEMENTS, multi_head_forward
 from ._pooling import POOLINGS, token_mask
 
 LAYER_NORM_EPS = 1e-5
-
-# Parameters a user may give through ``init``, and the ones the model also owns.
-INIT_KEYS = ("input", "query", "key", "value", "output")
 
 
 def sinusoidal_positions(n_tokens, width, dtype=np.float64):
@@ -174,6 +171,25 @@ def add_positions(h, params, positional_encoding):
     return h
 
 
+def append_class_token(h, lengths, cls):
+    """Put the class token right after the last valid token of each sequence.
+
+    After the sequence rather than before it, so that with a causal mask the
+    class token still attends to every token.
+
+    Returns
+    -------
+    h : ndarray of shape (N, T + 1, E)
+    lengths : ndarray of shape (N,)
+        The lengths plus one.
+    """
+    n_samples, n_tokens, width = h.shape
+    extended = np.zeros((n_samples, n_tokens + 1, width), dtype=h.dtype)
+    extended[:, :n_tokens] = h
+    extended[np.arange(n_samples), lengths] = cls
+    return extended, lengths + 1
+
+
 def layer_norm_forward(x, weight, bias, eps=LAYER_NORM_EPS):
     """Layer normalisation over the last axis.
 
@@ -231,8 +247,8 @@ def forward(
     Returns
     -------
     tokens : ndarray of shape (N, T', E)
-        Per-token outputs, ``T' = T + 1`` with the class token first for
-        ``pooling="cls"``.
+        Per-token outputs; ``T' = T + 1`` for ``pooling="cls"``, the class token
+        following each sequence's last token.
     pooled : ndarray of shape (N, n_features_out)
         Pooled representation.
     cache : dict
@@ -245,10 +261,7 @@ def forward(
         h = x.copy()  # (N, T, E); positions are added in place
     h = add_positions(h, params, positional_encoding)
     if pooling == "cls":
-        cls = np.broadcast_to(params["cls"], (h.shape[0], 1, h.shape[2]))
-        h = np.concatenate([cls, h], axis=1)  # (N, 1 + T, E)
-        lengths = lengths + 1
-
+        h, lengths = append_class_token(h, lengths, params["cls"])
     n_tokens = h.shape[1]
     mask = None
     if np.any(lengths != n_tokens):

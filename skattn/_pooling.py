@@ -47,12 +47,15 @@ def pool_max(tokens, lengths, params):
 
 
 def pool_first(tokens, lengths, params):
-    """The first token: ``(N, T, E) -> (N, E)``. Also the class token's output."""
+    """The first token: ``(N, T, E) -> (N, E)``."""
     return tokens[:, 0].copy(), {}
 
 
 def pool_last(tokens, lengths, params):
-    """The last valid token of each sequence: ``(N, T, E) -> (N, E)``."""
+    """The last valid token of each sequence: ``(N, T, E) -> (N, E)``.
+
+    Also the output of the class token, which follows each sequence.
+    """
     return tokens[np.arange(tokens.shape[0]), lengths - 1], {}
 
 
@@ -80,7 +83,7 @@ POOLINGS = {
     "max": pool_max,
     "first": pool_first,
     "last": pool_last,
-    "cls": pool_first,  # the class token is prepended as token 0
+    "cls": pool_last,  # the class token is appended after the last token
     "attention": pool_attention,
     "flatten": pool_flatten,
 }

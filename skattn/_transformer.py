@@ -15,7 +15,7 @@ from sklearn.base import (
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ._model import INIT_KEYS, forward, init_params, param_shapes
+from ._model import forward, init_params, param_shapes
 from ._pooling import POOLINGS
 from ._sequences import (
     batch_indices,
@@ -104,8 +104,9 @@ class AttentionTransformer(
 
         - ``"mean"``, ``"max"``: over the tokens, feature-wise.
         - ``"first"``, ``"last"``: the first or last token of each sequence.
-        - ``"cls"``: a class token is prepended to each sequence (without
-          positional encoding) and its output is the representation.
+        - ``"cls"``: a learned class token is appended after the last token of
+          each sequence (without positional encoding, and seen by every token
+          under ``causal=True``); its output is the representation.
         - ``"attention"``: a query vector attends over the output tokens.
         - ``"flatten"``: all tokens side by side, ``n_tokens * d_model``
           features; every sequence must have the length seen in fit.
@@ -304,7 +305,7 @@ class AttentionTransformer(
     def _initialize(self, sequences, lengths):
         """Resolve the model's width and seed its parameters."""
         n_features = token_width(sequences)
-        init = {} if isinstance(self.init, str) else self.init
+        init = {} if isinstance(self.init, str) else check_init(self.init)
         self.head_dim_ = self._resolve_head_dim(n_features, init)
         self.d_model_ = self.n_heads * self.head_dim_
         self.max_tokens_ = int(lengths.max())
@@ -312,7 +313,13 @@ class AttentionTransformer(
         shapes = param_shapes(
             n_features, self.d_model_, pooling=self.pooling, has_input=has_input
         )
-        init = check_init(init, {k: shapes[k] for k in INIT_KEYS if k in shapes})
+        for name, value in init.items():  # every key of init is in shapes
+            if value.shape != shapes[name]:
+                raise ValueError(
+                    f"init['{name}'] has shape {value.shape}, expected "
+                    f"{shapes[name]} (n_features={n_features}, d_model="
+                    f"{self.d_model_})."
+                )
 
         dtype = sequences_dtype(sequences)
         params = init_params(
@@ -456,7 +463,7 @@ class AttentionTransformer(
         tokens : ndarray of shape (n_samples, n_tokens, d_model_) or list of \
                 ndarray of shape (n_tokens_i, d_model_)
             An array for table and 3D input, a list for a list of sequences. With
-            ``pooling="cls"`` each sequence starts with the class token's output
+            ``pooling="cls"`` each sequence ends with the class token's output
             (``n_tokens + 1`` rows).
         """
         return self._per_token(X, "tokens")
@@ -479,7 +486,7 @@ class AttentionTransformer(
         weights : ndarray of shape (n_samples, n_heads, n_tokens, n_tokens) or \
                 list of ndarray of shape (n_heads, n_tokens_i, n_tokens_i)
             An array for table and 3D input, a list for a list of sequences. With
-            ``pooling="cls"`` the class token is token 0 (``n_tokens + 1``).
+            ``pooling="cls"`` the class token is the last token (``n_tokens + 1``).
             This holds ``n_heads * n_tokens**2`` numbers per sample.
         """
         return self._per_token(X, "weights")

@@ -25,6 +25,8 @@ __all__ = [
 ]
 
 FLOAT_DTYPES = (np.float64, np.float32)
+# Keys of the ``init`` dict: the projections of DESIGN.md.
+INIT_KEYS = ("input", "query", "key", "value", "output")
 TABLE, SEQUENCES = "table", "sequences"
 
 
@@ -35,20 +37,24 @@ def working_memory_bytes():
 
 def _is_ragged(X):
     """Whether X is a list/tuple/1-D object array (or Series) of 2D arrays."""
-    if isinstance(X, (list, tuple)):
-        if len(X) == 0:
-            raise ValueError(
-                "X is empty: got an empty list; expected a table (n_samples, "
-                "n_features), an array (n_samples, n_tokens, n_features) or a list "
-                "of (n_tokens, n_features) arrays."
-            )
-        try:
-            return np.ndim(X[0]) == 2
-        except ValueError:  # an inhomogeneous nested list: not a 2D table row
-            return True
-    if str(getattr(X, "dtype", "")) == "object" and getattr(X, "ndim", None) == 1:
-        return hasattr(X, "__len__")  # 1-D object ndarray or pandas Series
-    return False
+    is_list = isinstance(X, (list, tuple))
+    is_object_vector = (
+        str(getattr(X, "dtype", "")) == "object" and getattr(X, "ndim", None) == 1
+    )  # a 1-D object ndarray or pandas Series
+    if not (is_list or is_object_vector):
+        return False
+    if len(X) == 0:
+        raise ValueError(
+            f"X is empty: got an empty {type(X).__name__}; expected a table "
+            "(n_samples, n_features), an array (n_samples, n_tokens, n_features) "
+            "or a list of (n_tokens, n_features) arrays."
+        )
+    if is_object_vector:
+        return True
+    try:
+        return np.ndim(X[0]) == 2
+    except ValueError:  # an inhomogeneous nested list: not a 2D table row
+        return True
 
 
 def _check_ragged(X):
@@ -67,7 +73,12 @@ def _check_ragged(X):
                 f"{name} is a zero-length sequence (shape {np.shape(seq)}); every "
                 "sequence needs at least one token."
             )
-        seq = check_array(seq, dtype=FLOAT_DTYPES, input_name=name)
+        try:
+            seq = check_array(seq, dtype=FLOAT_DTYPES, input_name=name)
+        except ValueError as exc:
+            if name in str(exc):
+                raise
+            raise ValueError(f"{name}: {exc}") from exc
         if sequences and seq.shape[1] != sequences[0].shape[1]:
             raise ValueError(
                 f"{name} has {seq.shape[1]} features per token, but X[0] has "
@@ -116,14 +127,16 @@ def check_input(estimator, X, *, reset, embed_dim=None):
         itself modified.
     """
     if _is_ragged(X):
-        kind, sequences = SEQUENCES, _check_ragged(X)
+        sequences = _check_ragged(X)
         n_features = sequences[0].shape[1]
     else:
         array = check_array(
             X, dtype=FLOAT_DTYPES, allow_nd=True, estimator=estimator, input_name="X"
         )
         if array.ndim == 2:
-            kind = TABLE
+            _check_kind(estimator, TABLE, reset)
+            _check_feature_names(estimator, X, reset=reset)
+            _check_n_features(estimator, array, reset=reset)
             width = 1 if embed_dim is None else embed_dim
             if array.shape[1] % width:
                 raise ValueError(
@@ -131,75 +144,73 @@ def check_input(estimator, X, *, reset, embed_dim=None):
                     f"of X, {array.shape[1]}: a table is read as n_features / "
                     "embed_dim tokens of width embed_dim."
                 )
-            sequences = array.reshape(array.shape[0], -1, width)  # (N, T, D)
-        elif array.ndim == 3:
-            kind, sequences = SEQUENCES, array
-            if 0 in array.shape[1:]:
-                raise ValueError(
-                    f"X of shape {array.shape} has no tokens or no features: "
-                    "expected (n_samples, n_tokens, n_features) with n_tokens >= 1 "
-                    "and n_features >= 1."
-                )
-        else:
+            return array.reshape(array.shape[0], -1, width)  # (N, T, D)
+        if array.ndim != 3:
             raise ValueError(
                 f"X has {array.ndim} dimensions (shape {array.shape}); expected a "
                 "2D table (n_samples, n_features), a 3D array (n_samples, n_tokens, "
                 "n_features) or a list of 2D (n_tokens, n_features) arrays."
             )
-        n_features = sequences.shape[2]
+        if 0 in array.shape[1:]:
+            raise ValueError(
+                f"X of shape {array.shape} has no tokens or no features: "
+                "expected (n_samples, n_tokens, n_features) with n_tokens >= 1 "
+                "and n_features >= 1."
+            )
+        sequences, n_features = array, array.shape[2]
 
-    if kind == SEQUENCES and embed_dim is not None and embed_dim != n_features:
+    if embed_dim is not None and embed_dim != n_features:
         raise ValueError(
             f"embed_dim={embed_dim} is for 2D tables only; sequences of width "
             f"{n_features} were passed. Leave embed_dim=None for sequence input."
         )
-    if reset:
-        estimator._input_kind = kind
-    elif kind != estimator._input_kind:
-        raise ValueError(
-            f"{estimator.__class__.__name__} was fitted on "
-            f"{'a table' if estimator._input_kind == TABLE else 'sequences'} and "
-            f"cannot transform {'a table' if kind == TABLE else 'sequences'}: pass "
-            "the same kind of input as in fit (2D table, or 3D array / list of "
-            "sequences)."
-        )
+    _check_kind(estimator, SEQUENCES, reset)
     _check_feature_names(estimator, X, reset=reset)
-    if kind == TABLE:
-        _check_n_features(estimator, array, reset=reset)
-    else:
-        _check_n_features_per_token(estimator, n_features, reset)
+    _check_n_features_per_token(estimator, n_features, reset)
     return sequences
 
 
-def check_init(init, shapes):
-    """Check a user ``init`` dict against the parameter shapes of the model.
+def _check_kind(estimator, kind, reset):
+    """Remember (fit) or check (transform) whether X is a table or sequences."""
+    if reset:
+        estimator._input_kind = kind
+    elif kind != estimator._input_kind:
+        fitted = "a table" if estimator._input_kind == TABLE else "sequences"
+        given = "a table" if kind == TABLE else "sequences"
+        raise ValueError(
+            f"{estimator.__class__.__name__} was fitted on {fitted} and cannot "
+            f"transform {given}: pass the same kind of input as in fit (2D table, "
+            "or 3D array / list of sequences)."
+        )
+
+
+def check_init(init):
+    """Check the arrays of a user ``init`` dict (names, 2D, finite floats).
+
+    Shapes are checked by the estimator once the model width is known.
 
     Parameters
     ----------
     init : dict of str to array-like
         User-given weights.
-    shapes : dict of str to tuple
-        Expected shape of each parameter that ``init`` may give.
 
     Returns
     -------
     init : dict of str to ndarray
-        Checked arrays (not yet copied: the caller copies when casting).
+        Checked arrays, not copied (the parameters copy them when casting).
     """
-    unknown = sorted(set(init) - set(shapes))
+    unknown = sorted(set(init) - set(INIT_KEYS))
     if unknown:
         raise ValueError(
-            f"init has unknown key(s) {unknown}; allowed keys for this model are "
-            f"{sorted(shapes)}."
+            f"init has unknown key(s) {unknown}; allowed keys are {list(INIT_KEYS)}."
         )
     checked = {}
     for name, value in init.items():
-        value = check_array(
-            value, dtype=FLOAT_DTYPES, ensure_2d=False, input_name=f"init['{name}']"
-        )
-        if value.shape != shapes[name]:
+        if np.ndim(value) != 2:
             raise ValueError(
-                f"init['{name}'] has shape {value.shape}, expected {shapes[name]}."
+                f"init['{name}'] must be a 2D array, got shape {np.shape(value)}."
             )
-        checked[name] = value
+        checked[name] = check_array(
+            value, dtype=FLOAT_DTYPES, input_name=f"init['{name}']"
+        )
     return checked

@@ -1,0 +1,422 @@
+"""Tests of the attention kernels against hand-worked values and a loop reference."""
+
+import ast
+import math
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+import skattn
+from skattn import multi_head_attention, scaled_dot_product_attention
+from skattn._attention import attention_forward, causal_tile
+
+# The textbook example: three tokens, d = 2.
+Q_TEXTBOOK = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+V_TEXTBOOK = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+
+
+def reference_attention(q, k, v, allowed, scale):
+    """Attention of one (Tq, d) query block with plain Python loops.
+
+    ``allowed[i][j]`` says whether query i may attend to key j.
+    """
+    n_queries, n_keys, d_v = len(q), len(k), len(v[0])
+    out = [[0.0] * d_v for _ in range(n_queries)]
+    weights = [[0.0] * n_keys for _ in range(n_queries)]
+    for i in range(n_queries):
+        keys = [j for j in range(n_keys) if allowed[i][j]]
+        if not keys:
+            continue
+        scores = {
+            j: scale * sum(a * b for a, b in zip(q[i], k[j], strict=True)) for j in keys
+        }
+        top = max(scores.values())
+        total = sum(math.exp(s - top) for s in scores.values())
+        for j in keys:
+            weights[i][j] = math.exp(scores[j] - top) / total
+            for c in range(d_v):
+                out[i][c] += weights[i][j] * v[j][c]
+    return np.array(out), np.array(weights)
+
+
+def reference_batched(q, k, v, mask=None, causal=False, scale=None):
+    """Loop reference over broadcast leading dimensions."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    batch = np.broadcast_shapes(
+        q.shape[:-2],
+        k.shape[:-2],
+        v.shape[:-2],
+        () if mask is None else mask.shape[:-2],
+    )
+    full_mask = np.ones((n_q, n_k), bool) if mask is None else mask
+    full_mask = np.broadcast_to(full_mask, batch + (n_q, n_k))
+    if causal:
+        full_mask = full_mask & np.tril(np.ones((n_q, n_k), bool))
+    q, k, v = (np.broadcast_to(a, batch + a.shape[-2:]) for a in (q, k, v))
+    out = np.zeros(batch + (n_q, v.shape[-1]))
+    weights = np.zeros(batch + (n_q, n_k))
+    for index in np.ndindex(*batch):
+        out[index], weights[index] = reference_attention(
+            q[index].tolist(),
+            k[index].tolist(),
+            v[index].tolist(),
+            full_mask[index].tolist(),
+            scale,
+        )
+    return out, weights
+
+
+def test_textbook_example_by_hand():
+    """softmax(Q K^T / sqrt(2)) V for the three-token example, worked by hand."""
+    out, weights = scaled_dot_product_attention(
+        Q_TEXTBOOK, Q_TEXTBOOK, V_TEXTBOOK, return_weights=True
+    )
+    # Q K^T = [[1, 0, 1], [0, 1, 1], [1, 1, 2]], each entry divided by sqrt(2)
+    a = math.exp(1 / math.sqrt(2))
+    b = math.exp(2 / math.sqrt(2))
+    expected_weights = np.array(
+        [
+            [a / (2 * a + 1), 1 / (2 * a + 1), a / (2 * a + 1)],
+            [1 / (2 * a + 1), a / (2 * a + 1), a / (2 * a + 1)],
+            [a / (2 * a + b), a / (2 * a + b), b / (2 * a + b)],
+        ]
+    )
+    assert_allclose(weights, expected_weights, rtol=1e-12, atol=0)
+    assert_allclose(out, expected_weights @ V_TEXTBOOK, rtol=1e-12, atol=0)
+    # the rounded numbers of the textbook
+    assert_array_equal(
+        np.round(weights, 3),
+        [[0.401, 0.198, 0.401], [0.198, 0.401, 0.401], [0.248, 0.248, 0.503]],
+    )
+    assert_array_equal(np.round(out, 3), [[3.0, 4.0], [3.407, 4.407], [3.51, 4.51]])
+
+
+def test_textbook_example_through_multi_head_attention():
+    """One head with identity projections is the bare formula."""
+    x = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    w_qk = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])  # one-hot x @ W = Q
+    out, weights = multi_head_attention(
+        x, w_qk, w_qk, V_TEXTBOOK, np.eye(2), n_heads=1, return_weights=True
+    )
+    expected_out, expected_weights = scaled_dot_product_attention(
+        Q_TEXTBOOK, Q_TEXTBOOK, V_TEXTBOOK, return_weights=True
+    )
+    assert_allclose(out, expected_out, rtol=1e-12)
+    assert_allclose(weights[0], expected_weights, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "batch, n_q, n_k, d_k, d_v",
+    [((), 1, 1, 1, 1), ((), 4, 6, 3, 2), ((2,), 5, 5, 4, 3), ((2, 3), 3, 7, 2, 5)],
+)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("use_mask", [False, True])
+def test_sdpa_matches_loop_reference(rng, batch, n_q, n_k, d_k, d_v, causal, use_mask):
+    q = rng.standard_normal(batch + (n_q, d_k))
+    k = rng.standard_normal(batch + (n_k, d_k))
+    v = rng.standard_normal(batch + (n_k, d_v))
+    mask = rng.random(batch + (n_q, n_k)) < 0.7 if use_mask else None
+    out, weights = scaled_dot_product_attention(
+        q, k, v, mask=mask, causal=causal, return_weights=True
+    )
+    expected_out, expected_weights = reference_batched(q, k, v, mask, causal)
+    assert_allclose(out, expected_out, rtol=1e-12, atol=1e-14)
+    assert_allclose(weights, expected_weights, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize(
+    "mask_shape", [(6,), (1, 6), (4, 1), (3, 1, 6), (3, 4, 6), (2, 1, 1, 6)]
+)
+def test_sdpa_broadcasts_mask(rng, mask_shape):
+    """Masks broadcast like numpy arrays against (..., Tq, Tk)."""
+    q = rng.standard_normal((3, 4, 2))
+    k = rng.standard_normal((3, 6, 2))
+    v = rng.standard_normal((3, 6, 3))
+    mask = rng.random(mask_shape) < 0.6
+    out = scaled_dot_product_attention(q, k, v, mask=mask)
+    expected, _ = reference_batched(q, k, v, mask)
+    assert out.shape == expected.shape
+    assert_allclose(out, expected, rtol=1e-12, atol=1e-14)
+
+
+def test_sdpa_scale(rng):
+    q, k, v = rng.standard_normal((3, 5, 4))
+    out = scaled_dot_product_attention(q, k, v, scale=0.3)
+    expected, _ = reference_batched(q, k, v, scale=0.3)
+    assert_allclose(out, expected, rtol=1e-12)
+    # scale=1/sqrt(d) is the default
+    assert_allclose(
+        scaled_dot_product_attention(q, k, v, scale=0.5),
+        scaled_dot_product_attention(q, k, v),
+        rtol=1e-15,
+    )
+
+
+def test_weights_rows_sum_to_one(rng):
+    q, k, v = rng.standard_normal((3, 2, 9, 4))
+    mask = rng.random((2, 9, 9)) < 0.5
+    mask[:, :, 0] = True  # every row has a key
+    _, weights = scaled_dot_product_attention(
+        q, k, v, mask=mask, causal=True, return_weights=True
+    )
+    assert_allclose(weights.sum(axis=-1), 1.0, rtol=1e-14)
+    assert np.all(weights[~(mask & np.tril(np.ones((9, 9), bool)))] == 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fully_masked_rows_give_zeros(rng, dtype):
+    """A query with no allowed key gets zero output and zero weights, never NaN."""
+    q, k, v = rng.standard_normal((3, 4, 3)).astype(dtype)
+    mask = np.ones((4, 4), bool)
+    mask[1] = False
+    out, weights = scaled_dot_product_attention(q, k, v, mask=mask, return_weights=True)
+    assert np.all(np.isfinite(out)) and np.all(np.isfinite(weights))
+    assert_array_equal(out[1], 0)
+    assert_array_equal(weights[1], 0)
+    # the other rows are untouched by the empty one
+    expected, _ = reference_batched(q.astype(np.float64), k, v, mask)
+    assert_allclose(out, expected, rtol=1e-5 if dtype == np.float32 else 1e-12)
+    # causal + mask of the first key: row 0 has no key left
+    mask = np.ones((4, 4), bool)
+    mask[:, 0] = False
+    out = scaled_dot_product_attention(q, k, v, mask=mask, causal=True)
+    assert_array_equal(out[0], 0)
+    assert np.all(np.isfinite(out))
+
+
+def test_all_masked_lse_is_inf(rng):
+    """The kept log-sum-exp makes exp(score - lse) vanish on empty rows."""
+    q, k, v = rng.standard_normal((3, 1, 5, 2))
+    mask = np.ones((5, 5), bool)
+    mask[2] = False
+    _, lse, _ = attention_forward(q, k, v, mask=mask, scale=0.5)
+    scores = 0.5 * q @ np.swapaxes(k, -1, -2)
+    scores[..., ~mask] = -np.inf
+    with np.errstate(divide="ignore"):
+        expected = np.log(np.exp(scores).sum(axis=-1))
+    expected[..., 2] = np.inf
+    assert_allclose(lse, expected, rtol=1e-13)
+
+
+@pytest.mark.parametrize("tile_elements", [1, 5, 7 * 11, 13 * 31, 10**9])
+@pytest.mark.parametrize("causal", [False, True])
+def test_tile_size_invariance(rng, tile_elements, causal):
+    """Uneven query tiles give the same output, weights and lse as one tile."""
+    q = rng.standard_normal((2, 3, 29, 4))
+    k = rng.standard_normal((2, 3, 31, 4))
+    v = rng.standard_normal((2, 3, 31, 5))
+    mask = rng.random((2, 1, 29, 31)) < 0.8
+    expected = attention_forward(
+        q, k, v, mask=mask, causal=causal, tile_elements=10**9, return_weights=True
+    )
+    result = attention_forward(
+        q,
+        k,
+        v,
+        mask=mask,
+        causal=causal,
+        tile_elements=tile_elements,
+        return_weights=True,
+    )
+    for got, want in zip(result, expected, strict=True):
+        assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+
+
+def test_causal_tile():
+    assert_array_equal(causal_tile(1, 3, 4), [[1, 1, 0, 0], [1, 1, 1, 0]])
+
+
+@pytest.mark.parametrize("factor", [1e3, 1e6])
+def test_large_inputs_stay_finite(rng, factor):
+    """Max-shifted softmax: inputs times 1e6 still give finite, exact outputs."""
+    q, k, v = rng.standard_normal((3, 2, 6, 4)).astype(np.float32)
+    out, weights = scaled_dot_product_attention(
+        q * factor, k * factor, v, return_weights=True
+    )
+    assert np.all(np.isfinite(out)) and np.all(np.isfinite(weights))
+    assert_allclose(weights.sum(axis=-1), 1.0, rtol=1e-6)
+    if factor == 1e6:  # hard attention: each query picks its best key
+        best = np.argmax(q @ np.swapaxes(k, -1, -2), axis=-1)
+        assert_allclose(out, np.take_along_axis(v, best[..., None], axis=-2))
+
+
+@pytest.mark.parametrize("function", ["sdpa", "mha"])
+def test_float32_in_float32_out(rng, function):
+    x = rng.standard_normal((2, 5, 4)).astype(np.float32)
+    if function == "sdpa":
+        out, weights = scaled_dot_product_attention(
+            x, x, x, scale=np.float64(0.5), return_weights=True
+        )
+    else:
+        w = rng.standard_normal((4, 4))  # float64 weights are cast to x's dtype
+        out, weights = multi_head_attention(
+            x, w, w, w, w, n_heads=2, return_weights=True
+        )
+    assert out.dtype == np.float32
+    assert weights.dtype == np.float32
+
+
+def test_integer_input_computes_in_float64():
+    x = np.arange(12).reshape(3, 4) % 3
+    out = scaled_dot_product_attention(x, x, x)
+    assert out.dtype == np.float64
+    assert_allclose(out, scaled_dot_product_attention(*(x.astype(float),) * 3))
+
+
+@pytest.mark.parametrize("n_heads", [1, 2, 4])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("with_output", [False, True])
+def test_multi_head_matches_per_head_reference(rng, n_heads, causal, with_output):
+    """Heads are consecutive column blocks, each an independent attention."""
+    head_dim, d_model, n_tokens = 3, 5, 6
+    x = rng.standard_normal((2, n_tokens, d_model))
+    w_q, w_k, w_v = rng.standard_normal((3, d_model, n_heads * head_dim))
+    w_o = rng.standard_normal((n_heads * head_dim, 7)) if with_output else None
+    mask = rng.random((2, 1, n_tokens)) < 0.7
+    mask[:, :, 0] = True
+    out, weights = multi_head_attention(
+        x, w_q, w_k, w_v, w_o, n_heads=n_heads, mask=mask, causal=causal,
+        return_weights=True,
+    )  # fmt: skip
+    heads = []
+    for h in range(n_heads):
+        cols = slice(h * head_dim, (h + 1) * head_dim)
+        head_out, head_weights = reference_batched(
+            x @ w_q[:, cols], x @ w_k[:, cols], x @ w_v[:, cols], mask, causal
+        )
+        heads.append(head_out)
+        assert_allclose(weights[:, h], head_weights, rtol=1e-12, atol=1e-14)
+    expected = np.concatenate(heads, axis=-1)
+    if with_output:
+        expected = expected @ w_o
+    assert_allclose(out, expected, rtol=1e-11, atol=1e-13)
+
+
+def test_kernels_do_not_modify_inputs(rng):
+    x = rng.standard_normal((2, 5, 4)).astype(np.float32)
+    w = rng.standard_normal((4, 4)).astype(np.float32)
+    mask = rng.random((2, 1, 5)) < 0.5
+    copies = [a.copy() for a in (x, w, mask)]
+    multi_head_attention(x, w, w, w, w, n_heads=2, mask=mask, causal=True)
+    scaled_dot_product_attention(x, x, x, mask=mask)
+    for array, copy in zip((x, w, mask), copies, strict=True):
+        assert_array_equal(array, copy)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(mask=np.ones((3, 3), dtype=int)), TypeError, "mask must be a boolean"),
+        (dict(mask=np.ones((2, 3), bool)), ValueError, r"mask of shape \(2, 3\)"),
+    ],
+)
+def test_sdpa_rejects_bad_mask(kwargs, error, match):
+    x = np.ones((3, 2))
+    with pytest.raises(error, match=match):
+        scaled_dot_product_attention(x, x, x, **kwargs)
+
+
+def test_sdpa_rejects_bad_shapes():
+    with pytest.raises(ValueError, match="same last dimension d_k, got 2 and 3"):
+        scaled_dot_product_attention(np.ones((3, 2)), np.ones((3, 3)), np.ones((3, 3)))
+    with pytest.raises(ValueError, match="same number of tokens T_k, got 3 and 4"):
+        scaled_dot_product_attention(np.ones((3, 2)), np.ones((3, 2)), np.ones((4, 2)))
+    with pytest.raises(ValueError, match="query must have at least 2 dimensions"):
+        scaled_dot_product_attention(np.ones(3), np.ones((3, 3)), np.ones((3, 3)))
+
+
+def test_mha_rejects_bad_weights():
+    x = np.ones((5, 4))
+    w = np.ones((4, 6))
+    with pytest.raises(ValueError, match=r"w_key must have shape \(D, n_heads"):
+        multi_head_attention(x, w, np.ones((3, 6)), w, n_heads=2)
+    with pytest.raises(ValueError, match="n_heads=4 must divide the width of w_query"):
+        multi_head_attention(x, w, w, w, n_heads=4)
+    with pytest.raises(ValueError, match=r"w_output must have shape \(6, d_out\)"):
+        multi_head_attention(x, w, w, w, np.ones((4, 4)), n_heads=2)
+    with pytest.raises(ValueError, match="n_heads must be a positive integer"):
+        multi_head_attention(x, w, w, w, n_heads=0)
+
+
+def reference_rows(q, k, v, rows, scale):
+    """Exact float64 full-softmax attention of some query rows of one head."""
+    scores = scale * (q[rows].astype(np.float64) @ k.astype(np.float64).T)
+    scores -= scores.max(axis=1, keepdims=True)
+    weights = np.exp(scores)
+    weights /= weights.sum(axis=1, keepdims=True)
+    return weights @ v.astype(np.float64)
+
+
+def test_long_sequence_against_reference(rng):
+    """T = 8192 (many tiles, strided head views) against a plain reference."""
+    n_tokens, d_model, n_heads = 8192, 16, 2
+    head_dim = d_model // n_heads
+    x = rng.standard_normal((n_tokens, d_model)).astype(np.float32)
+    w_q, w_k, w_v = rng.standard_normal((3, d_model, d_model)).astype(np.float32)
+    out = multi_head_attention(x, w_q, w_k, w_v, n_heads=n_heads, causal=True)
+    assert out.dtype == np.float32
+    rows = np.concatenate([np.arange(8), rng.choice(n_tokens, 56, replace=False)])
+    for h in range(n_heads):
+        cols = slice(h * head_dim, (h + 1) * head_dim)
+        q, k, v = x @ w_q[:, cols], x @ w_k[:, cols], x @ w_v[:, cols]
+        for row in rows:  # causal: row t sees keys 0..t
+            expected = reference_rows(
+                q, k[: row + 1], v[: row + 1], [row], 1 / math.sqrt(head_dim)
+            )
+            assert_allclose(out[row, cols], expected[0], rtol=2e-4, atol=2e-5)
+
+
+def test_32768_tokens_memory_is_linear():
+    """One sequence of 32,768 tokens, width 64, 4 heads: no T x T array.
+
+    A T x T float32 array would be 4 GiB; the query tiles keep the traced peak
+    to a few times the (T, 64) activations.
+    """
+    rng = np.random.default_rng(0)
+    n_tokens, d_model, n_heads, head_dim = 32768, 64, 4, 16
+    x = rng.standard_normal((n_tokens, d_model), dtype=np.float32)
+    w_q, w_k, w_v, w_o = rng.standard_normal((4, d_model, d_model), dtype=np.float32)
+    w_q /= 8
+    w_k /= 8
+    tracemalloc.start()
+    try:
+        out = multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads=n_heads)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    activation = n_tokens * d_model * 4  # 8 MiB
+    assert peak < 12 * activation, f"peak {peak / 2**20:.0f} MiB"
+    assert out.shape == (n_tokens, d_model) and out.dtype == np.float32
+
+    rows = [0, 1, 12345, n_tokens - 1]
+    heads = []
+    for h in range(n_heads):
+        cols = slice(h * head_dim, (h + 1) * head_dim)
+        q, k, v = x @ w_q[:, cols], x @ w_k[:, cols], x @ w_v[:, cols]
+        heads.append(reference_rows(q, k, v, rows, 1 / math.sqrt(head_dim)))
+    expected = np.concatenate(heads, axis=1) @ w_o.astype(np.float64)
+    assert_allclose(out[rows], expected, rtol=1e-3, atol=1e-4)
+
+
+KERNEL_MODULES = ["_attention", "_pooling", "_model", "_sequences"]
+
+
+@pytest.mark.parametrize("module", KERNEL_MODULES)
+def test_kernels_do_not_import_sklearn(module):
+    """The kernel layer imports numpy and other kernels, never scikit-learn."""
+    path = Path(skattn.__file__).parent / f"{module}.py"
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative import: must be another kernel module
+                assert node.module in KERNEL_MODULES, node.module
+                continue
+            names = [node.module]
+        else:
+            continue
+        assert not any(name.split(".")[0] == "sklearn" for name in names), names

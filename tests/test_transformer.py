@@ -1,0 +1,1160 @@
+"""Tests of AttentionTransformer: input formats, invariances, numbers and errors.
+
+Every numerical expectation is computed here with plain numpy (softmax, the
+sinusoidal table, layer norm) from the fitted weights or from weights given
+through ``init``, independently of the kernels in ``skattn``.
+"""
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn import config_context
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.utils._param_validation import InvalidParameterError
+from threadpoolctl import threadpool_limits
+
+import skattn._transformer
+from skattn import AttentionTransformer
+from skattn._model import LAYER_NORM_EPS
+
+POOLINGS = ["mean", "max", "first", "last", "cls", "attention", "flatten"]
+RAGGED_POOLINGS = [pooling for pooling in POOLINGS if pooling != "flatten"]
+POSITIONAL_ENCODINGS = ["sinusoidal", "learned", None]
+PER_TOKEN_METHODS = ["transform_sequences", "attention_weights"]
+METHODS = ["transform", *PER_TOKEN_METHODS]
+WEIGHT_ATTRIBUTES = [
+    "input_weights_",
+    "query_weights_",
+    "key_weights_",
+    "value_weights_",
+    "output_weights_",
+]
+TOLERANCE = {
+    np.float64: dict(rtol=1e-12, atol=1e-12),
+    np.float32: dict(rtol=2e-5, atol=2e-5),
+}
+LENGTHS = (3, 7, 1, 5)
+
+# The textbook example: three one-hot tokens, one head of width 3.
+TEXTBOOK_A = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0]])
+TEXTBOOK_V = np.array([[1.0, 2.0, 0.0], [3.0, 4.0, 0.0], [5.0, 6.0, 0.0]])
+TEXTBOOK_INIT = {
+    "query": math.sqrt(3 / 2) * TEXTBOOK_A,
+    "key": TEXTBOOK_A,
+    "value": TEXTBOOK_V,
+    "output": np.eye(3),
+}
+BARE = dict(positional_encoding=None, residual=False, layer_norm=False)
+
+
+# Data and references
+# -------------------
+
+
+def make_3d(n=5, n_tokens=6, width=4, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, n_tokens, width)).astype(dtype)
+
+
+def make_ragged(lengths=LENGTHS, width=4, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((n, width)).astype(dtype) for n in lengths]
+
+
+def make_table(n=5, n_features=6, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, n_features)).astype(dtype)
+
+
+def make_input(kind, dtype=np.float64):
+    if kind == "table":
+        return make_table(dtype=dtype)
+    if kind == "3d":
+        return make_3d(dtype=dtype)
+    return make_ragged(dtype=dtype)
+
+
+def cast(X, dtype):
+    """X (array or list of arrays) in another dtype."""
+    if isinstance(X, list):
+        return [x.astype(dtype) for x in X]
+    return X.astype(dtype)
+
+
+def object_array(sequences):
+    """1-D object array of 2D arrays (np.array would stack equal shapes)."""
+    out = np.empty(len(sequences), dtype=object)
+    for i, seq in enumerate(sequences):
+        out[i] = seq
+    return out
+
+
+def softmax(scores):
+    shifted = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)
+
+
+def sinusoidal_table(n_tokens, width):
+    """P[t, 2i] = sin(t / 10000^(2i/E)), P[t, 2i+1] = cos(t / 10000^(2i/E))."""
+    table = np.empty((n_tokens, width))
+    for t in range(n_tokens):
+        for j in range(width):
+            angle = t / 10000.0 ** (2 * (j // 2) / width)
+            table[t, j] = math.sin(angle) if j % 2 == 0 else math.cos(angle)
+    return table
+
+
+def reference_attention(h, est):
+    """Multi-head attention of one sequence h (T, E) with est's fitted weights.
+
+    Full (T, T) score matrices, one head at a time, softmax in place.
+    """
+    q, k, v = (h @ est.query_weights_, h @ est.key_weights_, h @ est.value_weights_)
+    width = est.head_dim_
+    heads = []
+    for head in range(est.n_heads):
+        cols = slice(head * width, (head + 1) * width)
+        scores = q[:, cols] @ k[:, cols].T  # (T, T)
+        scores /= math.sqrt(width)
+        scores -= scores.max(axis=1, keepdims=True)
+        np.exp(scores, out=scores)
+        heads.append(scores @ v[:, cols] / scores.sum(axis=1, keepdims=True))
+        del scores
+    return np.hstack(heads) @ est.output_weights_
+
+
+def assert_same_outputs(actual, expected, **tolerance):
+    """Compare arrays, or lists of arrays element-wise."""
+    if isinstance(expected, list):
+        assert isinstance(actual, list)
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected, strict=True):
+            assert a.shape == e.shape
+            assert_allclose(a, e, **tolerance)
+    else:
+        assert actual.shape == expected.shape
+        assert_allclose(actual, expected, **tolerance)
+
+
+@pytest.fixture
+def forward_calls(monkeypatch):
+    """Record (input batch, per-token output) of every call of the model."""
+    calls = []
+    original = skattn._transformer.forward
+
+    def spy(params, x, lengths, **kwargs):
+        tokens, pooled, cache = original(params, x, lengths, **kwargs)
+        calls.append((x, tokens))
+        return tokens, pooled, cache
+
+    monkeypatch.setattr(skattn._transformer, "forward", spy)
+    return calls
+
+
+# 1. Input formats
+# ----------------
+
+
+@pytest.mark.parametrize("method", ["transform", "transform_sequences"])
+def test_embed_dim_reads_consecutive_columns_as_one_token(method):
+    X = make_table(n=6, n_features=12)
+    est = AttentionTransformer(n_heads=2, embed_dim=3, random_state=0)
+    from_table = getattr(clone(est).fit(X), method)(X)
+    X_seq = X.reshape(6, 4, 3)
+    from_sequences = getattr(clone(est).fit(X_seq), method)(X_seq)
+    assert_allclose(from_table, from_sequences, rtol=1e-14, atol=1e-14)
+
+
+def test_table_default_reads_each_column_as_a_scalar_token():
+    X = make_table(n=6, n_features=5)
+    est = AttentionTransformer(n_heads=2, random_state=0).fit(X)
+    assert est.transform_sequences(X).shape == (6, 5, est.d_model_)
+    X_seq = X[:, :, None]
+    expected = clone(est).fit(X_seq).transform(X_seq)
+    assert_allclose(est.transform(X), expected, rtol=1e-14, atol=1e-14)
+
+
+def test_dataframe_input_sets_feature_names_and_matches_array():
+    X = make_table(n=6, n_features=4)
+    df = pd.DataFrame(X, columns=["a", "b", "c", "d"])
+    est = AttentionTransformer(n_heads=2, random_state=0).fit(df)
+    assert_array_equal(est.feature_names_in_, ["a", "b", "c", "d"])
+    assert est.n_features_in_ == 4
+    from_array = clone(est).fit(X).transform(X)
+    assert_allclose(est.transform(df), from_array, rtol=1e-14, atol=1e-14)
+
+
+def test_3d_array_output_shapes():
+    X = make_3d(n=5, n_tokens=6, width=4)
+    est = AttentionTransformer(n_heads=2, random_state=0).fit(X)
+    assert est.d_model_ == 16
+    assert est.transform(X).shape == (5, 16)
+    assert est.transform_sequences(X).shape == (5, 6, 16)
+    assert est.attention_weights(X).shape == (5, 2, 6, 6)
+
+
+@pytest.mark.parametrize("container", [list, tuple, object_array])
+@pytest.mark.parametrize("method", METHODS)
+def test_ragged_containers_give_same_results(container, method):
+    X = make_ragged()
+    est = AttentionTransformer(n_heads=2, random_state=0).fit(container(X))
+    result = getattr(est, method)(container(X))
+    expected = getattr(clone(est).fit(X), method)(X)
+    if method == "transform":
+        assert result.shape == (len(LENGTHS), est.d_model_)
+    else:
+        assert isinstance(result, list)
+        n_rows = [r.shape[-2] for r in result]
+        assert n_rows == list(LENGTHS)
+    assert_same_outputs(result, expected, rtol=1e-14, atol=1e-14)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_3d_batch_equals_list_of_its_rows(method):
+    X = make_3d()
+    est = AttentionTransformer(n_heads=2, random_state=0).fit(X)
+    from_array = getattr(est, method)(X)
+    from_list = getattr(est, method)(list(X))
+    if method == "transform":
+        assert_allclose(from_list, from_array, rtol=1e-12, atol=1e-12)
+    else:
+        assert isinstance(from_list, list)
+        assert_allclose(np.stack(from_list), from_array, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "X, n_features_in",
+    [
+        (make_table(n_features=6), 6),
+        (make_3d(width=4), 4),
+        (make_ragged(width=3), 3),
+        (pd.DataFrame(make_table(n_features=7)), 7),
+    ],
+    ids=["table", "3d", "ragged", "dataframe"],
+)
+def test_n_features_in(X, n_features_in):
+    est = AttentionTransformer(n_heads=2, random_state=0).fit(X)
+    assert est.n_features_in_ == n_features_in
+
+
+def test_n_features_in_of_table_with_embed_dim_counts_columns():
+    est = AttentionTransformer(embed_dim=3, random_state=0).fit(
+        make_table(n_features=12)
+    )
+    assert est.n_features_in_ == 12
+    assert est.max_tokens_ == 4
+
+
+# 2. Padding invariance
+# ---------------------
+
+padding_cases = pytest.mark.parametrize(
+    "pooling, causal, positional_encoding, dtype",
+    [
+        (pooling, causal, positional_encoding, dtype)
+        for pooling in RAGGED_POOLINGS
+        for causal in (False, True)
+        for positional_encoding in POSITIONAL_ENCODINGS
+        for dtype in (np.float64, np.float32)
+    ],
+)
+
+
+def _fit_ragged(pooling, causal, positional_encoding, dtype):
+    X = make_ragged(dtype=dtype)
+    est = AttentionTransformer(
+        n_heads=2,
+        pooling=pooling,
+        causal=causal,
+        positional_encoding=positional_encoding,
+        random_state=0,
+    )
+    return X, est.fit(X)
+
+
+@padding_cases
+def test_padding_invariance_transform(pooling, causal, positional_encoding, dtype):
+    X, est = _fit_ragged(pooling, causal, positional_encoding, dtype)
+    together = est.transform(X)
+    alone = np.vstack([est.transform([seq]) for seq in X])
+    assert_allclose(together, alone, **TOLERANCE[dtype])
+
+
+@padding_cases
+def test_padding_invariance_transform_sequences(
+    pooling, causal, positional_encoding, dtype
+):
+    X, est = _fit_ragged(pooling, causal, positional_encoding, dtype)
+    together = est.transform_sequences(X)
+    alone = [est.transform_sequences([seq])[0] for seq in X]
+    assert_same_outputs(together, alone, **TOLERANCE[dtype])
+
+
+@padding_cases
+def test_padding_invariance_attention_weights(
+    pooling, causal, positional_encoding, dtype
+):
+    X, est = _fit_ragged(pooling, causal, positional_encoding, dtype)
+    together = est.attention_weights(X)
+    alone = [est.attention_weights([seq])[0] for seq in X]
+    assert_same_outputs(together, alone, **TOLERANCE[dtype])
+
+
+# 3. Batch-size invariance and working memory
+# -------------------------------------------
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("kind", ["3d", "ragged"])
+def test_small_working_memory_gives_same_result_in_several_batches(
+    kind, method, forward_calls
+):
+    X = make_input(kind)
+    est = AttentionTransformer(n_heads=2, random_state=0).fit(X)
+    expected = getattr(est, method)(X)
+    assert len(forward_calls) == 1  # everything fits in the default budget
+    forward_calls.clear()
+    with config_context(working_memory=0.001):
+        batched = getattr(est, method)(X)
+    assert len(forward_calls) > 1
+    assert sum(len(x) for x, _ in forward_calls) == len(X)
+    assert_same_outputs(batched, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["3d", "ragged"])
+def test_many_sequences_are_batched_within_working_memory(
+    kind, forward_calls, monkeypatch
+):
+    rng = np.random.default_rng(0)
+    n, working_memory = 2000, 0.01  # MiB
+    if kind == "3d":
+        X = rng.standard_normal((n, 4, 2))
+        lengths = np.full(n, 4)
+    else:
+        lengths = rng.integers(1, 6, size=n)
+        X = [rng.standard_normal((length, 2)) for length in lengths]
+    est = AttentionTransformer(n_heads=1, head_dim=2, random_state=0).fit(X)
+    expected = est.transform(X)
+
+    plans = []
+    original = skattn._transformer.batch_indices
+
+    def spy(sample_lengths, row_bytes, budget_bytes):
+        batches = original(sample_lengths, row_bytes, budget_bytes)
+        plans.append((row_bytes, budget_bytes, batches))
+        return batches
+
+    monkeypatch.setattr(skattn._transformer, "batch_indices", spy)
+    forward_calls.clear()
+    with config_context(working_memory=working_memory):
+        batched = est.transform(X)
+
+    assert_allclose(batched, expected, rtol=1e-12, atol=1e-12)
+    [(row_bytes, budget, batches)] = plans
+    assert budget == working_memory * 2**20
+    assert 1 < len(batches) == len(forward_calls)
+    assert_array_equal(np.sort(np.concatenate(batches)), np.arange(n))
+    for rows in batches:
+        assert len(rows) == 1 or len(rows) * row_bytes(lengths[rows].max()) <= budget
+    for rows, (x, tokens) in zip(batches, forward_calls, strict=True):
+        # a batch is padded to its own longest sequence only
+        assert x.shape == (len(rows), lengths[rows].max(), 2)
+        assert x.nbytes + tokens.nbytes <= budget
+    assert max(len(x) for x, _ in forward_calls) > 1  # not one row at a time
+
+
+def test_blas_thread_count_does_not_change_results():
+    X = make_3d(n=6, n_tokens=40, width=8)
+    est = AttentionTransformer(n_heads=2, random_state=0).fit(X)
+    expected = est.transform_sequences(X)
+    with threadpool_limits(limits=1, user_api="blas"):
+        single = est.transform_sequences(X)
+    assert_allclose(single, expected, rtol=1e-12, atol=1e-12)
+
+
+# 4. dtypes
+# ---------
+
+
+def _outputs(est, method, X):
+    if method == "fit_transform":
+        out = est.fit_transform(X)
+    else:
+        out = getattr(est.fit(X), method)(X)
+    return out if isinstance(out, list) else [out]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["table", "3d", "ragged"])
+@pytest.mark.parametrize("method", ["fit_transform", *METHODS])
+def test_float_dtype_is_preserved(method, kind, dtype):
+    X = make_input(kind, dtype)
+    outputs = _outputs(AttentionTransformer(n_heads=2, random_state=0), method, X)
+    assert all(out.dtype == dtype for out in outputs)
+
+
+@pytest.mark.parametrize("kind", ["table", "3d", "ragged"])
+@pytest.mark.parametrize("method", ["fit_transform", *METHODS])
+def test_integer_input_becomes_float64(method, kind):
+    X = cast(make_input(kind), np.int64)
+    outputs = _outputs(AttentionTransformer(n_heads=2, random_state=0), method, X)
+    assert all(out.dtype == np.float64 for out in outputs)
+
+
+@pytest.mark.parametrize("kind", ["table", "3d", "ragged"])
+def test_float32_results_close_to_float64(kind):
+    X64 = make_input(kind)
+    X32 = cast(X64, np.float32)
+    est = AttentionTransformer(n_heads=2, random_state=0)
+    out64 = clone(est).fit(X64).transform(X64)
+    out32 = clone(est).fit(X32).transform(X32)
+    assert_allclose(out32, out64, rtol=1e-4, atol=1e-4)
+
+
+# 5. Textbook numbers
+# -------------------
+
+
+def test_single_head_equals_softmax_formula():
+    rng = np.random.default_rng(0)
+    width = 5
+    X = rng.standard_normal((3, 7, width))
+    w_query, w_key, w_value = rng.standard_normal((3, width, width))
+    est = AttentionTransformer(
+        n_heads=1,
+        head_dim=width,
+        init={"query": w_query, "key": w_key, "value": w_value, "output": np.eye(5)},
+        **BARE,
+    ).fit(X)
+    assert est.input_weights_ is None
+    q, k, v = X @ w_query, X @ w_key, X @ w_value
+    scores = np.einsum("nid,njd->nij", q, k) / math.sqrt(width)
+    expected = softmax(scores) @ v
+    assert_allclose(est.transform_sequences(X), expected, rtol=1e-12, atol=1e-12)
+
+
+def _textbook_estimator():
+    X = np.eye(3)[None]  # one sequence of three one-hot tokens
+    est = AttentionTransformer(n_heads=1, head_dim=3, init=TEXTBOOK_INIT, **BARE)
+    return X, est.fit(X)
+
+
+def _textbook_weights():
+    # (sqrt(3/2) A)(A)^T / sqrt(3) = A A^T / sqrt(2)
+    scores = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0], [1.0, 1.0, 2.0]])
+    unnormalised = np.exp(scores / np.sqrt(2.0))
+    return unnormalised / unnormalised.sum(axis=1, keepdims=True)
+
+
+def test_textbook_attention_weights():
+    X, est = _textbook_estimator()
+    weights = est.attention_weights(X)
+    assert weights.shape == (1, 1, 3, 3)
+    assert_allclose(weights[0, 0], _textbook_weights(), rtol=1e-12)
+    published = [[0.401, 0.198, 0.401], [0.198, 0.401, 0.401], [0.248, 0.248, 0.503]]
+    assert_allclose(weights[0, 0], published, atol=5e-4)  # 3 decimals
+
+
+def test_textbook_outputs():
+    X, est = _textbook_estimator()
+    tokens = est.transform_sequences(X)
+    assert tokens.shape == (1, 3, 3)
+    assert_allclose(tokens[0], _textbook_weights() @ TEXTBOOK_V, rtol=1e-12, atol=1e-15)
+    published = [[3.0, 4.0, 0.0], [3.407, 4.407, 0.0], [3.51, 4.51, 0.0]]
+    assert_allclose(tokens[0], published, atol=5e-4)  # 3 decimals
+
+
+def test_default_block_matches_numpy_reference():
+    """Input projection, sinusoidal positions, attention, residual, layer norm, mean."""
+    X = make_3d(n=3, n_tokens=6, width=5)
+    est = AttentionTransformer(n_heads=2, random_state=0).fit(X)
+    assert est.input_weights_.shape == (5, 16)
+    tokens = est.transform_sequences(X)
+    for x, out in zip(X, tokens, strict=True):
+        h = x @ est.input_weights_ + sinusoidal_table(6, 16)
+        z = reference_attention(h, est) + h
+        z = (z - z.mean(axis=1, keepdims=True)) / np.sqrt(
+            z.var(axis=1, keepdims=True) + LAYER_NORM_EPS
+        )
+        assert_allclose(out, z, rtol=1e-10, atol=1e-12)
+    assert_allclose(est.transform(X), tokens.mean(axis=1), rtol=1e-12, atol=1e-14)
+
+
+# 6. Invariants
+# -------------
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("kind", ["3d", "ragged"])
+def test_attention_weights_rows_sum_to_one(kind, causal):
+    X = make_input(kind)
+    est = AttentionTransformer(n_heads=3, causal=causal, random_state=0).fit(X)
+    for weights in est.attention_weights(X):
+        assert weights.shape[0] == 3
+        assert np.all(weights >= 0)
+        assert_allclose(weights.sum(axis=-1), 1.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["3d", "ragged"])
+def test_causal_attention_weights_vanish_above_diagonal(kind):
+    X = make_input(kind)
+    est = AttentionTransformer(n_heads=2, causal=True, random_state=0).fit(X)
+    for weights in est.attention_weights(X):
+        n_tokens = weights.shape[-1]
+        above = np.triu(np.ones((n_tokens, n_tokens), dtype=bool), k=1)
+        assert np.all(weights[:, above] == 0)
+        assert np.all(weights[:, ~above] > 0)
+
+
+@pytest.mark.parametrize("residual, layer_norm", [(True, True), (False, False)])
+def test_tokens_are_permutation_equivariant_without_positions(residual, layer_norm):
+    X = make_3d(n=4, n_tokens=7)
+    perm = np.random.default_rng(1).permutation(7)
+    est = AttentionTransformer(
+        n_heads=2,
+        positional_encoding=None,
+        residual=residual,
+        layer_norm=layer_norm,
+        random_state=0,
+    ).fit(X)
+    assert_allclose(
+        est.transform_sequences(X[:, perm]),
+        est.transform_sequences(X)[:, perm],
+        rtol=1e-12,
+        atol=1e-12,
+    )
+
+
+def test_attention_weights_are_permutation_equivariant_without_positions():
+    X = make_3d(n=4, n_tokens=7)
+    perm = np.random.default_rng(1).permutation(7)
+    est = AttentionTransformer(n_heads=2, positional_encoding=None, random_state=0)
+    weights = est.fit(X).attention_weights(X)
+    assert_allclose(
+        est.attention_weights(X[:, perm]),
+        weights[:, :, perm][:, :, :, perm],
+        rtol=1e-12,
+        atol=1e-12,
+    )
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max", "attention", "cls"])
+def test_pooled_output_is_permutation_invariant_without_positions(pooling):
+    X = make_3d(n=4, n_tokens=7)
+    perm = np.random.default_rng(1).permutation(7)
+    est = AttentionTransformer(
+        n_heads=2, pooling=pooling, positional_encoding=None, random_state=0
+    ).fit(X)
+    assert_allclose(est.transform(X[:, perm]), est.transform(X), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("positional_encoding", ["sinusoidal", "learned"])
+def test_positions_break_permutation_invariance(positional_encoding):
+    X = make_3d(n=4, n_tokens=7)
+    perm = np.random.default_rng(1).permutation(7)
+    est = AttentionTransformer(
+        n_heads=2, positional_encoding=positional_encoding, random_state=0
+    ).fit(X)
+    assert not np.allclose(est.transform(X[:, perm]), est.transform(X), atol=1e-3)
+
+
+@pytest.mark.parametrize("positional_encoding", POSITIONAL_ENCODINGS)
+@pytest.mark.parametrize("kind", ["3d", "ragged"])
+def test_causal_output_ignores_later_tokens(kind, positional_encoding):
+    n_tokens, t = 7, 3
+    X = make_3d(n=4, n_tokens=n_tokens)
+    X_changed = X.copy()
+    X_changed[:, t + 1 :] = np.random.default_rng(1).standard_normal(
+        X_changed[:, t + 1 :].shape
+    )
+    if kind == "ragged":  # the padded batch is longer than the first sequence
+        X, X_changed = [X[0], *X[1:, :5]], [X_changed[0], *X_changed[1:, :5]]
+    est = AttentionTransformer(
+        n_heads=2, causal=True, positional_encoding=positional_encoding, random_state=0
+    ).fit(X)
+    before, after = est.transform_sequences(X), est.transform_sequences(X_changed)
+    for old, new in zip(before, after, strict=True):
+        assert_allclose(new[: t + 1], old[: t + 1], rtol=1e-12, atol=1e-12)
+        assert not np.allclose(new[t + 1 :], old[t + 1 :], atol=1e-6)
+
+
+def test_non_causal_output_depends_on_later_tokens():
+    X = make_3d(n=4, n_tokens=7)
+    X_changed = X.copy()
+    X_changed[:, 4:] += 1.0
+    est = AttentionTransformer(n_heads=2, random_state=0).fit(X)
+    before, after = est.transform_sequences(X), est.transform_sequences(X_changed)
+    assert not np.allclose(after[:, :4], before[:, :4], atol=1e-6)
+
+
+# 7. Poolings
+# -----------
+
+
+@pytest.mark.parametrize("pooling", POOLINGS)
+def test_n_features_out_of_each_pooling(pooling):
+    X = make_3d(n=4, n_tokens=5, width=4)
+    est = AttentionTransformer(n_heads=2, pooling=pooling, random_state=0).fit(X)
+    expected = 5 * 16 if pooling == "flatten" else 16
+    assert est.d_model_ == 16
+    assert est.transform(X).shape == (4, expected)
+    assert len(est.get_feature_names_out()) == expected
+
+
+@pytest.mark.parametrize("pooling, row", [("first", 0), ("last", -1)])
+def test_first_and_last_pooling_pick_the_token(pooling, row):
+    X = make_ragged()
+    est = AttentionTransformer(n_heads=2, pooling=pooling, random_state=0).fit(X)
+    expected = np.stack([tokens[row] for tokens in est.transform_sequences(X)])
+    assert_allclose(est.transform(X), expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max"])
+@pytest.mark.parametrize("kind", ["3d", "ragged"])
+def test_mean_and_max_pooling_over_valid_tokens(kind, pooling):
+    X = make_input(kind)
+    est = AttentionTransformer(n_heads=2, pooling=pooling, random_state=0).fit(X)
+    reduce = np.mean if pooling == "mean" else np.max
+    expected = np.stack([reduce(t, axis=0) for t in est.transform_sequences(X)])
+    assert_allclose(est.transform(X), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_cls_pooling_returns_the_class_token_output():
+    X = make_ragged()
+    est = AttentionTransformer(n_heads=2, pooling="cls", random_state=0).fit(X)
+    tokens = est.transform_sequences(X)
+    assert [len(t) for t in tokens] == [n + 1 for n in LENGTHS]
+    assert [w.shape for w in est.attention_weights(X)] == [
+        (2, n + 1, n + 1) for n in LENGTHS
+    ]
+    assert est.cls_token_.shape == (est.d_model_,)
+    # the class token follows the last token of each sequence
+    assert_allclose(est.transform(X), np.stack([t[-1] for t in tokens]), rtol=1e-12)
+
+
+def test_cls_pooling_with_causal_depends_on_the_sequence():
+    """The class token comes last, so a causal mask still lets it see every token."""
+    X = make_3d(n=5)
+    est = AttentionTransformer(
+        n_heads=2, pooling="cls", causal=True, random_state=0
+    ).fit(X)
+    X_new = est.transform(X)
+    assert np.ptp(X_new, axis=0).max() > 1e-3
+
+
+def test_attention_pooling_is_a_convex_combination_of_tokens():
+    X = make_ragged()
+    est = AttentionTransformer(n_heads=2, pooling="attention", random_state=0).fit(X)
+    pooled = est.transform(X)
+    for row, tokens in zip(pooled, est.transform_sequences(X), strict=True):
+        assert np.all(row >= tokens.min(axis=0) - 1e-12)
+        assert np.all(row <= tokens.max(axis=0) + 1e-12)
+
+
+def test_attention_pooling_formula():
+    X = make_ragged()
+    est = AttentionTransformer(n_heads=2, pooling="attention", random_state=0).fit(X)
+    query = est.pooling_query_
+    assert query.shape == (est.d_model_,)
+    expected = [
+        softmax(tokens @ query / math.sqrt(est.d_model_)) @ tokens
+        for tokens in est.transform_sequences(X)
+    ]
+    assert_allclose(est.transform(X), np.stack(expected), rtol=1e-12, atol=1e-12)
+
+
+def test_flatten_pooling_concatenates_the_tokens():
+    X = make_3d(n=4, n_tokens=5)
+    est = AttentionTransformer(n_heads=2, pooling="flatten", random_state=0).fit(X)
+    expected = est.transform_sequences(X).reshape(4, -1)
+    assert_allclose(est.transform(X), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_flatten_pooling_rejects_ragged_lengths_at_fit():
+    est = AttentionTransformer(pooling="flatten")
+    with pytest.raises(ValueError, match="one length; got lengths from 1 to 7"):
+        est.fit(make_ragged())
+
+
+@pytest.mark.parametrize("kind", ["3d", "ragged"])
+def test_flatten_pooling_rejects_other_length_at_transform(kind):
+    est = AttentionTransformer(pooling="flatten", random_state=0).fit(make_3d())
+    X = make_3d(n_tokens=4) if kind == "3d" else [make_3d()[0], make_3d()[1, :4]]
+    with pytest.raises(ValueError, match="sequences of 6 tokens.*got 4"):
+        est.transform(X)
+
+
+# 8. Parameters and init
+# ----------------------
+
+
+@pytest.mark.parametrize(
+    "width, n_heads, head_dim",
+    [(4, 4, 8), (20, 4, 8), (50, 4, 13), (64, 4, 16), (9, 1, 9), (3, 1, 8)],
+)
+def test_default_head_dim_rule(width, n_heads, head_dim):
+    X = make_3d(n=2, n_tokens=3, width=width)
+    est = AttentionTransformer(n_heads=n_heads, random_state=0).fit(X)
+    assert est.head_dim_ == head_dim == max(8, math.ceil(width / n_heads))
+    assert est.d_model_ == n_heads * head_dim
+    assert est.query_weights_.shape == (est.d_model_, est.d_model_)
+    assert est.transform(X).shape == (2, est.d_model_)
+
+
+def test_head_dim_given():
+    X = make_3d(width=4)
+    est = AttentionTransformer(n_heads=3, head_dim=5, random_state=0).fit(X)
+    assert (est.head_dim_, est.d_model_) == (5, 15)
+    assert est.input_weights_.shape == (4, 15)
+    assert est.attention_weights(X).shape == (5, 3, 6, 6)
+    assert est.transform_sequences(X).shape == (5, 6, 15)
+
+
+def test_init_arrays_are_used_and_copied():
+    X = make_3d(width=4)
+    rng = np.random.default_rng(1)
+    init = {name: rng.standard_normal((8, 8)) for name in ("query", "key", "value")}
+    init["input"] = rng.standard_normal((4, 8))
+    originals = {name: value.copy() for name, value in init.items()}
+    est = AttentionTransformer(n_heads=2, init=init, random_state=0).fit(X)
+    expected = est.transform(X)
+    for name in init:
+        assert_array_equal(init[name], originals[name])  # fit did not modify them
+        assert_array_equal(getattr(est, f"{name}_weights_"), originals[name])
+        init[name] += 1.0  # the caller mutates its arrays after fit
+    for name in init:
+        assert_array_equal(getattr(est, f"{name}_weights_"), originals[name])
+    assert_array_equal(est.transform(X), expected)
+
+
+def test_init_dict_sets_head_dim_from_its_width():
+    init = {"query": np.eye(6)}
+    est = AttentionTransformer(n_heads=2, init=init, random_state=0).fit(make_3d())
+    assert (est.head_dim_, est.d_model_) == (3, 6)
+
+
+@pytest.mark.parametrize(
+    "key, shape, expected",
+    [
+        ("input", (8, 8), (6, 8)),
+        ("input", (6, 4), (6, 8)),
+        ("query", (6, 8), (8, 8)),
+        ("value", (8, 7), (8, 8)),
+        ("output", (9, 8), (8, 8)),
+    ],
+    ids=["input-8x8", "input-6x4", "query-6x8", "value-8x7", "output-9x8"],
+)
+def test_init_wrong_shape_names_key_and_expected_shape(key, shape, expected):
+    X = make_3d(width=6)
+    est = AttentionTransformer(n_heads=2, head_dim=4, init={key: np.ones(shape)})
+    msg = f"init['{key}'] has shape {shape}, expected {expected}"
+    with pytest.raises(ValueError, match=re.escape(msg)):
+        est.fit(X)
+
+
+@pytest.mark.parametrize(
+    "key, value", [("query", 1.0), ("key", np.ones(8)), ("value", np.ones((8, 8, 1)))]
+)
+def test_init_value_that_is_not_2d_is_a_value_error(key, value):
+    est = AttentionTransformer(n_heads=2, init={key: value})
+    msg = f"init['{key}'] must be a 2D array, got shape {np.shape(value)}"
+    with pytest.raises(ValueError, match=re.escape(msg)):
+        est.fit(make_3d())
+
+
+def test_init_unknown_key():
+    est = AttentionTransformer(init={"query": np.eye(8), "weights": np.eye(8)})
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['weights'\]"):
+        est.fit(make_3d())
+
+
+@pytest.mark.parametrize(
+    "width, n_heads, head_dim, init_input, has_input",
+    [
+        (8, 1, None, False, False),  # d_model = 8 = D
+        (8, 2, 4, False, False),  # d_model = 8 = D
+        (8, 2, None, False, True),  # d_model = 16
+        (4, 1, None, False, True),  # d_model = 8
+        (8, 2, 4, True, True),  # d_model = D but init gives an input projection
+    ],
+)
+def test_input_projection_iff_width_differs_or_given(
+    width, n_heads, head_dim, init_input, has_input
+):
+    X = make_3d(width=width)
+    d_model = n_heads * (head_dim or max(8, math.ceil(width / n_heads)))
+    init = {"input": 0.5 * np.eye(width, d_model)} if init_input else "random"
+    est = AttentionTransformer(
+        n_heads=n_heads, head_dim=head_dim, init=init, random_state=0
+    ).fit(X)
+    if has_input:
+        assert est.input_weights_.shape == (width, d_model)
+    else:
+        assert est.input_weights_ is None
+    if init_input:
+        assert_array_equal(est.input_weights_, 0.5 * np.eye(width))
+
+
+def _fitted_weights(random_state, pooling="attention"):
+    est = AttentionTransformer(n_heads=2, pooling=pooling, random_state=random_state)
+    est.fit(make_3d())
+    return [getattr(est, name) for name in [*WEIGHT_ATTRIBUTES, "pooling_query_"]]
+
+
+def test_same_random_state_gives_identical_weights():
+    for first, second in zip(_fitted_weights(0), _fitted_weights(0), strict=True):
+        assert_array_equal(first, second)
+
+
+def test_different_random_state_gives_different_weights():
+    for first, second in zip(_fitted_weights(0), _fitted_weights(1), strict=True):
+        assert not np.allclose(first, second)
+
+
+def test_random_state_instance_draws_new_weights_on_refit():
+    X = make_3d()
+    est = AttentionTransformer(n_heads=2, random_state=np.random.RandomState(0))
+    first = est.fit(X).query_weights_.copy()
+    assert not np.allclose(est.fit(X).query_weights_, first)
+
+
+def test_learned_positions_start_sinusoidal():
+    X = make_3d(n_tokens=6, width=4)
+    learned = AttentionTransformer(
+        n_heads=2, positional_encoding="learned", random_state=0
+    ).fit(X)
+    sinusoidal = clone(learned).set_params(positional_encoding="sinusoidal").fit(X)
+    assert sinusoidal.position_embeddings_ is None
+    assert_allclose(
+        learned.position_embeddings_, sinusoidal_table(6, 16), rtol=1e-12, atol=1e-15
+    )
+    assert_allclose(learned.transform(X), sinusoidal.transform(X), rtol=1e-14)
+
+
+def test_learned_positions_handle_sequences_longer_than_fit():
+    X = make_ragged(lengths=(2, 4, 3))
+    learned = AttentionTransformer(
+        n_heads=2, positional_encoding="learned", random_state=0
+    ).fit(X)
+    assert learned.position_embeddings_.shape == (4, 16)
+    sinusoidal = clone(learned).set_params(positional_encoding="sinusoidal").fit(X)
+    longer = make_ragged(lengths=(9, 3, 6), seed=1)
+    assert_allclose(
+        learned.transform(longer), sinusoidal.transform(longer), rtol=1e-12, atol=1e-14
+    )
+    assert [len(t) for t in learned.transform_sequences(longer)] == [9, 3, 6]
+
+
+# 9. Bad input
+# ------------
+
+
+def _with(X, index, value):
+    X = X.copy()
+    X[index] = value
+    return X
+
+
+def _ragged_with(index, value):
+    X = make_ragged()
+    X[1] = _with(X[1], index, value)
+    return X
+
+
+BAD_INPUTS = {
+    "nan-table": (_with(make_table(), (1, 2), np.nan), r"Input X contains NaN"),
+    "inf-table": (_with(make_table(), (1, 2), np.inf), r"Input X contains infinity"),
+    "nan-3d": (_with(make_3d(), (1, 2, 0), np.nan), r"Input X contains NaN"),
+    "inf-3d": (_with(make_3d(), (1, 2, 0), -np.inf), r"Input X contains infinity"),
+    "nan-ragged": (_ragged_with((2, 1), np.nan), r"Input X\[1\] contains NaN"),
+    "inf-ragged": (_ragged_with((2, 1), np.inf), r"Input X\[1\] contains infinity"),
+    "complex": (make_table() + 1j, "Complex data not supported"),
+    "complex-ragged": ([x + 1j for x in make_ragged()], "Complex data not supported"),
+    "strings": (np.array([["a", "b"], ["c", "d"]]), "could not convert string"),
+    "strings-ragged": (
+        [np.array([["a", "b"], ["c", "d"]])],
+        "could not convert string",
+    ),
+    "empty-table": (np.empty((0, 4)), r"0 sample\(s\)"),
+    "empty-3d": (np.empty((0, 4, 3)), r"0 sample\(s\)"),
+    "empty-list": ([], "X is empty"),
+    "empty-tuple": ((), "X is empty"),
+    "no-columns": (np.empty((3, 0)), r"0 feature\(s\)"),
+    "zero-length-sequence": (
+        [np.ones((2, 3)), np.empty((0, 3))],
+        r"X\[1\] is a zero-length sequence",
+    ),
+    "no-tokens": (np.empty((3, 0, 2)), r"shape \(3, 0, 2\) has no tokens"),
+    "no-features": (np.empty((3, 2, 0)), r"shape \(3, 2, 0\) has no tokens or no"),
+    "4d": (np.zeros((2, 3, 4, 5)), r"X has 4 dimensions \(shape \(2, 3, 4, 5\)\)"),
+    "1d": (np.zeros(5), "Expected 2D array, got 1D array"),
+    "mixed-widths": (
+        [np.ones((2, 4)), np.ones((3, 4)), np.ones((2, 5))],
+        r"X\[2\] has 5 features per token, but X\[0\] has 4",
+    ),
+    "not-2d-sequence": ([np.ones((2, 4)), np.ones(4)], r"X\[1\] must be a 2D array"),
+}
+
+
+@pytest.mark.parametrize(
+    "X, match", list(BAD_INPUTS.values()), ids=list(BAD_INPUTS.keys())
+)
+def test_bad_input_raises_value_error_at_fit(X, match):
+    with pytest.raises(ValueError, match=match):
+        AttentionTransformer().fit(X)
+
+
+@pytest.mark.parametrize(
+    "X, match",
+    [
+        (_with(make_table(), (0, 0), np.nan), r"Input X contains NaN"),
+        (_with(make_table(), (0, 0), np.inf), r"Input X contains infinity"),
+    ],
+    ids=["nan", "inf"],
+)
+@pytest.mark.parametrize("method", METHODS)
+def test_bad_input_raises_value_error_at_transform(X, match, method):
+    est = AttentionTransformer(random_state=0).fit(make_table())
+    with pytest.raises(ValueError, match=match):
+        getattr(est, method)(X)
+
+
+@pytest.mark.parametrize("method", ["fit", *METHODS])
+def test_sparse_input_raises_type_error(method):
+    X = make_table()
+    est = AttentionTransformer(random_state=0).fit(X)
+    with pytest.raises(TypeError, match="Sparse data was passed"):
+        getattr(est, method)(sp.csr_matrix(X))
+
+
+def test_empty_object_array_says_x_is_empty():
+    with pytest.raises(ValueError, match="X is empty: got an empty ndarray"):
+        AttentionTransformer().fit(np.empty(0, dtype=object))
+
+
+def test_embed_dim_must_divide_the_number_of_columns():
+    est = AttentionTransformer(embed_dim=4)
+    msg = "embed_dim=4 does not divide the number of columns of X, 6"
+    with pytest.raises(ValueError, match=re.escape(msg)):
+        est.fit(make_table(n_features=6))
+
+
+@pytest.mark.parametrize("kind", ["3d", "ragged"])
+def test_embed_dim_with_sequences_of_another_width(kind):
+    est = AttentionTransformer(embed_dim=2)
+    msg = "embed_dim=2 is for 2D tables only; sequences of width 4"
+    with pytest.raises(ValueError, match=re.escape(msg)):
+        est.fit(make_input(kind))
+
+
+@pytest.mark.parametrize(
+    "params, name",
+    [
+        ({"n_heads": 0}, "n_heads"),
+        ({"head_dim": 0}, "head_dim"),
+        ({"embed_dim": 0}, "embed_dim"),
+        ({"pooling": "bogus"}, "pooling"),
+        ({"positional_encoding": "x"}, "positional_encoding"),
+        ({"init": "zeros"}, "init"),
+        ({"causal": "yes"}, "causal"),
+    ],
+)
+def test_invalid_parameters(params, name):
+    est = AttentionTransformer(**params)
+    with pytest.raises(InvalidParameterError, match=f"The '{name}' parameter"):
+        est.fit(make_3d())
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_table_after_sequences_is_rejected(method):
+    est = AttentionTransformer(random_state=0).fit(make_3d())
+    msg = "was fitted on sequences and cannot transform a table"
+    with pytest.raises(ValueError, match=msg):
+        getattr(est, method)(make_table(n_features=4))
+
+
+@pytest.mark.parametrize("kind", ["3d", "ragged"])
+@pytest.mark.parametrize("method", METHODS)
+def test_sequences_after_table_are_rejected(method, kind):
+    est = AttentionTransformer(random_state=0).fit(make_table(n_features=4))
+    msg = "was fitted on a table and cannot transform sequences"
+    with pytest.raises(ValueError, match=msg):
+        getattr(est, method)(make_input(kind))
+
+
+@pytest.mark.parametrize("kind", ["3d", "ragged"])
+@pytest.mark.parametrize("method", METHODS)
+def test_sequences_of_another_token_width(method, kind):
+    est = AttentionTransformer(random_state=0).fit(make_input(kind))
+    X = make_3d(width=5) if kind == "3d" else make_ragged(width=5)
+    msg = "X has 5 features per token, but AttentionTransformer is expecting 4"
+    with pytest.raises(ValueError, match=msg):
+        getattr(est, method)(X)
+
+
+def test_table_with_another_number_of_columns():
+    est = AttentionTransformer(random_state=0).fit(make_table(n_features=6))
+    msg = "X has 8 features, but AttentionTransformer is expecting 6 features"
+    with pytest.raises(ValueError, match=msg):
+        est.transform(make_table(n_features=8))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_not_fitted(method):
+    with pytest.raises(NotFittedError):
+        getattr(AttentionTransformer(), method)(make_3d())
+
+
+def _copy_input(X):
+    if isinstance(X, list):
+        return [x.copy() for x in X]
+    if isinstance(X, np.ndarray) and X.dtype == object:
+        return object_array([x.copy() for x in X])
+    return X.copy()
+
+
+def _assert_input_unchanged(X, original):
+    if isinstance(X, pd.DataFrame):
+        pd.testing.assert_frame_equal(X, original)
+    elif isinstance(X, np.ndarray) and X.ndim > 1:
+        assert_array_equal(X, original)
+    else:
+        for x, o in zip(X, original, strict=True):
+            assert_array_equal(x, o)
+
+
+CALLER_INPUTS = {
+    "table": lambda: make_table(n_features=16),
+    "3d": lambda: make_3d(width=8),
+    "list": lambda: make_ragged(width=8),
+    "object-array": lambda: object_array(make_ragged(width=8)),
+    "dataframe": lambda: pd.DataFrame(make_table(n_features=16)),
+}
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls", "attention"])
+@pytest.mark.parametrize("positional_encoding", ["sinusoidal", "learned"])
+@pytest.mark.parametrize("n_heads", [1, 2])  # d_model == D (no projection) or not
+@pytest.mark.parametrize("kind", list(CALLER_INPUTS))
+def test_caller_input_is_never_modified(kind, n_heads, positional_encoding, pooling):
+    X = CALLER_INPUTS[kind]()
+    original = _copy_input(X)
+    est = AttentionTransformer(
+        n_heads=n_heads,
+        embed_dim=8 if kind in ("table", "dataframe") else None,
+        pooling=pooling,
+        positional_encoding=positional_encoding,
+        random_state=0,
+    )
+    est.fit_transform(X)
+    for method in METHODS:
+        getattr(est, method)(X)
+    _assert_input_unchanged(X, original)
+
+
+# 10. Pipelines and output containers
+# -----------------------------------
+
+
+def _classification_data(kind):
+    """Two classes of sequences, told apart by the mean of their tokens."""
+    rng = np.random.default_rng(0)
+    n = 60
+    y = np.repeat([0, 1], n // 2)
+    if kind == "dataframe":
+        return pd.DataFrame(rng.standard_normal((n, 6)) + y[:, None]), y
+    if kind == "3d":
+        return rng.standard_normal((n, 5, 4)) + y[:, None, None], y
+    lengths = rng.integers(2, 8, size=n)
+    X = [
+        rng.standard_normal((length, 4)) + label
+        for length, label in zip(lengths, y, strict=True)
+    ]
+    return (object_array(X) if kind == "object-array" else X), y
+
+
+PIPELINE_KINDS = ["3d", "list", "object-array", "dataframe"]
+
+
+def _pipeline():
+    return make_pipeline(
+        AttentionTransformer(n_heads=1, random_state=0), LogisticRegression()
+    )
+
+
+@pytest.mark.parametrize("kind", PIPELINE_KINDS)
+def test_pipeline_grid_search(kind):
+    X, y = _classification_data(kind)
+    grid = GridSearchCV(
+        _pipeline(), {"attentiontransformer__pooling": ["mean", "max"]}, cv=3
+    ).fit(X, y)
+    assert grid.best_params_["attentiontransformer__pooling"] in ("mean", "max")
+    assert grid.best_score_ >= 0.8
+    assert grid.predict(X).shape == (60,)
+    assert grid.score(X, y) >= 0.8
+
+
+@pytest.mark.parametrize("kind", PIPELINE_KINDS)
+def test_pipeline_cross_val_score(kind):
+    X, y = _classification_data(kind)
+    scores = cross_val_score(_pipeline(), X, y, cv=3)
+    assert scores.shape == (3,)
+    assert scores.mean() >= 0.8
+
+
+def test_set_output_pandas_keeps_the_dataframe_index():
+    X = pd.DataFrame(make_table(n_features=6), index=[10, 11, 12, 13, 14])
+    est = AttentionTransformer(n_heads=2, random_state=0).fit(X)
+    expected = est.transform(X)
+    est.set_output(transform="pandas")
+    X_new = est.transform(X)
+    assert isinstance(X_new, pd.DataFrame)
+    assert list(X_new.columns) == [f"attentiontransformer{i}" for i in range(16)]
+    assert_array_equal(X_new.index, [10, 11, 12, 13, 14])
+    assert_allclose(X_new.to_numpy(), expected, rtol=1e-14)
+
+
+@pytest.mark.parametrize("kind", ["3d", "ragged"])
+def test_set_output_pandas_for_sequences(kind):
+    X = make_input(kind)
+    est = AttentionTransformer(n_heads=2, random_state=0).set_output(transform="pandas")
+    X_new = est.fit_transform(X)
+    assert isinstance(X_new, pd.DataFrame)
+    assert X_new.shape == (len(X), 16)
+    assert list(X_new.columns) == list(est.get_feature_names_out())
+
+
+@pytest.mark.parametrize("pooling, n_out", [("mean", 16), ("flatten", 6 * 16)])
+def test_get_feature_names_out(pooling, n_out):
+    est = AttentionTransformer(n_heads=2, pooling=pooling, random_state=0)
+    names = est.fit(make_3d()).get_feature_names_out()
+    assert names.dtype == object
+    assert_array_equal(names, [f"attentiontransformer{i}" for i in range(n_out)])
+
+
+# 11. A long sequence
+# -------------------
+
+
+def test_long_sequence_matches_full_softmax_reference():
+    """T = 8192: the tiled attention equals the full (T, T) softmax of each head."""
+    n_tokens = 8192
+    X = np.random.default_rng(0).standard_normal((1, n_tokens, 8))
+    est = AttentionTransformer(n_heads=2, head_dim=4, random_state=0, **BARE).fit(X)
+    assert est.input_weights_ is None
+    # Thousands of small per-tile products: on a busy machine BLAS threads make
+    # them about 20 times slower (36 s instead of 1.5 s measured on 2 vCPUs).
+    with threadpool_limits(limits=1, user_api="blas"):
+        tokens = est.transform_sequences(X)
+        expected = reference_attention(X[0], est)  # 2 x 0.5 GB of scores
+    assert tokens.shape == (1, n_tokens, 8)
+    assert_allclose(tokens[0], expected, rtol=1e-10, atol=1e-12)
