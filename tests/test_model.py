@@ -1,0 +1,89 @@
+"""Tests of the model pieces: positions, layer norm, class token, batching."""
+
+import math
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+from skattn._model import append_class_token, layer_norm_forward, sinusoidal_positions
+from skattn._pooling import POOLINGS, token_mask
+from skattn._sequences import batch_indices, pad_sequences
+
+
+def test_sinusoidal_positions_by_hand():
+    """P[t, 2i] = sin(t / 10000^(2i/d)), P[t, 2i+1] = cos(...), odd width too."""
+    table = sinusoidal_positions(3, 5)
+    for t in range(3):
+        for i, column in enumerate(range(0, 5, 2)):
+            angle = t / 10000 ** (2 * i / 5)
+            assert table[t, column] == pytest.approx(math.sin(angle), abs=1e-15)
+            if column + 1 < 5:
+                assert table[t, column + 1] == pytest.approx(math.cos(angle), abs=1e-15)
+    assert_array_equal(table[0], [0, 1, 0, 1, 0])
+    assert sinusoidal_positions(4, 6, np.float32).dtype == np.float32
+
+
+def test_layer_norm_by_hand():
+    x = np.array([[1.0, 2.0, 3.0, 6.0]])
+    weight = np.array([1.0, 2.0, 1.0, 1.0])
+    bias = np.array([0.0, 0.0, 1.0, 0.0])
+    out, cache = layer_norm_forward(x, weight, bias, eps=0.0)
+    # mean 3, variance (4 + 1 + 0 + 9) / 4 = 3.5
+    x_hat = (x - 3.0) / math.sqrt(3.5)
+    assert_allclose(out, x_hat * weight + bias, rtol=1e-15)
+    assert_allclose(cache["x_hat"], x_hat, rtol=1e-15)
+    out32, _ = layer_norm_forward(x.astype(np.float32), weight, bias)
+    assert out32.dtype == np.float64  # float64 parameters promote: callers cast
+
+
+def test_append_class_token_goes_after_each_sequence():
+    h = np.arange(2 * 3 * 2, dtype=float).reshape(2, 3, 2) + 1
+    lengths = np.array([3, 1])
+    cls = np.array([-1.0, -2.0])
+    extended, new_lengths = append_class_token(h, lengths, cls)
+    assert_array_equal(new_lengths, [4, 2])
+    assert_array_equal(extended[0], [[1, 2], [3, 4], [5, 6], [-1, -2]])
+    assert_array_equal(extended[1, :2], [[7, 8], [-1, -2]])
+    # the padding after the class token is never read (masked keys, pooling)
+    assert extended.shape == (2, 4, 2)
+
+
+def test_token_mask():
+    assert_array_equal(token_mask(np.array([1, 3]), 3), [[1, 0, 0], [1, 1, 1]])
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max", "first", "last"])
+def test_pooling_ignores_padding(pooling):
+    rng = np.random.default_rng(0)
+    tokens = rng.standard_normal((2, 4, 3))
+    lengths = np.array([4, 2])
+    padded = tokens.copy()
+    padded[1, 2:] = 1e6  # anything in the padding
+    pooled, _ = POOLINGS[pooling](padded, lengths, {})
+    alone, _ = POOLINGS[pooling](tokens[1:, :2], np.array([2]), {})
+    assert_allclose(pooled[1], alone[0], rtol=1e-15)
+
+
+def test_pad_sequences():
+    batch, lengths = pad_sequences([np.ones((2, 3)), 2 * np.ones((4, 3))], np.float32)
+    assert batch.shape == (2, 4, 3) and batch.dtype == np.float32
+    assert_array_equal(lengths, [2, 4])
+    assert_array_equal(batch[0, 2:], 0)
+    assert_array_equal(batch[1], 2)
+
+
+def test_batch_indices_respect_budget_and_cover_every_sample():
+    lengths = np.array([5, 1, 9, 3, 3, 7, 2, 8])
+
+    def row_bytes(n_tokens):
+        return 10 * n_tokens
+
+    batches = batch_indices(lengths, row_bytes, budget_bytes=200)
+    assert_array_equal(np.sort(np.concatenate(batches)), np.arange(8))
+    for batch in batches:
+        assert len(batch) == 1 or len(batch) * row_bytes(lengths[batch].max()) <= 200
+    # shortest first, so the padding per batch stays small
+    assert_array_equal(np.concatenate(batches), np.argsort(lengths, kind="stable"))
+    # a budget below one row still makes progress, one row at a time
+    assert len(batch_indices(lengths, row_bytes, budget_bytes=1)) == 8
