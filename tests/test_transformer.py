@@ -948,6 +948,15 @@ def test_embed_dim_must_divide_the_number_of_columns():
         est.fit(make_table(n_features=6))
 
 
+def test_transform_checks_the_column_count_before_embed_dim():
+    """A table of another width names both widths, as scikit-learn's checks expect,
+    even when embed_dim would not divide it."""
+    est = AttentionTransformer(embed_dim=2).fit(make_table(n_features=6))
+    msg = "X has 5 features, but AttentionTransformer is expecting 6 features"
+    with pytest.raises(ValueError, match=re.escape(msg)):
+        est.transform(make_table(n_features=5))
+
+
 @pytest.mark.parametrize("kind", ["3d", "ragged"])
 def test_embed_dim_with_sequences_of_another_width(kind):
     est = AttentionTransformer(embed_dim=2)
