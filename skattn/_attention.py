@@ -37,7 +37,7 @@ def single_threaded_blas():
     """Context limiting BLAS to one thread (never raising a user's lower limit).
 
     The tiles' matrix products are small: two BLAS threads on them ran up to 10x
-    slower than one on a busy 2-core machine (PERF_NOTES.md; 225 s against 13 s
+    slower than one on a busy 2-core machine (225 s against 13 s
     for 32,768 tokens here).
     """
     return _threadpool_controller().limit(limits=1, user_api="blas")
@@ -480,3 +480,166 @@ def multi_head_attention(
         return_weights=return_weights,
     )
     return (out, cache["weights"]) if return_weights else out
+
+
+def sum_to_shape(grad, shape):
+    """Sum a gradient over the dimensions its array was broadcast along."""
+    if grad.shape == shape:
+        return grad
+    n_extra = grad.ndim - len(shape)
+    axes = tuple(range(n_extra)) + tuple(
+        n_extra + i
+        for i, size in enumerate(shape)
+        if size == 1 and grad.shape[n_extra + i] != 1
+    )
+    return grad.sum(axis=axes).reshape(shape)
+
+
+def attention_backward(
+    d_out,
+    q,
+    k,
+    v,
+    out,
+    lse,
+    *,
+    mask=None,
+    causal=False,
+    scale=None,
+    tile_elements=TILE_ELEMENTS,
+):
+    """Gradients of :func:`attention_forward` with respect to q, k and v.
+
+    Recomputes the probabilities tile by tile from the kept log-sum-exp, so that
+    memory stays linear in the number of keys. Uses the identity
+    ``rowsum(dP * P) = rowsum(dO * O)`` (Dao et al., 2022) for the softmax.
+
+    Parameters
+    ----------
+    d_out : ndarray of shape (..., Tq, Dv)
+        Gradient of the loss with respect to the output.
+    q, k, v, mask, causal, scale, tile_elements
+        As given to :func:`attention_forward`.
+    out : ndarray of shape (..., Tq, Dv)
+        Output of :func:`attention_forward`.
+    lse : ndarray of shape (..., Tq)
+        Log-sum-exp kept by :func:`attention_forward`.
+
+    Returns
+    -------
+    d_q : ndarray, shape of ``q``
+    d_k : ndarray, shape of ``k``
+    d_v : ndarray, shape of ``v``
+    """
+    dtype = q.dtype
+    n_queries, n_keys = q.shape[-2], k.shape[-2]
+    batch_shape = lse.shape[:-1]
+    if mask is not None:
+        mask = np.broadcast_to(mask, batch_shape + (n_queries, n_keys))
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    scale = dtype.type(scale)
+
+    d_q = np.empty(batch_shape + q.shape[-2:], dtype=dtype)
+    d_k = np.zeros(batch_shape + k.shape[-2:], dtype=dtype)
+    d_v = np.zeros(batch_shape + v.shape[-2:], dtype=dtype)
+    # rowsum(dO * O) is rowsum(dP * P), the softmax's correction term
+    delta = np.sum(d_out * out, axis=-1, keepdims=True)  # (..., Tq, 1)
+    k_t = np.swapaxes(k, -1, -2)  # (..., Dk, Tk)
+    v_t = np.swapaxes(v, -1, -2)  # (..., Dv, Tk)
+    n_batch = math.prod(batch_shape)
+    tile_rows = int(min(n_queries, max(1, tile_elements // max(1, n_batch * n_keys))))
+    with single_threaded_blas():
+        for start in range(0, n_queries, tile_rows):
+            stop = min(start + tile_rows, n_queries)
+            q_tile = q[..., start:stop, :]  # (..., tq, Dk)
+            probs = np.matmul(q_tile, k_t)  # (..., tq, Tk)
+            if probs.shape[:-2] != batch_shape:
+                probs = np.broadcast_to(probs, batch_shape + probs.shape[-2:]).copy()
+            probs *= scale
+            allowed = None if mask is None else mask[..., start:stop, :]
+            if causal:
+                tile_causal = causal_tile(start, stop, n_keys)
+                allowed = tile_causal if allowed is None else allowed & tile_causal
+            if allowed is not None:
+                np.copyto(probs, -np.inf, where=~allowed)
+            probs -= lse[..., start:stop, None]
+            np.exp(probs, out=probs)  # (..., tq, Tk); rows of empty queries are 0
+
+            d_tile = d_out[..., start:stop, :]  # (..., tq, Dv)
+            d_v += np.matmul(np.swapaxes(probs, -1, -2), d_tile)  # (..., Tk, Dv)
+            d_scores = np.matmul(d_tile, v_t)  # (..., tq, Tk): dP
+            d_scores -= delta[..., start:stop, :]
+            d_scores *= probs
+            d_scores *= scale  # (..., tq, Tk): gradient of the unscaled scores
+            d_q[..., start:stop, :] = np.matmul(d_scores, k)  # (..., tq, Dk)
+            d_k += np.matmul(np.swapaxes(d_scores, -1, -2), q_tile)  # (..., Tk, Dk)
+    return (
+        sum_to_shape(d_q, q.shape),
+        sum_to_shape(d_k, k.shape),
+        sum_to_shape(d_v, v.shape),
+    )
+
+
+def multi_head_backward(
+    d_out,
+    x,
+    w_query,
+    w_key,
+    w_value,
+    w_output,
+    cache,
+    *,
+    n_heads,
+    mask=None,
+    causal=False,
+    tile_elements=TILE_ELEMENTS,
+):
+    """Gradients of :func:`multi_head_forward`.
+
+    Parameters
+    ----------
+    d_out : ndarray of shape (..., T, d_out)
+        Gradient of the loss with respect to the output.
+    x, w_query, w_key, w_value, w_output, n_heads, mask, causal, tile_elements
+        As given to :func:`multi_head_forward`.
+    cache : dict
+        The cache :func:`multi_head_forward` returned.
+
+    Returns
+    -------
+    d_x : ndarray of shape (..., T, D)
+    grads : dict
+        ``"query"``, ``"key"``, ``"value"`` of shape (D, H*Dh) and ``"output"``
+        (None when ``w_output`` is None).
+    """
+    width = x.shape[-1]
+    grads = {"output": None}
+    if w_output is None:
+        d_merged = d_out  # (..., T, H*Dv)
+    else:
+        merged = cache["merged"].reshape(-1, w_output.shape[0])  # (N*T, H*Dv)
+        grads["output"] = merged.T @ d_out.reshape(-1, w_output.shape[1])
+        d_merged = d_out @ w_output.T  # (..., T, H*Dv)
+    d_q, d_k, d_v = attention_backward(
+        split_heads(d_merged, n_heads),
+        cache["q"],
+        cache["k"],
+        cache["v"],
+        cache["context"],
+        cache["lse"],
+        mask=head_mask(mask),
+        causal=causal,
+        tile_elements=tile_elements,
+    )  # (..., H, T, Dh) each
+    x_flat = x.reshape(-1, width)  # (N*T, D)
+    d_x = 0
+    for name, d_heads, w in (
+        ("query", d_q, w_query),
+        ("key", d_k, w_key),
+        ("value", d_v, w_value),
+    ):
+        d_projected = merge_heads(d_heads)  # (..., T, H*Dh)
+        grads[name] = x_flat.T @ d_projected.reshape(-1, w.shape[1])  # (D, H*Dh)
+        d_x = d_x + d_projected @ w.T  # (..., T, D)
+    return d_x, grads

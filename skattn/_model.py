@@ -25,8 +25,8 @@ import math
 
 import numpy as np
 
-from ._attention import TILE_ELEMENTS, multi_head_forward
-from ._pooling import POOLINGS, token_mask
+from ._attention import TILE_ELEMENTS, multi_head_backward, multi_head_forward
+from ._pooling import POOLING_BACKWARD, POOLINGS, token_mask
 
 LAYER_NORM_EPS = 1e-5
 
@@ -207,6 +207,25 @@ def layer_norm_forward(x, weight, bias, eps=LAYER_NORM_EPS):
     return x_hat * weight + bias, {"x_hat": x_hat, "inv_std": inv_std}
 
 
+def layer_norm_backward(d_out, weight, cache):
+    """Gradients of :func:`layer_norm_forward`.
+
+    Returns
+    -------
+    d_x : ndarray, same shape as ``d_out``
+    d_weight, d_bias : ndarray of shape (E,)
+    """
+    x_hat, inv_std = cache["x_hat"], cache["inv_std"]
+    width = x_hat.shape[-1]
+    d_weight = (d_out * x_hat).reshape(-1, width).sum(axis=0)
+    d_bias = d_out.reshape(-1, width).sum(axis=0)
+    d_x_hat = d_out * weight
+    d_x = d_x_hat - d_x_hat.mean(axis=-1, keepdims=True)
+    d_x -= x_hat * np.mean(d_x_hat * x_hat, axis=-1, keepdims=True)
+    d_x *= inv_std
+    return d_x, d_weight, d_bias
+
+
 def forward(
     params,
     x,
@@ -260,6 +279,7 @@ def forward(
     else:
         h = x.copy()  # (N, T, E); positions are added in place
     h = add_positions(h, params, positional_encoding)
+    token_lengths = lengths
     if pooling == "cls":
         h, lengths = append_class_token(h, lengths, params["cls"])
     n_tokens = h.shape[1]
@@ -286,6 +306,7 @@ def forward(
     pooled, pool_cache = POOLINGS[pooling](out, lengths, params)
     cache = dict(
         h=h,
+        token_lengths=token_lengths,
         lengths=lengths,
         mask=mask,
         attention=attention_cache,
@@ -294,3 +315,76 @@ def forward(
         pooling=pool_cache,
     )
     return out, pooled, cache
+
+
+def backward(
+    d_pooled,
+    params,
+    x,
+    cache,
+    *,
+    n_heads,
+    pooling,
+    positional_encoding,
+    residual,
+    layer_norm,
+    causal,
+    tile_elements=TILE_ELEMENTS,
+):
+    """Gradients of the block's parameters, in reverse order of :func:`forward`.
+
+    Parameters
+    ----------
+    d_pooled : ndarray of shape (N, n_features_out)
+        Gradient of the loss with respect to the pooled output.
+    params, x, n_heads, pooling, positional_encoding, residual, layer_norm, \
+            causal, tile_elements
+        As given to :func:`forward`.
+    cache : dict
+        The cache :func:`forward` returned.
+
+    Returns
+    -------
+    grads : dict of str to ndarray
+        One gradient per parameter, same keys and shapes as ``params``.
+    """
+    h, lengths, tokens = cache["h"], cache["lengths"], cache["tokens"]
+    d_tokens, grads = POOLING_BACKWARD[pooling](
+        d_pooled, tokens, lengths, params, cache["pooling"]
+    )  # (N, T, E)
+    if layer_norm:
+        d_tokens, grads["ln_weight"], grads["ln_bias"] = layer_norm_backward(
+            d_tokens, params["ln_weight"], cache["layer_norm"]
+        )
+    d_h, attention_grads = multi_head_backward(
+        d_tokens,
+        h,
+        params["query"],
+        params["key"],
+        params["value"],
+        params["output"],
+        cache["attention"],
+        n_heads=n_heads,
+        mask=cache["mask"],
+        causal=causal,
+        tile_elements=tile_elements,
+    )  # (N, T, E)
+    grads.update(attention_grads)
+    if residual:
+        d_h += d_tokens
+
+    n_samples, n_tokens = x.shape[:2]
+    if pooling == "cls":
+        token_lengths = cache["token_lengths"]
+        grads["cls"] = d_h[np.arange(n_samples), token_lengths].sum(axis=0)
+        d_h = d_h[:, :n_tokens]  # (N, T, E)
+        # the class token of a shorter sequence sat in another's padding
+        d_h = np.where(token_mask(token_lengths, n_tokens)[:, :, None], d_h, 0)
+    if positional_encoding == "learned":
+        table = params["positions"]
+        n_learned = min(n_tokens, table.shape[0])
+        grads["positions"] = np.zeros_like(table)
+        grads["positions"][:n_learned] = d_h[:, :n_learned].sum(axis=0)
+    if "input" in params:
+        grads["input"] = x.reshape(-1, x.shape[2]).T @ d_h.reshape(-1, d_h.shape[2])
+    return grads

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ._attention import attention_forward
+from ._attention import attention_backward, attention_forward
 
 
 def token_mask(lengths, n_tokens):
@@ -28,7 +28,12 @@ def token_mask(lengths, n_tokens):
 
 
 def pool_mean(tokens, lengths, params):
-    """Mean over the valid tokens: ``(N, T, E) -> (N, E)``."""
+    """Mean over the valid tokens: ``(N, T, E) -> (N, E)``.
+
+    Every pooling returns ``(pooled, cache)``; its ``*_backward`` twin takes
+    ``(d_pooled, tokens, lengths, params, cache)`` and returns ``(d_tokens,
+    grads)``, the gradients of the pooling's own parameters.
+    """
     n_tokens = tokens.shape[1]
     if np.all(lengths == n_tokens):
         return tokens.mean(axis=1), {}
@@ -70,12 +75,65 @@ def pool_attention(tokens, lengths, params):
     pooled, lse, _ = attention_forward(
         query, tokens, tokens, mask=mask, scale=1.0 / math.sqrt(tokens.shape[-1])
     )  # (N, 1, E)
-    return pooled[:, 0], {"lse": lse}
+    return pooled[:, 0], {"pooled": pooled, "lse": lse, "mask": mask}
 
 
 def pool_flatten(tokens, lengths, params):
     """All tokens side by side: ``(N, T, E) -> (N, T * E)``; one fixed length."""
     return tokens.reshape(tokens.shape[0], -1), {}
+
+
+def backward_mean(d_pooled, tokens, lengths, params, cache):
+    """Each valid token receives ``d_pooled / length``."""
+    mask = token_mask(lengths, tokens.shape[1])[:, :, None]  # (N, T, 1)
+    share = d_pooled / lengths[:, None].astype(tokens.dtype)  # (N, E)
+    return np.where(mask, share[:, None, :], 0), {}
+
+
+def backward_max(d_pooled, tokens, lengths, params, cache):
+    """The gradient goes to the (first) maximal valid token of each feature."""
+    mask = token_mask(lengths, tokens.shape[1])[:, :, None]  # (N, T, 1)
+    winner = np.argmax(np.where(mask, tokens, -np.inf), axis=1)  # (N, E)
+    d_tokens = np.zeros_like(tokens)
+    np.put_along_axis(d_tokens, winner[:, None, :], d_pooled[:, None, :], axis=1)
+    return d_tokens, {}
+
+
+def _backward_pick(d_pooled, tokens, positions):
+    d_tokens = np.zeros_like(tokens)
+    d_tokens[np.arange(tokens.shape[0]), positions] = d_pooled
+    return d_tokens
+
+
+def backward_first(d_pooled, tokens, lengths, params, cache):
+    """The gradient goes to token 0."""
+    return _backward_pick(d_pooled, tokens, 0), {}
+
+
+def backward_last(d_pooled, tokens, lengths, params, cache):
+    """The gradient goes to the last valid token."""
+    return _backward_pick(d_pooled, tokens, lengths - 1), {}
+
+
+def backward_attention(d_pooled, tokens, lengths, params, cache):
+    """Tokens are both the keys and the values; the query is learned."""
+    query = params["pool_query"][None, None, :]  # (1, 1, E)
+    d_query, d_keys, d_values = attention_backward(
+        d_pooled[:, None, :],
+        query,
+        tokens,
+        tokens,
+        cache["pooled"],
+        cache["lse"],
+        mask=cache["mask"],
+        scale=1.0 / math.sqrt(tokens.shape[-1]),
+    )
+    return d_keys + d_values, {"pool_query": d_query.reshape(-1)}
+
+
+def backward_flatten(d_pooled, tokens, lengths, params, cache):
+    """Reshape back to tokens."""
+    return d_pooled.reshape(tokens.shape), {}
 
 
 POOLINGS = {
@@ -86,4 +144,14 @@ POOLINGS = {
     "cls": pool_last,  # the class token is appended after the last token
     "attention": pool_attention,
     "flatten": pool_flatten,
+}
+
+POOLING_BACKWARD = {
+    "mean": backward_mean,
+    "max": backward_max,
+    "first": backward_first,
+    "last": backward_last,
+    "cls": backward_last,
+    "attention": backward_attention,
+    "flatten": backward_flatten,
 }
