@@ -4,18 +4,30 @@
 # SPDX-License-Identifier: BSD-3-Clause
 
 import math
-from numbers import Integral
+import time
+import warnings
+from numbers import Integral, Real
 
 import numpy as np
+import scipy.optimize
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
 )
-from sklearn.utils import check_random_state
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import accuracy_score, r2_score
+from sklearn.model_selection import train_test_split
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils import check_random_state, gen_batches
+from sklearn.utils.class_weight import compute_class_weight
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ._model import forward, init_params, param_shapes
+from ._head import LOSS_FUNCTIONS, linear_backward, linear_forward
+from ._model import backward, forward, glorot_uniform, init_params, param_shapes
+from ._optimizers import AdamOptimizer
 from ._pooling import POOLINGS
 from ._sequences import (
     batch_indices,
@@ -27,9 +39,12 @@ from ._sequences import (
 from ._validation import (
     Interval,
     StrOptions,
+    _check_optimize_result,
     _fit_context,
     check_init,
     check_input,
+    check_sample_weight,
+    check_target,
     working_memory_bytes,
 )
 
@@ -45,7 +60,16 @@ PARAM_ATTRIBUTES = {
     "pool_query": "pooling_query_",
     "ln_weight": "layer_norm_weight_",
     "ln_bias": "layer_norm_bias_",
+    "head_coef": "head_coef_",
+    "head_intercept": "head_intercept_",
 }
+
+# Parameters the L2 penalty ``alpha`` applies to: weights, not biases, gains or
+# positions (which start from the sinusoidal table, not from zero).
+PENALIZED = ("input", "query", "key", "value", "output", "cls", "pool_query")
+PENALIZED += ("head_coef",)
+
+_STOCHASTIC_SOLVERS = ("adam",)
 
 # Smallest head width the default rule gives: narrower heads attend poorly.
 MIN_HEAD_DIM = 8
@@ -229,13 +253,32 @@ class AttentionTransformer(
         "n_heads": [Interval(Integral, 1, None, closed="left")],
         "head_dim": [Interval(Integral, 1, None, closed="left"), None],
         "embed_dim": [Interval(Integral, 1, None, closed="left"), None],
-        "objective": [StrOptions({"auto"}), None],
+        "objective": [StrOptions({"auto", "classification", "regression"}), None],
         "init": [StrOptions({"random"}), dict],
         "pooling": [StrOptions(set(POOLINGS))],
         "positional_encoding": [StrOptions({"sinusoidal", "learned"}), None],
         "residual": ["boolean"],
         "layer_norm": ["boolean"],
         "causal": ["boolean"],
+        "solver": [StrOptions({"adam", "lbfgs"})],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
+        "batch_size": [
+            StrOptions({"auto"}),
+            Interval(Integral, 1, None, closed="left"),
+        ],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "early_stopping": ["boolean"],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "shuffle": ["boolean"],
+        "beta_1": [Interval(Real, 0, 1, closed="left")],
+        "beta_2": [Interval(Real, 0, 1, closed="left")],
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "warm_start": ["boolean"],
+        "verbose": ["verbose"],
+        "class_weight": [dict, StrOptions({"balanced"}), None],
         "random_state": ["random_state"],
     }
 
@@ -245,13 +288,29 @@ class AttentionTransformer(
         head_dim=None,
         *,
         embed_dim=None,
-        objective=None,
+        objective="auto",
         init="random",
         pooling="mean",
         positional_encoding="sinusoidal",
         residual=True,
         layer_norm=True,
         causal=False,
+        solver="adam",
+        max_iter=200,
+        learning_rate_init=0.001,
+        batch_size="auto",
+        alpha=0.0001,
+        tol=1e-4,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
+        shuffle=True,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-8,
+        warm_start=False,
+        verbose=False,
+        class_weight=None,
         random_state=None,
     ):
         self.n_heads = n_heads
@@ -264,11 +323,35 @@ class AttentionTransformer(
         self.residual = residual
         self.layer_norm = layer_norm
         self.causal = causal
+        self.solver = solver
+        self.max_iter = max_iter
+        self.learning_rate_init = learning_rate_init
+        self.batch_size = batch_size
+        self.alpha = alpha
+        self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.shuffle = shuffle
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.warm_start = warm_start
+        self.verbose = verbose
+        self.class_weight = class_weight
         self.random_state = random_state
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
-        """Fit the transformer: seed (or take from ``init``) its weights.
+    def fit(self, X, y=None, sample_weight=None):
+        """Fit the transformer: seed its weights, then learn them from ``y``.
+
+        .. note::
+            ``fit(X, y).transform(X)`` returns features learned on the same
+            ``y``: a downstream estimator fitted on them sees an optimistic,
+            overfitted view of ``X``. Fit the downstream estimator on a
+            held-out split, or cross-validate the whole :class:`~sklearn.pipeline.
+            Pipeline` (as :func:`~sklearn.model_selection.cross_val_score` does),
+            so that each test fold is transformed by a model that never saw it.
 
         Parameters
         ----------
@@ -277,21 +360,69 @@ class AttentionTransformer(
                 shape (n_tokens_i, n_features)
             Training sequences (see the class docstring for the formats).
 
-        y : None
-            Ignored: with ``objective=None`` (or ``"auto"`` and no ``y``) nothing
-            is learned from a target.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs), default=None
+            Target the projections learn from: class labels (classification) or
+            numbers (regression), see ``objective``. With ``y=None`` and
+            ``objective="auto"``, or with ``objective=None``, the weights stay
+            seeded.
+
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the samples in the loss; None gives every sample weight 1.
 
         Returns
         -------
         self : AttentionTransformer
             Fitted transformer.
         """
-        sequences = check_input(self, X, reset=True, embed_dim=self.embed_dim)
-        if self.objective == "auto" and y is not None:
-            raise NotImplementedError(
-                "Learning the projections from y is not available yet; use "
-                "objective=None (seeded projections)."
+        return self._fit(X, y, sample_weight, incremental=False)
+
+    @available_if(lambda est: est._check_solver())
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """One epoch of Adam on the given samples (``solver="adam"`` only).
+
+        The first call initialises the model like :meth:`fit` (without
+        training more than one epoch); later calls continue from the current
+        weights and optimizer state.
+
+        Parameters
+        ----------
+        X : {array-like, DataFrame} of shape (n_samples, n_features), ndarray of \
+                shape (n_samples, n_tokens, n_features), or list of array-like of \
+                shape (n_tokens_i, n_features)
+            A batch of training sequences.
+
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Target of the batch.
+
+        classes : array-like of shape (n_classes,), default=None
+            All the classes of the classification task, needed at the first
+            call when a batch may miss some of them. None: the classes of the
+            first batch.
+
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the samples in the loss.
+
+        Returns
+        -------
+        self : AttentionTransformer
+            The transformer, trained one more epoch.
+        """
+        return self._fit(X, y, sample_weight, incremental=True, classes=classes)
+
+    def _check_solver(self):
+        if self.solver not in _STOCHASTIC_SOLVERS:
+            raise AttributeError(
+                f"partial_fit is only available for stochastic optimizers; "
+                f"{self.solver!r} is not stochastic."
             )
+        return True
+
+    def _fit(self, X, y, sample_weight, *, incremental, classes=None):
+        """Shared body of fit and partial_fit."""
+        fitted = hasattr(self, "query_weights_")
+        first_pass = not fitted or not (self.warm_start or incremental)
+        sequences = check_input(self, X, reset=first_pass, embed_dim=self.embed_dim)
         lengths = sequence_lengths(sequences)
         if self.pooling == "flatten" and np.any(lengths != lengths[0]):
             raise ValueError(
@@ -299,11 +430,110 @@ class AttentionTransformer(
                 f"{lengths.min()} to {lengths.max()}. Use another pooling for "
                 "sequences of different lengths."
             )
-        self._initialize(sequences, lengths)
+        if not first_pass:
+            self._check_lengths(lengths)
+        task, y = check_target(self, y, len(sequences))
+        if not first_pass and task != self.target_type_:
+            raise ValueError(
+                f"The target of this call asks for {task!r}, but the transformer "
+                f"was fitted for {self.target_type_!r}."
+            )
+        if task is not None or sample_weight is not None:
+            # checked even when unused, so that a wrong one is never silent
+            sample_weight = check_sample_weight(
+                sample_weight, len(sequences), sequences_dtype(sequences)
+            )
+        if task is not None:
+            y = self._encode_target(y, task, first_pass, classes, sample_weight)
+            sample_weight = sample_weight * self._class_weights(y, task)
+
+        if first_pass:
+            self._random_state = check_random_state(self.random_state)
+            self._initialize(sequences, lengths, task, y)
+        if task is None:
+            return self
+        params = self._params(sequences_dtype(sequences))
+        data = (sequences, lengths, y, sample_weight)
+        start = time.time()
+        if self.verbose:
+            header = f"{'Iteration':>10} {'Objective Value':>20} {'Time(s)':>10}"
+            if self.early_stopping:
+                header += f" {'Validation':>12}"
+            print(f"[{type(self).__name__}]\n[{type(self).__name__}] {header}")
+            print(f"[{type(self).__name__}] {'-' * len(header)}")
+        if self.solver == "lbfgs":
+            self._fit_lbfgs(params, data)
+        else:
+            self._fit_stochastic(params, data, incremental)
+        if self.verbose:
+            print(f"[{type(self).__name__}] Training took {time.time() - start:.2f}s.")
+        self._set_params(params)
         return self
 
-    def _initialize(self, sequences, lengths):
-        """Resolve the model's width and seed its parameters."""
+    def _check_lengths(self, lengths):
+        """With pooling="flatten", every sequence has the length seen in fit."""
+        if self.pooling == "flatten":
+            wrong = lengths != self.max_tokens_
+            if np.any(wrong):
+                raise ValueError(
+                    f"pooling='flatten' needs sequences of {self.max_tokens_} "
+                    f"tokens, the length seen in fit; got {lengths[wrong][0]}."
+                )
+
+    def _class_weights(self, y, task):
+        """Weight of each sample from ``class_weight`` (y holds class indices)."""
+        if self.class_weight is None:
+            return 1.0
+        if task != "classification":
+            raise ValueError(
+                f"class_weight={self.class_weight!r} applies to classification, but "
+                f"the target is a {task} target."
+            )
+        weights = compute_class_weight(
+            self.class_weight, classes=self.classes_, y=self.classes_[y]
+        )
+        return weights[y]
+
+    def _encode_target(self, y, task, first_pass, classes, sample_weight):
+        """Class indices (classification) or standardised targets (regression).
+
+        The standardisation uses the weighted mean and standard deviation, so that
+        a weight of 2 trains like a repeated sample.
+        """
+        if task == "classification":
+            check_classification_targets(y)
+            if first_pass:
+                encoder = LabelEncoder().fit(y if classes is None else classes)
+                if len(encoder.classes_) < 2:
+                    raise ValueError(
+                        "The target has only one class "
+                        f"({encoder.classes_[0]!r}): classification needs at "
+                        "least two classes."
+                    )
+                self.classes_ = encoder.classes_
+            unseen = np.setdiff1d(y, self.classes_)
+            if len(unseen):
+                raise ValueError(
+                    f"y has labels {unseen.tolist()} not among the classes "
+                    f"{self.classes_.tolist()} of the first call."
+                )
+            return np.searchsorted(self.classes_, y)
+        if first_pass:
+            self._target_mean = np.average(y, axis=0, weights=sample_weight)
+            variance = np.average(
+                (y - self._target_mean) ** 2, axis=0, weights=sample_weight
+            )
+            scale = np.sqrt(variance)
+            self._target_scale = np.where(scale > 0, scale, 1.0)
+        elif y.shape[1] != len(self._target_mean):
+            raise ValueError(
+                f"y has {y.shape[1]} outputs, but the transformer was fitted on "
+                f"{len(self._target_mean)}."
+            )
+        return (y - self._target_mean) / self._target_scale
+
+    def _initialize(self, sequences, lengths, task=None, y=None):
+        """Resolve the model's width, seed its parameters, reset training state."""
         n_features = token_width(sequences)
         init = {} if isinstance(self.init, str) else check_init(self.init)
         self.head_dim_ = self._resolve_head_dim(n_features, init)
@@ -323,7 +553,7 @@ class AttentionTransformer(
 
         dtype = sequences_dtype(sequences)
         params = init_params(
-            check_random_state(self.random_state),
+            self._random_state,
             n_features,
             self.d_model_,
             pooling=self.pooling,
@@ -334,8 +564,277 @@ class AttentionTransformer(
             init=init,
             dtype=dtype,
         )
+        self.target_type_ = task
+        if task == "regression":
+            self.classes_ = None
+        if task is not None:
+            n_outputs = len(self.classes_) if task == "classification" else y.shape[1]
+            params["head_coef"] = glorot_uniform(
+                self._random_state, self._n_features_out, n_outputs, dtype
+            )
+            params["head_intercept"] = np.zeros(n_outputs, dtype=dtype)
+        self._set_params(params)
+        self.n_iter_ = 0
+        self.t_ = 0
+        self.loss_ = None
+        self.loss_curve_ = []
+        self.best_loss_ = np.inf
+        self.validation_scores_ = [] if self.early_stopping else None
+        self.best_validation_score_ = -np.inf if self.early_stopping else None
+        self._no_improvement_count = 0
+        if hasattr(self, "_optimizer"):
+            del self._optimizer
+
+    def _set_params(self, params):
+        """Store the parameters as fitted attributes (None for absent ones)."""
         for name, attribute in PARAM_ATTRIBUTES.items():
             setattr(self, attribute, params.get(name))
+
+    def _block_options(self):
+        """Keyword arguments of the model's forward and backward functions."""
+        return dict(
+            n_heads=self.n_heads,
+            pooling=self.pooling,
+            positional_encoding=self.positional_encoding,
+            residual=self.residual,
+            layer_norm=self.layer_norm,
+            causal=self.causal,
+        )
+
+    def _chunks(self, data, rows, *, training=True):
+        """Padded batches of the samples ``rows`` that fit in working memory.
+
+        Yields
+        ------
+        batch : ndarray of int
+            The samples of this batch, a subset of ``rows``.
+        x : ndarray of shape (batch, T, D)
+        lengths : ndarray of shape (batch,)
+        y, sample_weight : ndarray
+            The rows' targets and weights.
+        """
+        sequences, lengths, y, sample_weight = data
+        dtype = sequences_dtype(sequences)
+        n_features, width = token_width(sequences), self.d_model_
+
+        def row_bytes(n_tokens):
+            n_tokens += self.pooling == "cls"
+            # training keeps about twenty (T, d_model) activations per row for the
+            # backward pass; one row of scores per head lives in the tiles
+            n_activations = 20 if training else 10
+            n_values = n_tokens * (n_features + n_activations * width)
+            return (n_values + self.n_heads * n_tokens) * dtype.itemsize
+
+        for batch in batch_indices(lengths[rows], row_bytes, working_memory_bytes()):
+            batch = rows[batch]
+            if isinstance(sequences, np.ndarray):
+                x = sequences[batch]  # (batch, T, D), a copy of these rows only
+            else:
+                x, _ = pad_sequences([sequences[i] for i in batch], dtype)
+            yield batch, x, lengths[batch], y[batch], sample_weight[batch]
+
+    def _loss_grad(self, params, data, rows):
+        """Loss and gradients on the samples ``rows`` (weighted mean + L2).
+
+        Parameters
+        ----------
+        params : dict of str to ndarray
+            Block and head parameters.
+        data : tuple
+            ``(sequences, lengths, y, sample_weight)`` of the whole training set.
+        rows : ndarray of int
+            Samples of this (mini)batch.
+
+        Returns
+        -------
+        loss : float
+        grads : dict of str to ndarray
+        """
+        sample_weight = data[3]
+        total_weight = float(sample_weight[rows].sum())
+        loss_function = LOSS_FUNCTIONS[self.target_type_]
+        options = self._block_options()
+        loss, grads = (
+            0.0,
+            {name: np.zeros_like(value) for name, value in params.items()},
+        )
+        for _, x, lengths, y, weight in self._chunks(data, rows):
+            fraction = float(weight.sum()) / total_weight
+            _, pooled, cache = forward(params, x, lengths, **options)
+            out = linear_forward(pooled, params["head_coef"], params["head_intercept"])
+            chunk_loss, d_out = loss_function(out, y, weight)
+            loss += fraction * chunk_loss
+            d_out *= fraction
+            d_pooled, d_coef, d_intercept = linear_backward(
+                d_out, pooled, params["head_coef"]
+            )
+            chunk_grads = backward(d_pooled, params, x, cache, **options)
+            chunk_grads["head_coef"], chunk_grads["head_intercept"] = (
+                d_coef,
+                d_intercept,
+            )
+            for name, grad in chunk_grads.items():
+                grads[name] += grad
+        # L2 penalty, relative to the (weighted) number of samples as in MLP
+        for name in PENALIZED:
+            if name in params:
+                value = params[name]
+                loss += 0.5 * self.alpha * float(np.sum(value * value)) / total_weight
+                grads[name] += (self.alpha / total_weight) * value
+        return loss, grads
+
+    def _validation_score(self, params, data, rows):
+        """Accuracy (classification) or R^2 (regression) of the head on ``rows``."""
+        y = data[2]
+        predictions = np.empty((len(y), params["head_intercept"].shape[0]))
+        for batch, x, lengths, _, _ in self._chunks(data, rows, training=False):
+            _, pooled, _ = forward(params, x, lengths, **self._block_options())
+            predictions[batch] = linear_forward(
+                pooled, params["head_coef"], params["head_intercept"]
+            )
+        if self.target_type_ == "classification":
+            return accuracy_score(y[rows], predictions[rows].argmax(axis=1))
+        return r2_score(y[rows], predictions[rows])
+
+    def _fit_stochastic(self, params, data, incremental):
+        """Adam on shuffled minibatches, with early stopping (like MLP)."""
+        sequences, lengths, y, sample_weight = data
+        n_samples = len(lengths)
+        train = np.arange(n_samples)
+        validation = None
+        if self.early_stopping and not incremental:
+            stratify, test_size = None, self.validation_fraction
+            if self.target_type_ == "classification":
+                # stratified, with at least one validation sample per class
+                stratify = y
+                n_classes = len(self.classes_)
+                test_size = max(math.ceil(test_size * n_samples), n_classes)
+            train, validation = train_test_split(
+                train,
+                test_size=test_size,
+                random_state=self._random_state,
+                stratify=stratify,
+            )
+        n_train = len(train)
+        if self.batch_size == "auto":
+            batch_size = min(200, n_train)
+        else:
+            batch_size = min(self.batch_size, n_train)
+        if not incremental or not hasattr(self, "_optimizer"):
+            self._optimizer = AdamOptimizer(
+                params, self.learning_rate_init, self.beta_1, self.beta_2, self.epsilon
+            )
+        best_params = None
+        start = time.time()
+        for _ in range(self.max_iter):
+            if self.shuffle:
+                train = self._random_state.permutation(train)
+            epoch_loss = 0.0
+            for batch in gen_batches(n_train, batch_size):
+                rows = train[batch]
+                loss, grads = self._loss_grad(params, data, rows)
+                self._optimizer.update_params(params, grads)
+                epoch_loss += loss * float(sample_weight[rows].sum())
+            self.n_iter_ += 1
+            self.t_ += n_train
+            self.loss_ = epoch_loss / float(sample_weight[train].sum())
+            self.loss_curve_.append(self.loss_)
+
+            score = None
+            if validation is not None:
+                score = self._validation_score(params, data, validation)
+                self.validation_scores_.append(score)
+                if score > self.best_validation_score_:
+                    best_params = {k: v.copy() for k, v in params.items()}
+            self._update_no_improvement_count(score)
+            if self.verbose:
+                self._print_iteration(self.loss_, start, score)
+            if incremental:
+                break
+            if self._no_improvement_count > self.n_iter_no_change:
+                if self.verbose:
+                    criterion = (
+                        "Validation score"
+                        if validation is not None
+                        else ("Training loss")
+                    )
+                    print(
+                        f"[{type(self).__name__}] {criterion} did not improve more "
+                        f"than tol={self.tol} for {self.n_iter_no_change} "
+                        "consecutive epochs. Stopping."
+                    )
+                break
+            if self.n_iter_ == self.max_iter:
+                warnings.warn(
+                    f"Stochastic optimizer: maximum iterations ({self.max_iter}) "
+                    "reached and the optimization hasn't converged yet.",
+                    ConvergenceWarning,
+                    stacklevel=3,
+                )
+        if best_params is not None:
+            params.update(best_params)
+
+    def _update_no_improvement_count(self, score):
+        """Count epochs without improvement of the validation score or loss."""
+        if score is not None:
+            if score < self.best_validation_score_ + self.tol:
+                self._no_improvement_count += 1
+            else:
+                self._no_improvement_count = 0
+            self.best_validation_score_ = max(self.best_validation_score_, score)
+        else:
+            if self.loss_curve_[-1] > self.best_loss_ - self.tol:
+                self._no_improvement_count += 1
+            else:
+                self._no_improvement_count = 0
+        self.best_loss_ = min(self.best_loss_, self.loss_curve_[-1])
+
+    def _fit_lbfgs(self, params, data):
+        """Full-batch L-BFGS-B on the packed parameter vector (like NCA)."""
+        names = sorted(params)
+        shapes = [params[name].shape for name in names]
+        sizes = [math.prod(shape) for shape in shapes]
+        dtype = params[names[0]].dtype
+        rows = np.arange(len(data[1]))
+        start = time.time()
+
+        def unpack(theta):
+            pieces = np.split(theta, np.cumsum(sizes)[:-1])
+            return {
+                name: piece.reshape(shape).astype(dtype)
+                for name, piece, shape in zip(names, pieces, shapes, strict=True)
+            }
+
+        def loss_grad(theta):
+            loss, grads = self._loss_grad(unpack(theta), data, rows)
+            return loss, np.concatenate([grads[name].ravel() for name in names]).astype(
+                np.float64
+            )
+
+        def callback(intermediate_result):
+            self.loss_curve_.append(float(intermediate_result.fun))
+            if self.verbose:
+                self._print_iteration(self.loss_curve_[-1], start)
+
+        theta = np.concatenate([params[name].ravel() for name in names])
+        result = scipy.optimize.minimize(
+            loss_grad,
+            theta.astype(np.float64),
+            method="L-BFGS-B",
+            jac=True,
+            callback=callback,
+            options={"maxiter": self.max_iter, "gtol": self.tol},
+        )
+        self.n_iter_ += _check_optimize_result("lbfgs", result, self.max_iter)
+        params.update(unpack(result.x))
+        self.loss_ = float(result.fun)
+        self.best_loss_ = min(self.best_loss_, self.loss_)
+
+    def _print_iteration(self, loss, start, score=None):
+        line = f"{self.n_iter_:>10d} {loss:>20.6e} {time.time() - start:>10.2f}"
+        if score is not None:
+            line += f" {score:>12.4f}"
+        print(f"[{type(self).__name__}] {line}")
 
     def _resolve_head_dim(self, n_features, init):
         """Head width: the parameter, else the width ``init`` implies, else the rule."""
@@ -365,14 +864,7 @@ class AttentionTransformer(
         """Validate X for a fitted transformer; return checked sequences."""
         check_is_fitted(self)
         sequences = check_input(self, X, reset=False, embed_dim=self.embed_dim)
-        if self.pooling == "flatten":
-            lengths = sequence_lengths(sequences)
-            wrong = lengths != self.max_tokens_
-            if np.any(wrong):
-                raise ValueError(
-                    f"pooling='flatten' needs sequences of {self.max_tokens_} tokens, "
-                    f"the length seen in fit; got {lengths[wrong][0]}."
-                )
+        self._check_lengths(sequence_lengths(sequences))
         return sequences
 
     def _forward_batches(self, sequences, *, return_weights=False):

@@ -13,12 +13,21 @@ from sklearn import get_config
 from sklearn.base import _fit_context
 from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import _check_feature_names, _check_n_features
+from sklearn.utils.multiclass import type_of_target
+from sklearn.utils.optimize import _check_optimize_result
+from sklearn.utils.validation import (
+    _check_feature_names,
+    _check_n_features,
+    _check_sample_weight,
+)
 
 __all__ = [
     "Interval",
     "StrOptions",
+    "_check_optimize_result",
     "_fit_context",
+    "check_sample_weight",
+    "check_target",
     "check_init",
     "check_input",
     "working_memory_bytes",
@@ -214,3 +223,84 @@ def check_init(init):
             value, dtype=FLOAT_DTYPES, input_name=f"init['{name}']"
         )
     return checked
+
+
+# What objective="auto" makes of each target type (as TargetEncoder's target_type).
+TARGET_TASKS = {
+    "binary": "classification",
+    "multiclass": "classification",
+    "continuous": "regression",
+    "continuous-multioutput": "regression",
+}
+
+
+def check_target(estimator, y, n_samples):
+    """Resolve the objective and validate y.
+
+    Parameters
+    ----------
+    estimator : AttentionTransformer
+        Its ``objective`` decides what is learned.
+    y : array-like of shape (n_samples,) or (n_samples, n_outputs), or None
+        Target.
+    n_samples : int
+        Number of samples of X.
+
+    Returns
+    -------
+    task : {"classification", "regression"} or None
+        None: nothing is learned.
+    y : ndarray or None
+        Checked target (1-D for classification, 2-D float for regression).
+    """
+    objective = estimator.objective
+    if objective is None:
+        return None, None
+    if y is None:
+        if objective == "auto":
+            return None, None
+        raise ValueError(
+            f"{estimator.__class__.__name__} requires y to be passed, but the "
+            f"target y is None (objective={objective!r})."
+        )
+    y = check_array(
+        y, ensure_2d=False, dtype=None, input_name="y", ensure_all_finite=True
+    )
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if len(y) != n_samples:
+        raise ValueError(
+            "Found input variables with inconsistent numbers of samples: "
+            f"[{n_samples}, {len(y)}] (X and y)."
+        )
+    if objective == "auto":
+        target_type = type_of_target(y, input_name="y", raise_unknown=True)
+        if target_type not in TARGET_TASKS:
+            raise ValueError(
+                f"objective='auto' learns from binary, multiclass or continuous "
+                f"targets; got a target of type {target_type!r}. Set objective to "
+                "'classification' or 'regression', or None."
+            )
+        objective = TARGET_TASKS[target_type]
+    if objective == "regression":
+        try:
+            y = y.astype(np.float64).reshape(n_samples, -1)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"objective='regression' needs a numeric target: {exc}"
+            ) from None
+    elif y.ndim != 1:
+        raise ValueError(
+            f"objective='classification' needs a 1-D target, got shape {y.shape}."
+        )
+    return objective, y
+
+
+def check_sample_weight(sample_weight, n_samples, dtype):
+    """Checked non-negative sample weights with a positive sum."""
+    sample_weight = _check_sample_weight(
+        sample_weight, np.empty((n_samples, 0)), dtype=dtype, ensure_non_negative=True
+    )
+    if not sample_weight.sum() > 0:
+        raise ValueError("sample_weight sums to zero: no sample to learn from.")
+    return sample_weight

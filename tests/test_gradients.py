@@ -148,3 +148,38 @@ def test_block_backward(
         numeric = numeric_gradient(loss, array)
         assert grads[name].shape == array.shape
         assert relative_error(grads[name], numeric) < 1e-6, name
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("task", ["classification", "regression"])
+@pytest.mark.parametrize("pooling", ["mean", "cls", "attention"])
+def test_training_loss_gradient(rng, task, pooling):
+    """Block + head + weighted loss + L2 penalty, through the estimator's routine,
+    on ragged input."""
+    from skattn import AttentionTransformer
+    from skattn._sequences import sequence_lengths
+
+    X = [rng.standard_normal((n, 3)) for n in (4, 2, 5, 3, 1)]
+    if task == "classification":
+        y = np.array(["a", "b", "c", "a", "b"])
+    else:
+        y = rng.standard_normal((5, 2))
+    sample_weight = rng.uniform(0.5, 2.0, size=5)
+    est = AttentionTransformer(
+        n_heads=2, head_dim=2, pooling=pooling, positional_encoding="learned",
+        alpha=0.3, max_iter=1, random_state=0,
+    ).fit(X, y, sample_weight=sample_weight)  # fmt: skip
+    params = est._params(np.float64)
+    y_2d = y if task == "classification" else y.reshape(5, -1)
+    y_encoded = est._encode_target(y_2d, task, False, None, sample_weight)
+    data = (X, sequence_lengths(X), y_encoded, sample_weight)
+    rows = np.arange(5)
+    _, grads = est._loss_grad(params, data, rows)
+
+    def loss():
+        return est._loss_grad(params, data, rows)[0]
+
+    assert set(grads) == set(params)
+    for name, array in params.items():
+        numeric = numeric_gradient(loss, array)
+        assert relative_error(grads[name], numeric) < 1e-6, name

@@ -1,0 +1,73 @@
+"""Stochastic optimizer for the minibatch solver.
+
+Like scikit-learn's ``neural_network/_stochastic_optimizers.py``, but on dicts
+of named parameter arrays, updated in place. Pure numpy.
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import math
+
+import numpy as np
+
+
+class AdamOptimizer:
+    """Adam (Kingma & Ba, 2015) with bias correction.
+
+    Parameters
+    ----------
+    params : dict of str to ndarray
+        The parameters to optimise; only their shapes and dtypes are read here.
+    learning_rate_init : float, default=0.001
+        Step size.
+    beta_1, beta_2 : float, default=0.9, 0.999
+        Decay rates of the first and second moment estimates.
+    epsilon : float, default=1e-8
+        Numerical stability term.
+
+    Attributes
+    ----------
+    t : int
+        Number of updates made.
+    ms, vs : dict of str to ndarray
+        First and second moment estimates.
+    """
+
+    def __init__(
+        self, params, learning_rate_init=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-8
+    ):
+        self.learning_rate_init = learning_rate_init
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.t = 0
+        self.ms = {name: np.zeros_like(value) for name, value in params.items()}
+        self.vs = {name: np.zeros_like(value) for name, value in params.items()}
+
+    def update_params(self, params, grads):
+        """Take one Adam step on ``params`` in place.
+
+        Parameters
+        ----------
+        params : dict of str to ndarray
+            Parameters, modified in place.
+        grads : dict of str to ndarray
+            Gradients, same keys and shapes.
+        """
+        self.t += 1
+        # bias-corrected step size, as in scikit-learn's AdamOptimizer
+        learning_rate = (
+            self.learning_rate_init
+            * math.sqrt(1 - self.beta_2**self.t)
+            / (1 - self.beta_1**self.t)
+        )
+        for name, grad in grads.items():
+            m, v = self.ms[name], self.vs[name]
+            m *= self.beta_1
+            m += (1 - self.beta_1) * grad
+            v *= self.beta_2
+            v += (1 - self.beta_2) * (grad * grad)
+            params[name] -= (learning_rate * m / (np.sqrt(v) + self.epsilon)).astype(
+                params[name].dtype, copy=False
+            )
