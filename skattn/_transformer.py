@@ -86,7 +86,10 @@ class AttentionTransformer(
     and output projections, residual connection, layer norm) and pools the
     tokens into one vector per sample, ready for any scikit-learn estimator.
 
-    Its projections are seeded from ``random_state`` (or given by ``init``).
+    ``fit`` learns all the block's weights from ``y`` (a linear head on the pooled
+    vector is trained with them, then set aside: ``transform`` returns the
+    learned representation); with ``objective=None`` or without ``y`` the
+    projections stay seeded from ``random_state`` (or given by ``init``).
 
     Parameters
     ----------
@@ -106,9 +109,17 @@ class AttentionTransformer(
         None: 1, each column is a scalar token (as in FT-Transformer). Must divide
         the number of columns.
 
-    objective : {"auto"} or None, default=None
-        What the projections learn from ``y``. None: nothing, the projections
-        stay seeded and ``y`` is ignored. ``"auto"`` with ``y=None`` is the same.
+    objective : {"auto", "classification", "regression"} or None, default="auto"
+        What the weights learn from ``y``.
+
+        - ``"auto"``: from the type of ``y`` (``type_of_target``): binary or
+          multiclass labels are classification (softmax cross-entropy; string
+          labels work), continuous targets, one or several columns, are
+          regression (squared error on the standardised target). With
+          ``y=None`` nothing is learned.
+        - ``"classification"``, ``"regression"``: force the task; ``y`` is
+          then required.
+        - None: never learn; the projections stay seeded and ``y`` is ignored.
 
     init : "random" or dict of str to array-like, default="random"
         Initial weights.
@@ -152,6 +163,68 @@ class AttentionTransformer(
 
     causal : bool, default=False
         Token ``i`` attends only to tokens ``j <= i``.
+
+    solver : {"adam", "lbfgs"}, default="adam"
+        Optimizer of the weights.
+
+        - ``"adam"``: minibatches of ``batch_size`` samples, ``max_iter``
+          epochs; supports ``partial_fit`` and ``early_stopping``.
+        - ``"lbfgs"``: full-batch L-BFGS-B (``scipy.optimize.minimize``) for at
+          most ``max_iter`` iterations; often better on small data sets.
+
+    max_iter : int, default=200
+        Maximum number of epochs (adam) or iterations (lbfgs).
+
+    learning_rate_init : float, default=0.001
+        Step size of Adam.
+
+    batch_size : int or "auto", default="auto"
+        Minibatch size of Adam; "auto" is ``min(200, n_samples)``.
+
+    alpha : float, default=0.0001
+        Strength of the L2 penalty on the weights (projections, class token,
+        pooling query, head), divided by the summed sample weight of the batch
+        as in :class:`~sklearn.neural_network.MLPClassifier`. Biases, layer-norm
+        parameters and learned positions are not penalised.
+
+    tol : float, default=1e-4
+        Improvement of the loss (or validation score) below which an epoch
+        counts as no improvement; gradient tolerance of L-BFGS.
+
+    early_stopping : bool, default=False
+        Adam only: set aside ``validation_fraction`` of the samples (stratified
+        for classification, at least one per class), stop when the head's
+        validation score (accuracy or R^2) has not improved by ``tol`` for
+        ``n_iter_no_change`` epochs, and keep the best weights.
+
+    validation_fraction : float, default=0.1
+        Share of the samples set aside with ``early_stopping``.
+
+    n_iter_no_change : int, default=10
+        Epochs without improvement before Adam stops.
+
+    shuffle : bool, default=True
+        Shuffle the samples before each epoch.
+
+    beta_1, beta_2 : float, default=0.9, 0.999
+        Decay rates of Adam's moment estimates, in [0, 1).
+
+    epsilon : float, default=1e-8
+        Numerical stability term of Adam.
+
+    warm_start : bool, default=False
+        Continue from the fitted weights (and Adam's state) on the next ``fit``
+        instead of seeding them again; the data must have the same token
+        width and target.
+
+    verbose : bool, default=False
+        Print the loss (and validation score) of every epoch or iteration.
+
+    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes in the loss (classification only), as in
+        :class:`~sklearn.linear_model.LogisticRegression`: ``{label: weight}``,
+        or "balanced" for ``n_samples / (n_classes * np.bincount(y))``.
+        Multiplied with ``sample_weight``.
 
     random_state : int, RandomState instance or None, default=None
         Seed of the random weights. Pass an int for reproducible output across
@@ -198,6 +271,41 @@ class AttentionTransformer(
     layer_norm_weight_, layer_norm_bias_ : ndarray of shape (d_model_,) or None
         Gain and bias of the layer norm.
 
+    head_coef_ : ndarray of shape (n_features_out, n_outputs) or None
+        Weights of the training head (None when nothing was learned); the head
+        is not used by ``transform``.
+
+    head_intercept_ : ndarray of shape (n_outputs,) or None
+        Bias of the training head.
+
+    target_type_ : {"classification", "regression"} or None
+        The task learned; None when the weights stay seeded.
+
+    classes_ : ndarray of shape (n_classes,) or None
+        Class labels, for classification.
+
+    n_iter_ : int
+        Epochs (adam) or iterations (lbfgs) run; 0 when nothing was learned.
+
+    t_ : int
+        Training samples seen by Adam.
+
+    loss_ : float or None
+        Loss at the end of training (on the standardised target for
+        regression).
+
+    loss_curve_ : list of float
+        Loss after each epoch or iteration.
+
+    best_loss_ : float
+        Lowest loss reached.
+
+    validation_scores_ : list of float or None
+        Validation score after each epoch, with ``early_stopping``.
+
+    best_validation_score_ : float or None
+        Best validation score, with ``early_stopping``.
+
     See Also
     --------
     skattn.multi_head_attention : The bare attention layer on arrays.
@@ -206,6 +314,14 @@ class AttentionTransformer(
 
     Notes
     -----
+    .. note::
+        Features learned in-sample can overfit the downstream estimator:
+        ``fit(X, y).transform(X)`` encodes ``y`` into the training features.
+        Fit the downstream estimator on a held-out split, or cross-validate the
+        whole :class:`~sklearn.pipeline.Pipeline` (``cross_val_score``,
+        ``GridSearchCV``), so that every test fold is transformed by a model
+        that never saw it.
+
     Input formats:
 
     - a 2D array or DataFrame ``(n_samples, n_features)``: ``n_features /
@@ -232,6 +348,8 @@ class AttentionTransformer(
     .. [1] A. Vaswani et al., "Attention Is All You Need", NeurIPS 2017.
     .. [2] Y. Gorishniy et al., "Revisiting Deep Learning Models for Tabular
        Data", NeurIPS 2021 (features as tokens).
+    .. [3] D. P. Kingma and J. Ba, "Adam: A Method for Stochastic
+       Optimization", ICLR 2015.
 
     Examples
     --------
@@ -375,6 +493,34 @@ class AttentionTransformer(
             Fitted transformer.
         """
         return self._fit(X, y, sample_weight, incremental=False)
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit_transform(self, X, y=None, sample_weight=None):
+        """Fit the transformer, then transform X.
+
+        .. note::
+            The result encodes ``y``: a downstream estimator fitted on it sees an
+            overfitted view of ``X`` (see the note of :meth:`fit`).
+
+        Parameters
+        ----------
+        X : {array-like, DataFrame} of shape (n_samples, n_features), ndarray of \
+                shape (n_samples, n_tokens, n_features), or list of array-like of \
+                shape (n_tokens_i, n_features)
+            Training sequences.
+
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs), default=None
+            Target, see :meth:`fit`.
+
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the samples in the loss.
+
+        Returns
+        -------
+        X_new : ndarray of shape (n_samples, n_features_out)
+            Pooled representations of X.
+        """
+        return self._fit(X, y, sample_weight, incremental=False).transform(X)
 
     @available_if(lambda est: est._check_solver())
     @_fit_context(prefer_skip_nested_validation=True)
@@ -1012,4 +1158,5 @@ class AttentionTransformer(
         tags = super().__sklearn_tags__()
         tags.input_tags.three_d_array = True
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        tags.target_tags.required = self.objective in ("classification", "regression")
         return tags

