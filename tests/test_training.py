@@ -342,3 +342,24 @@ def test_silent_by_default(capsys):
     X, y = order_task(n=20)
     AttentionTransformer(n_heads=2, max_iter=2).fit(X, y)
     assert capsys.readouterr().out == ""
+
+
+def test_order_task_needs_attention():
+    """Issue 3's acceptance test: where order matters, the learned transformer +
+    LogisticRegression reaches >= 0.95 while mean pooling stays near chance."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import train_test_split
+    from sklearn.pipeline import make_pipeline
+
+    from skattn.datasets import make_sequence_classification
+
+    X, y = make_sequence_classification(
+        n_samples=600, n_tokens=8, embed_dim=8, task="order", random_state=0
+    )
+    X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=0)
+    model = make_pipeline(
+        AttentionTransformer(random_state=0), LogisticRegression(max_iter=1000)
+    ).fit(X_train, y_train)
+    assert model.score(X_test, y_test) >= 0.95
+    mean_pooling = LogisticRegression().fit(X_train.mean(axis=1), y_train)
+    assert abs(mean_pooling.score(X_test.mean(axis=1), y_test) - 0.5) < 0.1
