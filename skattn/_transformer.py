@@ -25,6 +25,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
+from ._attention import single_threaded_blas
 from ._head import LOSS_FUNCTIONS, linear_backward, linear_forward
 from ._model import backward, forward, glorot_uniform, init_params, param_shapes
 from ._optimizers import AdamOptimizer
@@ -607,10 +608,13 @@ class AttentionTransformer(
                 header += f" {'Validation':>12}"
             print(f"[{type(self).__name__}]\n[{type(self).__name__}] {header}")
             print(f"[{type(self).__name__}] {'-' * len(header)}")
-        if self.solver == "lbfgs":
-            self._fit_lbfgs(params, data)
-        else:
-            self._fit_stochastic(params, data, incremental)
+        # one BLAS thread: on the small matrix products of a minibatch, two
+        # threads ran up to 16x slower on a busy 2-core machine
+        with single_threaded_blas():
+            if self.solver == "lbfgs":
+                self._fit_lbfgs(params, data)
+            else:
+                self._fit_stochastic(params, data, incremental)
         if self.verbose:
             print(f"[{type(self).__name__}] Training took {time.time() - start:.2f}s.")
         self._set_params(params)
@@ -1046,18 +1050,14 @@ class AttentionTransformer(
                 x = sequences[rows]  # (batch, T, D), a copy of this batch only
             else:
                 x, _ = pad_sequences([sequences[i] for i in rows], dtype)
-            tokens, pooled, cache = forward(
-                params,
-                x,
-                lengths[rows],
-                n_heads=self.n_heads,
-                pooling=self.pooling,
-                positional_encoding=self.positional_encoding,
-                residual=self.residual,
-                layer_norm=self.layer_norm,
-                causal=self.causal,
-                return_weights=return_weights,
-            )
+            with single_threaded_blas():  # see _fit
+                tokens, pooled, cache = forward(
+                    params,
+                    x,
+                    lengths[rows],
+                    return_weights=return_weights,
+                    **self._block_options(),
+                )
             yield rows, tokens, pooled, cache
 
     def transform(self, X):
