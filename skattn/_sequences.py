@@ -91,6 +91,9 @@ def batch_indices(lengths, row_bytes, budget_bytes):
         Indices of the samples of each batch; together, each index once.
     """
     order = np.argsort(lengths, kind="stable")
+    if len(lengths) and lengths.min() == lengths.max():  # one length: equal batches
+        n_rows = max(1, int(budget_bytes // row_bytes(lengths[0])))
+        return [order[start : start + n_rows] for start in range(0, len(order), n_rows)]
     batches = []
     start = 0
     while start < len(order):
