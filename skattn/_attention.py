@@ -67,6 +67,41 @@ def causal_tile(q_start, q_stop, n_keys):
     return np.arange(n_keys) <= np.arange(q_start, q_stop)[:, None]
 
 
+def query_tiles(n_queries, n_keys, batch_shape, tile_elements):
+    """Slices of about ``tile_elements`` scores each (at least one query row)."""
+    n_scores_per_row = max(1, math.prod(batch_shape) * n_keys)
+    tile_rows = int(min(n_queries, max(1, tile_elements // n_scores_per_row)))
+    for start in range(0, n_queries, tile_rows):
+        yield slice(start, min(start + tile_rows, n_queries))
+
+
+def tile_mask(mask, causal, rows, n_keys):
+    """Allowed (query, key) pairs of the query rows ``rows``, or None for all."""
+    allowed = None if mask is None else mask[..., rows, :]
+    if causal:
+        tile_causal = causal_tile(rows.start, rows.stop, n_keys)
+        allowed = tile_causal if allowed is None else allowed & tile_causal
+    return allowed
+
+
+def masked_scores(q, k_t, allowed, scale, batch_shape):
+    """Scaled scores of a query tile, -inf where a key is not allowed.
+
+    Returns
+    -------
+    scores : ndarray of shape batch_shape + (tq, Tk)
+        A new array, safe to modify in place.
+    """
+    scores = np.matmul(q, k_t)  # (..., tq, Tk)
+    if scores.shape[:-2] != batch_shape:
+        # q and k are broadcast over fewer dimensions than the mask
+        scores = np.broadcast_to(scores, batch_shape + scores.shape[-2:]).copy()
+    scores *= scale
+    if allowed is not None:
+        np.copyto(scores, -np.inf, where=~allowed)
+    return scores
+
+
 def attention_forward(
     q,
     k,
@@ -131,22 +166,20 @@ def attention_forward(
         weights = np.empty(batch_shape + (n_queries, n_keys), dtype=dtype)
 
     k_t = np.swapaxes(k, -1, -2)  # (..., Dk, Tk)
-    n_batch = math.prod(batch_shape)
-    tile_rows = int(min(n_queries, max(1, tile_elements // max(1, n_batch * n_keys))))
     with single_threaded_blas():
-        for start in range(0, n_queries, tile_rows):
-            stop = min(start + tile_rows, n_queries)
-            allowed = None if mask is None else mask[..., start:stop, :]
-            if causal:
-                tile_causal = causal_tile(start, stop, n_keys)
-                allowed = tile_causal if allowed is None else allowed & tile_causal
-            tile = attention_tile(
-                q[..., start:stop, :], k_t, v, allowed, scale, batch_shape,
+        for rows in query_tiles(n_queries, n_keys, batch_shape, tile_elements):
+            context, tile_lse, tile_weights = attention_tile(
+                q[..., rows, :],
+                k_t,
+                v,
+                tile_mask(mask, causal, rows, n_keys),
+                scale,
+                batch_shape,
                 return_weights=return_weights,
-            )  # fmt: skip
-            out[..., start:stop, :], lse[..., start:stop] = tile[0], tile[1]
+            )
+            out[..., rows, :], lse[..., rows] = context, tile_lse
             if return_weights:
-                weights[..., start:stop, :] = tile[2]
+                weights[..., rows, :] = tile_weights
     return out, lse, weights
 
 
@@ -176,14 +209,7 @@ def attention_tile(q, k_t, v, allowed, scale, batch_shape, *, return_weights):
     lse : ndarray of shape (..., tq)
     weights : ndarray of shape (..., tq, Tk) or None
     """
-    scores = np.matmul(q, k_t)  # (..., tq, Tk)
-    if scores.shape[:-2] != batch_shape:
-        # q and k are broadcast over fewer dimensions than the mask
-        scores = np.broadcast_to(scores, batch_shape + scores.shape[-2:]).copy()
-    scores *= scale
-    if allowed is not None:
-        np.copyto(scores, -np.inf, where=~allowed)
-
+    scores = masked_scores(q, k_t, allowed, scale, batch_shape)  # (..., tq, Tk)
     row_max = scores.max(axis=-1, keepdims=True)  # (..., tq, 1)
     empty = np.isneginf(row_max)  # rows with no allowed key
     row_max[empty] = 0.0
@@ -547,32 +573,21 @@ def attention_backward(
     delta = np.sum(d_out * out, axis=-1, keepdims=True)  # (..., Tq, 1)
     k_t = np.swapaxes(k, -1, -2)  # (..., Dk, Tk)
     v_t = np.swapaxes(v, -1, -2)  # (..., Dv, Tk)
-    n_batch = math.prod(batch_shape)
-    tile_rows = int(min(n_queries, max(1, tile_elements // max(1, n_batch * n_keys))))
     with single_threaded_blas():
-        for start in range(0, n_queries, tile_rows):
-            stop = min(start + tile_rows, n_queries)
-            q_tile = q[..., start:stop, :]  # (..., tq, Dk)
-            probs = np.matmul(q_tile, k_t)  # (..., tq, Tk)
-            if probs.shape[:-2] != batch_shape:
-                probs = np.broadcast_to(probs, batch_shape + probs.shape[-2:]).copy()
-            probs *= scale
-            allowed = None if mask is None else mask[..., start:stop, :]
-            if causal:
-                tile_causal = causal_tile(start, stop, n_keys)
-                allowed = tile_causal if allowed is None else allowed & tile_causal
-            if allowed is not None:
-                np.copyto(probs, -np.inf, where=~allowed)
-            probs -= lse[..., start:stop, None]
+        for rows in query_tiles(n_queries, n_keys, batch_shape, tile_elements):
+            q_tile = q[..., rows, :]  # (..., tq, Dk)
+            allowed = tile_mask(mask, causal, rows, n_keys)
+            probs = masked_scores(q_tile, k_t, allowed, scale, batch_shape)
+            probs -= lse[..., rows, None]
             np.exp(probs, out=probs)  # (..., tq, Tk); rows of empty queries are 0
 
-            d_tile = d_out[..., start:stop, :]  # (..., tq, Dv)
+            d_tile = d_out[..., rows, :]  # (..., tq, Dv)
             d_v += np.matmul(np.swapaxes(probs, -1, -2), d_tile)  # (..., Tk, Dv)
             d_scores = np.matmul(d_tile, v_t)  # (..., tq, Tk): dP
-            d_scores -= delta[..., start:stop, :]
+            d_scores -= delta[..., rows, :]
             d_scores *= probs
             d_scores *= scale  # (..., tq, Tk): gradient of the unscaled scores
-            d_q[..., start:stop, :] = np.matmul(d_scores, k)  # (..., tq, Dk)
+            d_q[..., rows, :] = np.matmul(d_scores, k)  # (..., tq, Dk)
             d_k += np.matmul(np.swapaxes(d_scores, -1, -2), q_tile)  # (..., Tk, Dk)
     return (
         sum_to_shape(d_q, q.shape),
