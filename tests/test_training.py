@@ -221,20 +221,28 @@ def test_stops_when_the_loss_stops_improving():
     assert est.n_iter_ == 5  # epoch 1 improves on inf; 4 more exceed n_iter_no_change
 
 
-def test_early_stopping_keeps_the_best_weights():
+def test_early_stopping_keeps_the_best_weights(monkeypatch):
+    """The fitted weights are those of the epoch with the best validation score."""
+    snapshots = []
+    score = AttentionTransformer._validation_score
+
+    def recording_score(self, params, data, rows):
+        value = score(self, params, data, rows)
+        snapshots.append((value, params["query"].copy()))
+        return value
+
+    monkeypatch.setattr(AttentionTransformer, "_validation_score", recording_score)
     X, y = order_task(n=100)
     est = AttentionTransformer(
-        n_heads=2, max_iter=40, early_stopping=True, n_iter_no_change=5,
-        learning_rate_init=0.01, random_state=0,
+        n_heads=2, max_iter=40, early_stopping=True, n_iter_no_change=3,
+        learning_rate_init=0.05, random_state=0,
     ).fit(X, y)  # fmt: skip
-    assert len(est.validation_scores_) == est.n_iter_
-    assert est.best_validation_score_ == max(est.validation_scores_)
-    # the kept weights give the best validation score again
-    rng = np.random.RandomState(0)
-
-    rng = check = None  # the split is internal: recompute the score on all data
-    del rng, check
-    assert est.validation_scores_[-1] <= est.best_validation_score_
+    scores = [value for value, _ in snapshots]
+    assert est.validation_scores_ == scores
+    assert est.best_validation_score_ == max(scores)
+    best = int(np.argmax(scores))  # the first epoch reaching the best score
+    assert best < len(scores) - 1, "training should run past its best epoch"
+    assert_array_equal(est.query_weights_, snapshots[best][1])
 
 
 def test_warm_start_continues_from_the_fitted_weights():
