@@ -571,19 +571,14 @@ class AttentionTransformer(
         first_pass = not fitted or not (self.warm_start or incremental)
         sequences = check_input(self, X, reset=first_pass, embed_dim=self.embed_dim)
         lengths = sequence_lengths(sequences)
-        if self.pooling == "flatten" and np.any(lengths != lengths[0]):
-            raise ValueError(
-                "pooling='flatten' needs sequences of one length; got lengths from "
-                f"{lengths.min()} to {lengths.max()}. Use another pooling for "
-                "sequences of different lengths."
-            )
-        if not first_pass:
-            self._check_lengths(lengths)
+        self._check_lengths(lengths, reset=first_pass)
         task, y = check_target(self, y, len(sequences))
         if not first_pass and task != self.target_type_:
+            fitted_for = self.target_type_ or "no target (seeded weights)"
             raise ValueError(
-                f"The target of this call asks for {task!r}, but the transformer "
-                f"was fitted for {self.target_type_!r}."
+                f"This call's target asks for {task or 'no training'}, but the "
+                f"transformer was fitted for {fitted_for}; fit it anew (without "
+                "warm_start) to change the task."
             )
         if task is not None or sample_weight is not None:
             # checked even when unused, so that a wrong one is never silent
@@ -620,15 +615,22 @@ class AttentionTransformer(
         self._set_params(params)
         return self
 
-    def _check_lengths(self, lengths):
-        """With pooling="flatten", every sequence has the length seen in fit."""
-        if self.pooling == "flatten":
-            wrong = lengths != self.max_tokens_
-            if np.any(wrong):
-                raise ValueError(
-                    f"pooling='flatten' needs sequences of {self.max_tokens_} "
-                    f"tokens, the length seen in fit; got {lengths[wrong][0]}."
-                )
+    def _check_lengths(self, lengths, reset=False):
+        """With pooling="flatten", every sequence has one length (fit's)."""
+        if self.pooling != "flatten":
+            return
+        if reset and np.any(lengths != lengths[0]):
+            raise ValueError(
+                "pooling='flatten' needs sequences of one length; got lengths from "
+                f"{lengths.min()} to {lengths.max()}. Use another pooling for "
+                "sequences of different lengths."
+            )
+        wrong = lengths != self.max_tokens_
+        if not reset and np.any(wrong):
+            raise ValueError(
+                f"pooling='flatten' needs sequences of {self.max_tokens_} tokens, "
+                f"the length seen in fit; got {lengths[wrong][0]}."
+            )
 
     def _class_weights(self, y, task):
         """Weight of each sample from ``class_weight`` (y holds class indices)."""

@@ -371,3 +371,13 @@ def test_order_task_needs_attention():
     assert model.score(X_test, y_test) >= 0.95
     mean_pooling = LogisticRegression().fit(X_train.mean(axis=1), y_train)
     assert abs(mean_pooling.score(X_test.mean(axis=1), y_test) - 0.5) < 0.1
+
+
+def test_warm_start_cannot_change_the_task():
+    X, y = order_task(n=20)
+    est = AttentionTransformer(n_heads=2, max_iter=2, warm_start=True).fit(X)
+    with pytest.raises(ValueError, match="fitted for no target"):
+        est.fit(X, y)
+    est = AttentionTransformer(n_heads=2, max_iter=2, warm_start=True).fit(X, y)
+    with pytest.raises(ValueError, match="asks for regression, but the transformer"):
+        est.fit(X, y + 0.5)
