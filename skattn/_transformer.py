@@ -625,8 +625,7 @@ class AttentionTransformer(
                 f"{lengths.min()} to {lengths.max()}. Use another pooling for "
                 "sequences of different lengths."
             )
-        wrong = lengths != self.max_tokens_
-        if not reset and np.any(wrong):
+        if not reset and np.any(wrong := lengths != self.max_tokens_):
             raise ValueError(
                 f"pooling='flatten' needs sequences of {self.max_tokens_} tokens, "
                 f"the length seen in fit; got {lengths[wrong][0]}."
