@@ -214,9 +214,10 @@ class AttentionTransformer(
         Numerical stability term of Adam.
 
     warm_start : bool, default=False
-        Continue from the fitted weights (and Adam's state) on the next ``fit``
-        instead of seeding them again; the data must have the same token
-        width and target.
+        Continue from the fitted weights on the next ``fit`` instead of seeding
+        them again (Adam's moment estimates start afresh, as in
+        :class:`~sklearn.neural_network.MLPClassifier`; ``partial_fit`` keeps
+        them). The data must have the same token width and kind of target.
 
     verbose : bool, default=False
         Print the loss (and validation score) of every epoch or iteration.
