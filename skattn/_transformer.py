@@ -753,38 +753,6 @@ class AttentionTransformer(
             causal=self.causal,
         )
 
-    def _chunks(self, data, rows, *, training=True):
-        """Padded batches of the samples ``rows`` that fit in working memory.
-
-        Yields
-        ------
-        batch : ndarray of int
-            The samples of this batch, a subset of ``rows``.
-        x : ndarray of shape (batch, T, D)
-        lengths : ndarray of shape (batch,)
-        y, sample_weight : ndarray
-            The rows' targets and weights.
-        """
-        sequences, lengths, y, sample_weight = data
-        dtype = sequences_dtype(sequences)
-        n_features, width = token_width(sequences), self.d_model_
-
-        def row_bytes(n_tokens):
-            n_tokens += self.pooling == "cls"
-            # training keeps about twenty (T, d_model) activations per row for the
-            # backward pass; one row of scores per head lives in the tiles
-            n_activations = 20 if training else 10
-            n_values = n_tokens * (n_features + n_activations * width)
-            return (n_values + self.n_heads * n_tokens) * dtype.itemsize
-
-        for batch in batch_indices(lengths[rows], row_bytes, working_memory_bytes()):
-            batch = rows[batch]
-            if isinstance(sequences, np.ndarray):
-                x = sequences[batch]  # (batch, T, D), a copy of these rows only
-            else:
-                x, _ = pad_sequences([sequences[i] for i in batch], dtype)
-            yield batch, x, lengths[batch], y[batch], sample_weight[batch]
-
     def _loss_grad(self, params, data, rows):
         """Loss and gradients on the samples ``rows`` (weighted mean + L2).
 
@@ -802,15 +770,14 @@ class AttentionTransformer(
         loss : float
         grads : dict of str to ndarray
         """
-        sample_weight = data[3]
-        total_weight = float(sample_weight[rows].sum())
+        sequences, all_lengths, all_y, all_weights = data
+        total_weight = float(all_weights[rows].sum())
         loss_function = LOSS_FUNCTIONS[self.target_type_]
         options = self._block_options()
-        loss, grads = (
-            0.0,
-            {name: np.zeros_like(value) for name, value in params.items()},
-        )
-        for _, x, lengths, y, weight in self._chunks(data, rows):
+        loss = 0.0
+        grads = {name: np.zeros_like(value) for name, value in params.items()}
+        for batch, x in self._batches(sequences, all_lengths, rows, training=True):
+            lengths, y, weight = all_lengths[batch], all_y[batch], all_weights[batch]
             fraction = float(weight.sum()) / total_weight
             _, pooled, cache = forward(params, x, lengths, **options)
             out = linear_forward(pooled, params["head_coef"], params["head_intercept"])
@@ -821,10 +788,8 @@ class AttentionTransformer(
                 d_out, pooled, params["head_coef"]
             )
             chunk_grads = backward(d_pooled, params, x, cache, **options)
-            chunk_grads["head_coef"], chunk_grads["head_intercept"] = (
-                d_coef,
-                d_intercept,
-            )
+            chunk_grads["head_coef"] = d_coef
+            chunk_grads["head_intercept"] = d_intercept
             for name, grad in chunk_grads.items():
                 grads[name] += grad
         # L2 penalty, relative to the (weighted) number of samples as in MLP
@@ -837,10 +802,10 @@ class AttentionTransformer(
 
     def _validation_score(self, params, data, rows):
         """Accuracy (classification) or R^2 (regression) of the head on ``rows``."""
-        y = data[2]
+        sequences, lengths, y, _ = data
         predictions = np.empty((len(y), params["head_intercept"].shape[0]))
-        for batch, x, lengths, _, _ in self._chunks(data, rows, training=False):
-            _, pooled, _ = forward(params, x, lengths, **self._block_options())
+        for batch, x in self._batches(sequences, lengths, rows, training=False):
+            _, pooled, _ = forward(params, x, lengths[batch], **self._block_options())
             predictions[batch] = linear_forward(
                 pooled, params["head_coef"], params["head_intercept"]
             )
@@ -1019,6 +984,48 @@ class AttentionTransformer(
         self._check_lengths(sequence_lengths(sequences))
         return sequences
 
+    def _batches(self, sequences, lengths, rows, *, training, return_weights=False):
+        """Padded batches of the samples ``rows`` that fit in ``working_memory``.
+
+        Parameters
+        ----------
+        sequences : ndarray of shape (n_samples, n_tokens, n_features) or list
+            Checked sequences.
+        lengths : ndarray of shape (n_samples,)
+            Their lengths.
+        rows : ndarray of int
+            The samples to batch.
+        training : bool
+            Training keeps about twenty (T, d_model) activations per token for
+            the backward pass, a forward pass about ten.
+        return_weights : bool, default=False
+            The attention weights (T per token and head) are kept.
+
+        Yields
+        ------
+        batch : ndarray of int
+            The samples of this batch, a subset of ``rows``.
+        x : ndarray of shape (len(batch), T, n_features)
+            Their tokens, zero-padded to the longest.
+        """
+        dtype = sequences_dtype(sequences)
+        n_values_per_token = token_width(sequences) + (20 if training else 10) * (
+            self.d_model_
+        )
+
+        def row_bytes(n_tokens):
+            n_tokens += self.pooling == "cls"
+            # one row of scores per head lives in the attention tiles
+            scores = self.n_heads * (n_tokens if return_weights else 1)
+            return n_tokens * (n_values_per_token + scores) * dtype.itemsize
+
+        for batch in batch_indices(lengths[rows], row_bytes, working_memory_bytes()):
+            batch = rows[batch]
+            if isinstance(sequences, np.ndarray):
+                yield batch, sequences[batch]  # a copy of these rows only
+            else:
+                yield batch, pad_sequences([sequences[i] for i in batch], dtype)[0]
+
     def _forward_batches(self, sequences, *, return_weights=False):
         """Run the block on batches that fit in ``working_memory``.
 
@@ -1033,25 +1040,15 @@ class AttentionTransformer(
         cache : dict
             Forward cache (see :func:`skattn._model.forward`).
         """
-        is_array = isinstance(sequences, np.ndarray)
-        dtype = sequences_dtype(sequences)
-        params = self._params(dtype)
+        params = self._params(sequences_dtype(sequences))
         lengths = sequence_lengths(sequences)
-        n_features, width = token_width(sequences), self.d_model_
-
-        def row_bytes(n_tokens):
-            n_tokens += self.pooling == "cls"
-            # input, about ten (T, d_model) activations, one row of scores per head
-            # (the attention tiles' own budget is small and fixed)
-            n_values = n_tokens * (n_features + 10 * width)
-            n_values += self.n_heads * n_tokens * (n_tokens if return_weights else 1)
-            return n_values * dtype.itemsize
-
-        for rows in batch_indices(lengths, row_bytes, working_memory_bytes()):
-            if is_array:
-                x = sequences[rows]  # (batch, T, D), a copy of this batch only
-            else:
-                x, _ = pad_sequences([sequences[i] for i in rows], dtype)
+        for rows, x in self._batches(
+            sequences,
+            lengths,
+            np.arange(len(lengths)),
+            training=False,
+            return_weights=return_weights,
+        ):
             with single_threaded_blas():  # see _fit
                 tokens, pooled, cache = forward(
                     params,
