@@ -21,6 +21,10 @@ from functools import cache
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+# A row sum of exponentials below this may have lost precision to underflow: the
+# folded shift (see attention_tile_folded) then hands the tile to the exact path.
+FOLDED_SUM_FLOOR = math.exp(-60.0)
+
 # Scores computed at once per query tile (2**20 float32 are 4 MiB): the fastest
 # of 2**16..2**22 measured on (4, 8192, 16), (32, 1024, 16) and (512, 256, 16)
 # heads; memory stays linear in the sequence length.
@@ -166,17 +170,27 @@ def attention_forward(
         weights = np.empty(batch_shape + (n_queries, n_keys), dtype=dtype)
 
     k_t = np.swapaxes(k, -1, -2)  # (..., Dk, Tk)
+    if not return_weights:
+        folded = fold_keys_values(k, v)
     with single_threaded_blas():
         for rows in query_tiles(n_queries, n_keys, batch_shape, tile_elements):
-            context, tile_lse, tile_weights = attention_tile(
-                q[..., rows, :],
-                k_t,
-                v,
-                tile_mask(mask, causal, rows, n_keys),
-                scale,
-                batch_shape,
-                return_weights=return_weights,
-            )
+            allowed = tile_mask(mask, causal, rows, n_keys)
+            tile = None
+            if not return_weights:
+                tile = attention_tile_folded(
+                    q[..., rows, :], *folded, allowed, scale, batch_shape
+                )
+            if tile is None:  # weights wanted, or the folded shift underflowed
+                tile = attention_tile(
+                    q[..., rows, :],
+                    k_t,
+                    v,
+                    allowed,
+                    scale,
+                    batch_shape,
+                    return_weights=return_weights,
+                )
+            context, tile_lse, tile_weights = tile
             out[..., rows, :], lse[..., rows] = context, tile_lse
             if return_weights:
                 weights[..., rows, :] = tile_weights
@@ -225,6 +239,72 @@ def attention_tile(q, k_t, v, allowed, scale, batch_shape, *, return_weights):
     if return_weights:
         np.divide(scores, row_sum, out=scores, where=~empty)
     return context, lse[..., 0], scores if return_weights else None
+
+
+def fold_keys_values(k, v):
+    """Keys and values extended so that one product also shifts, one also sums.
+
+    Returns
+    -------
+    k_aug_t : ndarray of shape (..., Dk + 1, Tk)
+        Transposed keys with a row of ones (it multiplies the query's shift).
+    v_aug : ndarray of shape (..., Tk, Dv + 1)
+        Values with a column of ones (it sums the probabilities of a row).
+    k_norm_max : ndarray of shape (..., 1, 1)
+        Largest key norm.
+    """
+    k_ones = np.ones(k.shape[:-2] + (1, k.shape[-2]), dtype=k.dtype)
+    k_aug_t = np.concatenate([np.swapaxes(k, -1, -2), k_ones], axis=-2)
+    v_ones = np.ones(v.shape[:-1] + (1,), dtype=v.dtype)
+    v_aug = np.concatenate([v, v_ones], axis=-1)
+    k_norm_max = np.sqrt(np.max(np.sum(k * k, axis=-1), axis=-1))[..., None, None]
+    return k_aug_t, v_aug, k_norm_max
+
+
+def attention_tile_folded(q, k_aug_t, v_aug, k_norm_max, allowed, scale, batch_shape):
+    """One tile of attention with the shift and the row sums folded into GEMMs.
+
+    Each row is shifted by the Cauchy-Schwarz bound ``scale * |q| * max |k|``
+    of its scores instead of their exact maximum, through an extra column of
+    the queries, so that one product gives shifted scores; an extra column of
+    ones in the values makes the second product return the row sums with the
+    weighted values. The only pass over the (tq, Tk) scores is one in-place
+    exponential. A loose bound can make a row's sum underflow: then the tile
+    is left to :func:`attention_tile` (returns None).
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., tq, Dk)
+        A tile of queries.
+    k_aug_t, v_aug, k_norm_max
+        From :func:`fold_keys_values`.
+    allowed, scale, batch_shape
+        As for :func:`attention_tile`.
+
+    Returns
+    -------
+    (context, lse, None) or None
+        As :func:`attention_tile`, or None when the tile needs the exact path.
+    """
+    q_norm = np.sqrt(np.sum(q * q, axis=-1, keepdims=True))  # (..., tq, 1)
+    shift = (scale * q_norm) * k_norm_max  # (..., tq, 1): >= every score of a row
+    q_aug = np.empty(shift.shape[:-1] + (q.shape[-1] + 1,), dtype=q.dtype)
+    q_aug[..., :-1] = q * scale
+    q_aug[..., -1:] = -shift
+    scores = np.matmul(q_aug, k_aug_t)  # (..., tq, Tk): scale * q.k - shift <= 0
+    if scores.shape[:-2] != batch_shape:
+        scores = np.broadcast_to(scores, batch_shape + scores.shape[-2:]).copy()
+    if allowed is not None:
+        np.copyto(scores, -np.inf, where=~allowed)
+    np.exp(scores, out=scores)  # (..., tq, Tk)
+    context_sum = np.matmul(scores, v_aug)  # (..., tq, Dv + 1)
+    row_sum = context_sum[..., -1:]  # (..., tq, 1)
+    if not np.all((row_sum >= FOLDED_SUM_FLOOR) & (row_sum < np.inf)):
+        return None  # underflow (or an empty row, or overflow): exact path
+    context = context_sum[..., :-1]
+    context /= row_sum
+    lse = np.broadcast_to(shift, row_sum.shape) + np.log(row_sum)  # (..., tq, 1)
+    return context, lse[..., 0], None
 
 
 def split_heads(x, n_heads):

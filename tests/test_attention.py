@@ -420,3 +420,52 @@ def test_kernels_do_not_import_sklearn(module):
         else:
             continue
         assert not any(name.split(".")[0] == "sklearn" for name in names), names
+
+
+def test_folded_tile_matches_exact_tile(rng):
+    """The fast path (shift and row sums folded into the products) equals the
+    exact max-shifted softmax."""
+    from skattn._attention import (
+        attention_tile,
+        attention_tile_folded,
+        fold_keys_values,
+    )
+
+    q = rng.standard_normal((2, 3, 7, 4))
+    k = rng.standard_normal((2, 3, 9, 4))
+    v = rng.standard_normal((2, 3, 9, 5))
+    allowed = rng.random((2, 1, 7, 9)) < 0.8
+    allowed[..., 0] = True
+    folded = attention_tile_folded(q, *fold_keys_values(k, v), allowed, 0.5, (2, 3))
+    exact = attention_tile(
+        q, np.swapaxes(k, -1, -2), v, allowed, 0.5, (2, 3), return_weights=False
+    )
+    assert folded is not None
+    assert_allclose(folded[0], exact[0], rtol=1e-12, atol=1e-15)
+    assert_allclose(folded[1], exact[1], rtol=1e-12)
+
+
+def test_underflowing_row_sums_take_the_exact_path(rng, monkeypatch):
+    """A loose Cauchy-Schwarz shift (one long key orthogonal to the queries)
+    makes every exponential underflow; the tile is then redone exactly."""
+    import skattn._attention as attention
+
+    calls = []
+    folded = attention.attention_tile_folded
+
+    def spy(*args):
+        result = folded(*args)
+        calls.append(result is None)
+        return result
+
+    monkeypatch.setattr(attention, "attention_tile_folded", spy)
+    q = np.zeros((5, 3), dtype=np.float32)
+    q[:, 0] = 30.0  # queries along the first axis
+    k = rng.standard_normal((6, 3)).astype(np.float32)
+    k[0] = [0.0, 0.0, 1e3]  # a long key orthogonal to every query
+    v = rng.standard_normal((6, 2)).astype(np.float32)
+    out = scaled_dot_product_attention(q, k, v)
+    assert calls == [True]  # the folded shift underflowed and was refused
+    expected, _ = reference_batched(q.astype(np.float64), k, v)
+    assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+    assert np.all(np.isfinite(out))
