@@ -16,6 +16,10 @@ References: Vaswani et al., "Attention is all you need", NeurIPS 2017; Dao et al
 # SPDX-License-Identifier: BSD-3-Clause
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import cache
 
 import numpy as np
@@ -37,14 +41,61 @@ def _threadpool_controller():
     return ThreadpoolController()
 
 
+# Tiles computed side by side, fixed by the outermost single_threaded_blas().
+_TILE_WORKERS = ContextVar("skattn_tile_workers", default=None)
+
+
+def tile_workers():
+    """How many tiles to compute at once: the BLAS thread limit in force.
+
+    Each tile runs its products on one BLAS thread; several tiles run side by
+    side in Python threads (numpy releases the GIL in matmul and exp). So the
+    user's limit (``threadpoolctl.threadpool_limits``, ``OMP_NUM_THREADS``)
+    still caps the cores used. Inside :func:`single_threaded_blas` this is the
+    limit that was in force when the outermost one was entered.
+    """
+    workers = _TILE_WORKERS.get()
+    if workers is not None:
+        return workers
+    blas = _threadpool_controller().select(user_api="blas").lib_controllers
+    n_threads = min((lib.num_threads for lib in blas), default=1)
+    return max(1, min(n_threads, os.cpu_count() or 1))
+
+
+@cache
+def _executor(n_workers):
+    return ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="skattn")
+
+
+def map_tiles(function, tiles):
+    """``[function(tile) for tile in tiles]``, on :func:`tile_workers` threads.
+
+    Results do not depend on the number of threads: every tile is computed
+    the same way, on one BLAS thread.
+    """
+    tiles = list(tiles)
+    n_workers = min(tile_workers(), len(tiles))
+    with single_threaded_blas():
+        if n_workers == 1:
+            return [function(tile) for tile in tiles]
+        return list(_executor(n_workers).map(function, tiles))
+
+
+@contextmanager
 def single_threaded_blas():
     """Context limiting BLAS to one thread (never raising a user's lower limit).
 
     The tiles' matrix products are small: two BLAS threads on them ran up to 10x
-    slower than one on a busy 2-core machine (225 s against 13 s
-    for 32,768 tokens here).
+    slower than one on a busy 2-core machine (225 s against 13 s for 32,768
+    tokens here). The cores the user allows go to tiles instead (see
+    :func:`tile_workers`).
     """
-    return _threadpool_controller().limit(limits=1, user_api="blas")
+    token = _TILE_WORKERS.set(tile_workers())
+    try:
+        with _threadpool_controller().limit(limits=1, user_api="blas"):
+            yield
+    finally:
+        _TILE_WORKERS.reset(token)
 
 
 def compute_dtype(*arrays):
@@ -172,28 +223,30 @@ def attention_forward(
     k_t = np.swapaxes(k, -1, -2)  # (..., Dk, Tk)
     if not return_weights:
         folded = fold_keys_values(k, v)
-    with single_threaded_blas():
-        for rows in query_tiles(n_queries, n_keys, batch_shape, tile_elements):
-            allowed = tile_mask(mask, causal, rows, n_keys)
-            tile = None
-            if not return_weights:
-                tile = attention_tile_folded(
-                    q[..., rows, :], *folded, allowed, scale, batch_shape
-                )
-            if tile is None:  # weights wanted, or the folded shift underflowed
-                tile = attention_tile(
-                    q[..., rows, :],
-                    k_t,
-                    v,
-                    allowed,
-                    scale,
-                    batch_shape,
-                    return_weights=return_weights,
-                )
-            context, tile_lse, tile_weights = tile
-            out[..., rows, :], lse[..., rows] = context, tile_lse
-            if return_weights:
-                weights[..., rows, :] = tile_weights
+
+    def run_tile(rows):
+        allowed = tile_mask(mask, causal, rows, n_keys)
+        tile = None
+        if not return_weights:
+            tile = attention_tile_folded(
+                q[..., rows, :], *folded, allowed, scale, batch_shape
+            )
+        if tile is None:  # weights wanted, or the folded shift underflowed
+            tile = attention_tile(
+                q[..., rows, :],
+                k_t,
+                v,
+                allowed,
+                scale,
+                batch_shape,
+                return_weights=return_weights,
+            )
+        context, tile_lse, tile_weights = tile
+        out[..., rows, :], lse[..., rows] = context, tile_lse
+        if return_weights:
+            weights[..., rows, :] = tile_weights
+
+    map_tiles(run_tile, query_tiles(n_queries, n_keys, batch_shape, tile_elements))
     return out, lse, weights
 
 

@@ -469,3 +469,29 @@ def test_underflowing_row_sums_take_the_exact_path(rng, monkeypatch):
     expected, _ = reference_batched(q.astype(np.float64), k, v)
     assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
     assert np.all(np.isfinite(out))
+
+
+@pytest.mark.parametrize("return_weights", [False, True])
+def test_tiles_on_two_threads_give_identical_results(rng, return_weights):
+    """Tiles computed side by side (BLAS limit 2) equal tiles one by one."""
+    from threadpoolctl import threadpool_limits
+
+    q, k, v = rng.standard_normal((3, 2, 300, 8)).astype(np.float32)
+    mask = rng.random((2, 1, 300)) < 0.9
+    results = []
+    for n_threads in (1, 2):
+        with threadpool_limits(n_threads, user_api="blas"):
+            results.append(
+                attention_forward(
+                    q,
+                    k,
+                    v,
+                    mask=mask,
+                    causal=True,
+                    tile_elements=1000,
+                    return_weights=return_weights,
+                )  # fmt: skip
+            )
+    for one, two in zip(*results, strict=True):
+        if one is not None:
+            assert_array_equal(one, two)
