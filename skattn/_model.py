@@ -152,23 +152,23 @@ def init_params(
 
 
 def add_positions(h, params, positional_encoding):
-    """Add the positional encoding to ``h`` of shape (N, T, E), in place.
+    """``h`` of shape (N, T, E) plus its positional encoding, as a new array.
 
-    A learned table covers the lengths seen in fit; positions beyond it use the
-    sinusoidal encoding the table was initialised from.
+    Returns ``h`` itself when there is no positional encoding. A learned table
+    covers the lengths seen in fit; positions beyond it use the sinusoidal
+    encoding the table was initialised from.
     """
     if positional_encoding is None:
         return h
     n_tokens, width = h.shape[1:]
     if positional_encoding == "learned":
-        table = params["positions"][:n_tokens]
-        h[:, : table.shape[0]] += table
+        table = params["positions"][:n_tokens]  # (min(T, T_fit), E)
         if n_tokens > table.shape[0]:
             beyond = sinusoidal_positions(n_tokens, width, h.dtype)[table.shape[0] :]
-            h[:, table.shape[0] :] += beyond
+            table = np.concatenate([table, beyond])  # (T, E)
     else:
-        h += sinusoidal_positions(n_tokens, width, h.dtype)
-    return h
+        table = sinusoidal_positions(n_tokens, width, h.dtype)  # (T, E)
+    return h + table
 
 
 def append_class_token(h, lengths, cls):
@@ -274,11 +274,8 @@ def forward(
         Intermediate arrays for the backward pass (``"attention"`` holds the
         attention cache, whose ``"weights"`` are set when ``return_weights``).
     """
-    if "input" in params:
-        h = x @ params["input"]  # (N, T, E)
-    else:
-        h = x.copy()  # (N, T, E); positions are added in place
-    h = add_positions(h, params, positional_encoding)
+    h = x @ params["input"] if "input" in params else x  # (N, T, E)
+    h = add_positions(h, params, positional_encoding)  # never modifies x
     token_lengths = lengths
     if pooling == "cls":
         h, lengths = append_class_token(h, lengths, params["cls"])

@@ -3,6 +3,7 @@
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import itertools
 import math
 import time
 import warnings
@@ -25,7 +26,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ._attention import single_threaded_blas
+from ._attention import map_tiles, single_threaded_blas, tile_workers
 from ._head import LOSS_FUNCTIONS, linear_backward, linear_forward
 from ._model import backward, forward, glorot_uniform, init_params, param_shapes
 from ._optimizers import AdamOptimizer
@@ -50,6 +51,11 @@ from ._validation import (
 )
 
 # Fitted attribute holding each model parameter.
+# Activations of one batch (as _batches estimates them), unless working_memory
+# is lower: batches that stay in the CPU's caches trained and transformed
+# 1.3-1.7x faster than one big batch (see benchmarks/README.md).
+BATCH_BYTES = 4 * 2**20
+
 PARAM_ATTRIBUTES = {
     "input": "input_weights_",
     "query": "query_weights_",
@@ -774,23 +780,29 @@ class AttentionTransformer(
         total_weight = float(all_weights[rows].sum())
         loss_function = LOSS_FUNCTIONS[self.target_type_]
         options = self._block_options()
-        loss = 0.0
-        grads = {name: np.zeros_like(value) for name, value in params.items()}
-        for batch, x in self._batches(sequences, all_lengths, rows, training=True):
+
+        def batch_loss_grad(batch, x):
             lengths, y, weight = all_lengths[batch], all_y[batch], all_weights[batch]
             fraction = float(weight.sum()) / total_weight
             _, pooled, cache = forward(params, x, lengths, **options)
             out = linear_forward(pooled, params["head_coef"], params["head_intercept"])
-            chunk_loss, d_out = loss_function(out, y, weight)
-            loss += fraction * chunk_loss
+            batch_loss, d_out = loss_function(out, y, weight)
             d_out *= fraction
             d_pooled, d_coef, d_intercept = linear_backward(
                 d_out, pooled, params["head_coef"]
             )
-            chunk_grads = backward(d_pooled, params, x, cache, **options)
-            chunk_grads["head_coef"] = d_coef
-            chunk_grads["head_intercept"] = d_intercept
-            for name, grad in chunk_grads.items():
+            batch_grads = backward(d_pooled, params, x, cache, **options)
+            batch_grads["head_coef"] = d_coef
+            batch_grads["head_intercept"] = d_intercept
+            return fraction * batch_loss, batch_grads
+
+        loss = 0.0
+        grads = {name: np.zeros_like(value) for name, value in params.items()}
+        for batch_loss, batch_grads in self._map_batches(
+            batch_loss_grad, sequences, all_lengths, rows, training=True
+        ):  # summed in the order of the batches, whatever the threads
+            loss += batch_loss
+            for name, grad in batch_grads.items():
                 grads[name] += grad
         # L2 penalty, relative to the (weighted) number of samples as in MLP
         for name in PENALIZED:
@@ -803,12 +815,17 @@ class AttentionTransformer(
     def _validation_score(self, params, data, rows):
         """Accuracy (classification) or R^2 (regression) of the head on ``rows``."""
         sequences, lengths, y, _ = data
-        predictions = np.empty((len(y), params["head_intercept"].shape[0]))
-        for batch, x in self._batches(sequences, lengths, rows, training=False):
+
+        def predict(batch, x):
             _, pooled, _ = forward(params, x, lengths[batch], **self._block_options())
-            predictions[batch] = linear_forward(
-                pooled, params["head_coef"], params["head_intercept"]
-            )
+            coef, intercept = params["head_coef"], params["head_intercept"]
+            return batch, linear_forward(pooled, coef, intercept)
+
+        predictions = np.empty((len(y), params["head_intercept"].shape[0]))
+        for batch, batch_predictions in self._map_batches(
+            predict, sequences, lengths, rows, training=False
+        ):
+            predictions[batch] = batch_predictions
         if self.target_type_ == "classification":
             return accuracy_score(y[rows], predictions[rows].argmax(axis=1))
         return r2_score(y[rows], predictions[rows])
@@ -987,6 +1004,8 @@ class AttentionTransformer(
     def _batches(self, sequences, lengths, rows, *, training, return_weights=False):
         """Padded batches of the samples ``rows`` that fit in ``working_memory``.
 
+        And in :data:`BATCH_BYTES`, which keeps a batch in the CPU's caches.
+
         Parameters
         ----------
         sequences : ndarray of shape (n_samples, n_tokens, n_features) or list
@@ -1019,15 +1038,29 @@ class AttentionTransformer(
             scores = self.n_heads * (n_tokens if return_weights else 1)
             return n_tokens * (n_values_per_token + scores) * dtype.itemsize
 
-        for batch in batch_indices(lengths[rows], row_bytes, working_memory_bytes()):
+        budget = min(working_memory_bytes(), BATCH_BYTES)
+        for batch in batch_indices(lengths[rows], row_bytes, budget):
             batch = rows[batch]
             if isinstance(sequences, np.ndarray):
                 yield batch, sequences[batch]  # a copy of these rows only
             else:
                 yield batch, pad_sequences([sequences[i] for i in batch], dtype)[0]
 
+    def _map_batches(self, function, sequences, lengths, rows, **batch_options):
+        """``function(batch, x)`` for each batch of :meth:`_batches`, in order.
+
+        Batches run side by side on the threads the BLAS limit allows, each on
+        one BLAS thread (see :func:`~skattn._attention.map_tiles`), a group of
+        as many batches as threads at a time so that memory stays bounded.
+        Every batch is computed the same way whatever the number of threads.
+        """
+        batches = self._batches(sequences, lengths, rows, **batch_options)
+        n_workers = tile_workers()
+        while group := list(itertools.islice(batches, n_workers)):
+            yield from map_tiles(lambda item: function(*item), group)
+
     def _forward_batches(self, sequences, *, return_weights=False):
-        """Run the block on batches that fit in ``working_memory``.
+        """Run the block on batches (see :meth:`_batches`), in order.
 
         Yields
         ------
@@ -1042,22 +1075,22 @@ class AttentionTransformer(
         """
         params = self._params(sequences_dtype(sequences))
         lengths = sequence_lengths(sequences)
-        for rows, x in self._batches(
+        options = self._block_options()
+
+        def run(rows, x):
+            tokens, pooled, cache = forward(
+                params, x, lengths[rows], return_weights=return_weights, **options
+            )
+            return rows, tokens, pooled, cache
+
+        yield from self._map_batches(
+            run,
             sequences,
             lengths,
             np.arange(len(lengths)),
             training=False,
             return_weights=return_weights,
-        ):
-            with single_threaded_blas():  # see _fit
-                tokens, pooled, cache = forward(
-                    params,
-                    x,
-                    lengths[rows],
-                    return_weights=return_weights,
-                    **self._block_options(),
-                )
-            yield rows, tokens, pooled, cache
+        )
 
     def transform(self, X):
         """Apply self-attention and pool each sequence into one vector.
