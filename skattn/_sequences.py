@@ -9,6 +9,8 @@ the length of each row. Pure numpy.
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import math
+
 import numpy as np
 
 
@@ -93,6 +95,8 @@ def batch_indices(lengths, row_bytes, budget_bytes):
     order = np.argsort(lengths, kind="stable")
     if len(lengths) and lengths.min() == lengths.max():  # one length: equal batches
         n_rows = max(1, int(budget_bytes // row_bytes(lengths[0])))
+        n_batches = math.ceil(len(order) / n_rows)
+        n_rows = math.ceil(len(order) / n_batches)  # even: 16 + 16, not 24 + 8
         return [order[start : start + n_rows] for start in range(0, len(order), n_rows)]
     batches = []
     start = 0

@@ -26,7 +26,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ._attention import map_tiles, single_threaded_blas, tile_workers
+from ._attention import BATCH_BYTES, map_tiles, single_threaded_blas, tile_workers
 from ._head import LOSS_FUNCTIONS, linear_backward, linear_forward
 from ._model import backward, forward, glorot_uniform, init_params, param_shapes
 from ._optimizers import AdamOptimizer
@@ -51,11 +51,6 @@ from ._validation import (
 )
 
 # Fitted attribute holding each model parameter.
-# Activations of one batch (as _batches estimates them), unless working_memory
-# is lower: batches that stay in the CPU's caches trained and transformed
-# 1.3-1.7x faster than one big batch (see benchmarks/README.md).
-BATCH_BYTES = 4 * 2**20
-
 PARAM_ATTRIBUTES = {
     "input": "input_weights_",
     "query": "query_weights_",

@@ -500,3 +500,56 @@ def test_tiles_on_two_threads_give_identical_results(rng, return_weights):
     for one, two in zip(*results, strict=True):
         if one is not None:
             assert_array_equal(one, two)
+
+
+@pytest.mark.parametrize(
+    "x_shape, mask_shape",
+    [
+        ((13, 6, 4), None),
+        ((13, 6, 4), (13, 1, 6)),  # one mask per sequence: sliced with it
+        ((13, 6, 4), (6, 6)),  # one mask for all
+        ((13, 2, 6, 4), (2, 1, 6)),  # mask over a second batch axis
+        ((1, 6, 4), (3, 6, 6)),  # the mask adds batch rows: computed at once
+        ((6, 4), (6, 6)),  # one sequence
+    ],
+)
+@pytest.mark.parametrize("return_weights", [False, True])
+def test_mha_batch_chunks_do_not_change_results(
+    rng, monkeypatch, x_shape, mask_shape, return_weights
+):
+    """multi_head_attention computes cache-sized chunks of the first axis (one
+    sequence per chunk here): the same numbers as all sequences at once (to
+    float32 rounding: BLAS may order sums differently for other shapes), and
+    bit for bit the same on one thread and on two (chunks side by side)."""
+    from threadpoolctl import threadpool_limits
+
+    import skattn._attention as attention
+
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w_q, w_k, w_v = rng.standard_normal((3, 4, 4)).astype(np.float32)
+    w_o = rng.standard_normal((4, 3)).astype(np.float32)
+    mask = None if mask_shape is None else rng.random(mask_shape) < 0.7
+    kwargs = dict(n_heads=2, mask=mask, causal=True, return_weights=return_weights)
+    whole = multi_head_attention(x, w_q, w_k, w_v, w_o, **kwargs)
+    monkeypatch.setattr(attention, "BATCH_BYTES", 1)
+    calls, forward = [], attention.multi_head_forward
+
+    def spy(x, *args, **kwargs):
+        calls.append(x.shape)
+        return forward(x, *args, **kwargs)
+
+    monkeypatch.setattr(attention, "multi_head_forward", spy)
+    chunked = []
+    for n_threads in (1, 2):
+        with threadpool_limits(n_threads, user_api="blas"):
+            result = multi_head_attention(x, w_q, w_k, w_v, w_o, **kwargs)
+        chunked.append(result if return_weights else (result,))
+    whole = whole if return_weights else (whole,)
+    for one, two, want in zip(*chunked, whole, strict=True):
+        assert one.dtype == np.float32
+        assert_allclose(one, want, rtol=1e-5, atol=1e-6)
+        assert_array_equal(one, two)
+    batch = np.broadcast_shapes(x_shape[:-2], () if mask is None else mask_shape[:-2])
+    assert whole[0].shape == batch + (x_shape[-2], 3)
+    at_once = len(x_shape) < 3 or len(mask_shape or ()) > len(x_shape)
+    assert len(calls) == 2 * (1 if at_once else batch[0])

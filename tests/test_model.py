@@ -87,3 +87,12 @@ def test_batch_indices_respect_budget_and_cover_every_sample():
     assert_array_equal(np.concatenate(batches), np.argsort(lengths, kind="stable"))
     # a budget below one row still makes progress, one row at a time
     assert len(batch_indices(lengths, row_bytes, budget_bytes=1)) == 8
+
+
+def test_batch_indices_split_equal_lengths_evenly():
+    """32 rows with room for 24 per batch: 16 + 16, not 24 + 8."""
+    batches = batch_indices(np.full(32, 4), lambda n_tokens: 10, budget_bytes=240)
+    assert [len(batch) for batch in batches] == [16, 16]
+    assert_array_equal(np.concatenate(batches), np.arange(32))
+    batches = batch_indices(np.full(7, 4), lambda n_tokens: 10, budget_bytes=30)
+    assert [len(batch) for batch in batches] == [3, 3, 1]  # as few as the budget
