@@ -320,6 +320,8 @@ def one_case(spec, n_threads):
         x, weights = make_data(batch, n_tokens, width)
         case = inference_cases(x, weights, n_heads, [impl])[impl]
     else:
+        if impl == "torch":
+            optional_torch()  # loaded before the baseline, as for inference
         (n_samples, n_tokens, width, n_heads), _ = TRAIN_CASES[name]
         x, y = train_data(n_samples, n_tokens, width)
         case = train_cases(x, y, n_heads, n_samples, [impl])[impl]

@@ -312,6 +312,26 @@ def attention_tile(q, k_t, v, allowed, scale, batch_shape, *, return_weights):
     return context, lse[..., 0], scores if return_weights else None
 
 
+def append_column(x, column):
+    """``[x, column]`` along the last axis, broadcasting the leading axes.
+
+    Parameters
+    ----------
+    x : ndarray of shape (..., n, d)
+    column : ndarray or scalar, broadcastable to (..., n, 1)
+
+    Returns
+    -------
+    ndarray of shape (..., n, d + 1), a new array in the dtype of ``x``.
+    """
+    column = np.asarray(column, dtype=x.dtype)
+    lead = np.broadcast_shapes(x.shape[:-1], column.shape[:-1])
+    out = np.empty(lead + (x.shape[-1] + 1,), dtype=x.dtype)
+    out[..., :-1] = x
+    out[..., -1:] = column
+    return out
+
+
 def fold_keys_values(k, v):
     """Keys and values extended so that one product also shifts, one also sums.
 
@@ -324,14 +344,10 @@ def fold_keys_values(k, v):
     k_norm_max : ndarray of shape (..., 1, 1)
         Largest key norm.
     """
-    k_ones = np.ones(k.shape[:-2] + (1, k.shape[-2]), dtype=k.dtype)
-    k_aug_t = np.concatenate([np.swapaxes(k, -1, -2), k_ones], axis=-2)
-    v_ones = np.ones(v.shape[:-1] + (1,), dtype=v.dtype)
-    v_aug = np.concatenate([v, v_ones], axis=-1)
-    k_t = k_aug_t[..., :-1, :]  # (..., Dk, Tk), contiguous rows: a fast reduction
-    k_norm_max = np.sqrt(np.max(np.einsum("...ij,...ij->...j", k_t, k_t), axis=-1))
-    k_norm_max = k_norm_max[..., None, None]
-    return k_aug_t, v_aug, k_norm_max
+    k_aug_t = np.swapaxes(append_column(k, 1), -1, -2)  # (..., Dk + 1, Tk)
+    v_aug = append_column(v, 1)  # (..., Tk, Dv + 1)
+    k_norm_max = np.sqrt(np.max(np.einsum("...ij,...ij->...i", k, k), axis=-1))
+    return k_aug_t, v_aug, k_norm_max[..., None, None]
 
 
 def attention_tile_folded(q, k_aug_t, v_aug, k_norm_max, allowed, scale, batch_shape):
@@ -361,9 +377,7 @@ def attention_tile_folded(q, k_aug_t, v_aug, k_norm_max, allowed, scale, batch_s
     """
     q_norm = np.sqrt(np.einsum("...i,...i->...", q, q))[..., None]  # (..., tq, 1)
     shift = (scale * q_norm) * k_norm_max  # (..., tq, 1): >= every score of a row
-    q_aug = np.empty(shift.shape[:-1] + (q.shape[-1] + 1,), dtype=q.dtype)
-    q_aug[..., :-1] = q * scale
-    q_aug[..., -1:] = -shift
+    q_aug = append_column(q * scale, -shift)  # (..., tq, Dk + 1)
     scores = np.matmul(q_aug, k_aug_t)  # (..., tq, Tk): scale * q.k - shift <= 0
     if scores.shape[:-2] != batch_shape:
         scores = np.broadcast_to(scores, batch_shape + scores.shape[-2:]).copy()
@@ -772,24 +786,32 @@ def attention_backward(
     d_v = np.zeros(batch_shape + v.shape[-2:], dtype=dtype)
     # rowsum(dO * O) is rowsum(dP * P), the softmax's correction term
     delta = np.sum(d_out * out, axis=-1, keepdims=True)  # (..., Tq, 1)
-    k_t = np.swapaxes(k, -1, -2)  # (..., Dk, Tk)
-    v_t = np.swapaxes(v, -1, -2)  # (..., Dv, Tk)
+    # A column of ones under the keys and the values folds the subtraction of
+    # lse (and of delta) into the products, as in attention_tile_folded; a row
+    # with no allowed key has lse = inf, and is masked anyway.
+    k_aug_t = np.swapaxes(append_column(k, 1), -1, -2)  # (..., Dk + 1, Tk)
+    v_aug_t = np.swapaxes(append_column(v, 1), -1, -2)  # (..., Dv + 1, Tk)
+    neg_lse = -np.where(np.isinf(lse), 0, lse)[..., None]  # (..., Tq, 1)
     with single_threaded_blas():
         for rows in query_tiles(n_queries, n_keys, batch_shape, tile_elements):
             q_tile = q[..., rows, :]  # (..., tq, Dk)
             allowed = tile_mask(mask, causal, rows, n_keys)
-            probs = masked_scores(q_tile, k_t, allowed, scale, batch_shape)
-            probs -= lse[..., rows, None]
+            q_aug = append_column(q_tile * scale, neg_lse[..., rows, :])
+            probs = np.matmul(q_aug, k_aug_t)  # (..., tq, Tk): scale * q.k - lse
+            if probs.shape[:-2] != batch_shape:
+                probs = np.broadcast_to(probs, batch_shape + probs.shape[-2:]).copy()
+            if allowed is not None:
+                np.copyto(probs, -np.inf, where=~allowed)
             np.exp(probs, out=probs)  # (..., tq, Tk); rows of empty queries are 0
 
             d_tile = d_out[..., rows, :]  # (..., tq, Dv)
             d_v += np.matmul(np.swapaxes(probs, -1, -2), d_tile)  # (..., Tk, Dv)
-            d_scores = np.matmul(d_tile, v_t)  # (..., tq, Tk): dP
-            d_scores -= delta[..., rows, :]
-            d_scores *= probs
-            d_scores *= scale  # (..., tq, Tk): gradient of the unscaled scores
-            d_q[..., rows, :] = np.matmul(d_scores, k)  # (..., tq, Dk)
+            d_aug = append_column(d_tile, -delta[..., rows, :])  # (..., tq, Dv + 1)
+            d_scores = np.matmul(d_aug, v_aug_t)  # (..., tq, Tk): dP - delta
+            d_scores *= probs  # gradient of the scaled scores
+            d_q[..., rows, :] = np.matmul(d_scores, k) * scale  # (..., tq, Dk)
             d_k += np.matmul(np.swapaxes(d_scores, -1, -2), q_tile)  # (..., Tk, Dk)
+    d_k *= scale
     return (
         sum_to_shape(d_q, q.shape),
         sum_to_shape(d_k, k.shape),
