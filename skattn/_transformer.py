@@ -1037,7 +1037,10 @@ class AttentionTransformer(
         for batch in batch_indices(lengths[rows], row_bytes, budget):
             batch = rows[batch]
             if isinstance(sequences, np.ndarray):
-                yield batch, sequences[batch]  # a copy of these rows only
+                if np.all(np.diff(batch) == 1):  # consecutive rows: a view
+                    yield batch, sequences[batch[0] : batch[-1] + 1]
+                else:
+                    yield batch, sequences[batch]  # a copy of these rows only
             else:
                 yield batch, pad_sequences([sequences[i] for i in batch], dtype)[0]
 

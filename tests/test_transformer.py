@@ -1053,10 +1053,12 @@ CALLER_INPUTS = {
 
 
 @pytest.mark.parametrize("pooling", ["mean", "cls", "attention"])
-@pytest.mark.parametrize("positional_encoding", ["sinusoidal", "learned"])
+@pytest.mark.parametrize("positional_encoding", [None, "sinusoidal", "learned"])
 @pytest.mark.parametrize("n_heads", [1, 2])  # d_model == D (no projection) or not
 @pytest.mark.parametrize("kind", list(CALLER_INPUTS))
 def test_caller_input_is_never_modified(kind, n_heads, positional_encoding, pooling):
+    """Also where the block reads the caller's rows in place (no projection, no
+    positions: batches of consecutive rows are views), seeded and trained."""
     X = CALLER_INPUTS[kind]()
     original = _copy_input(X)
     est = AttentionTransformer(
@@ -1069,6 +1071,9 @@ def test_caller_input_is_never_modified(kind, n_heads, positional_encoding, pool
     est.fit_transform(X)
     for method in METHODS:
         getattr(est, method)(X)
+    y = np.arange(len(X)) % 2
+    est.set_params(max_iter=2).fit(X, y)
+    est.set_params(solver="lbfgs").fit(X, y)
     _assert_input_unchanged(X, original)
 
 
