@@ -1052,6 +1052,7 @@ CALLER_INPUTS = {
 }
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("pooling", ["mean", "cls", "attention"])
 @pytest.mark.parametrize("positional_encoding", [None, "sinusoidal", "learned"])
 @pytest.mark.parametrize("n_heads", [1, 2])  # d_model == D (no projection) or not
