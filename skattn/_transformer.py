@@ -337,11 +337,18 @@ class AttentionTransformer(
       masked.
 
     ``transform`` takes the same kind of input as ``fit`` (a table after a table,
-    sequences after sequences). It runs in batches of samples sized so that the
-    intermediate arrays fit in scikit-learn's ``working_memory``
-    (``sklearn.config_context(working_memory=...)``, in MiB), and the attention
-    itself runs in query tiles, so memory stays linear in the sequence length.
-    Results do not depend on the batch or tile size beyond float rounding.
+    sequences after sequences). ``fit`` and ``transform`` run in batches of
+    samples sized so that the intermediate arrays fit in scikit-learn's
+    ``working_memory`` (``sklearn.config_context(working_memory=...)``, in MiB)
+    and in the CPU's caches (about 4 MiB), and the attention itself runs in
+    query tiles, so memory stays linear in the sequence length. Results do not
+    depend on the batch or tile size beyond float rounding.
+
+    There is no ``n_jobs``: the estimator uses as many cores as the BLAS thread
+    limit allows (``threadpoolctl.threadpool_limits`` or ``OMP_NUM_THREADS``).
+    BLAS itself runs on one thread inside ``fit`` and ``transform``, and the
+    cores compute batches and attention tiles side by side; results are
+    bit-identical whatever the number of threads.
 
     The computation runs in the dtype of ``X``: float32 input gives float32
     output.
