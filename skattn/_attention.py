@@ -65,7 +65,15 @@ def tile_workers():
         return workers
     blas = _threadpool_controller().select(user_api="blas").lib_controllers
     n_threads = min((lib.num_threads for lib in blas), default=1)
-    return max(1, min(n_threads, os.cpu_count() or 1))
+    return max(1, min(n_threads, _available_cpus()))
+
+
+@cache
+def _available_cpus():
+    """CPUs this process may run on (its affinity mask, where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 @cache

@@ -553,3 +553,46 @@ def test_mha_batch_chunks_do_not_change_results(
     assert whole[0].shape == batch + (x_shape[-2], 3)
     at_once = len(x_shape) < 3 or len(mask_shape or ()) > len(x_shape)
     assert len(calls) == 2 * (1 if at_once else batch[0])
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+def test_tiles_respect_the_blas_thread_limit(rng, limit):
+    """With a BLAS limit of 1 every tile runs in the calling thread; with 2, at
+    most two threads compute tiles, and BLAS itself runs on one thread."""
+    import threading
+
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from skattn._attention import _available_cpus, map_tiles
+
+    seen = []
+
+    def tile(index):
+        blas = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+        seen.append((threading.get_ident(), max(blas)))
+        return index * 2
+
+    with threadpool_limits(limit, user_api="blas"):
+        assert map_tiles(tile, range(20)) == list(range(0, 40, 2))
+    threads = {ident for ident, _ in seen}
+    assert all(n_threads == 1 for _, n_threads in seen)
+    if limit == 1 or _available_cpus() == 1:
+        assert threads == {threading.get_ident()}
+    else:
+        assert 1 <= len(threads) <= 2
+
+
+def test_omp_num_threads_caps_the_tile_threads():
+    """OMP_NUM_THREADS=1 (read by OpenBLAS when it loads) means one thread."""
+    import os
+    import subprocess
+    import sys
+
+    code = "from skattn._attention import tile_workers; print(tile_workers())"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "1"
