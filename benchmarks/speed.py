@@ -51,7 +51,8 @@ cross-entropy, binary y) against the same model trained with torch autograd:
 ``nn.CrossEntropyLoss``, ``torch.optim.Adam`` with the same learning rate, batch
 size and L2 penalty (weight decay ``alpha / b`` on the weights, none on the head's
 bias). Both times include building the model and shuffling. Cases: T32 = (256, 32,
-64) with b = 256 and 32; T4096, T8192 = 2 sequences of that length, b = 2.
+64) with b = 256, 200 (the default "auto") and 32; T4096, T8192 = 2 sequences of
+that length, b = 2.
 ``--memory --train`` gives the training cases' memory.
 
 How to run (on shared machines compare ratios within one run, not absolute times
@@ -94,7 +95,7 @@ SHAPES = {
     "S5": (1, 32768, 64, 4),
 }
 TRAIN_CASES = {  # (n_samples, T, d, h), batch sizes
-    "T32": ((256, 32, 64, 4), (256, 32)),
+    "T32": ((256, 32, 64, 4), (256, 200, 32)),  # 200: batch_size="auto"
     "T4096": ((2, 4096, 64, 4), (2,)),
     "T8192": ((2, 8192, 64, 4), (2,)),
 }

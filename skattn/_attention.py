@@ -248,15 +248,13 @@ def attention_forward(
 
     k_t = np.swapaxes(k, -1, -2)  # (..., Dk, Tk)
     if not return_weights:
-        folded = fold_keys_values(k, v)
+        folded = fold_keys_values(k, v, scale)
 
     def run_tile(rows):
         allowed = tile_mask(mask, causal, rows, n_keys)
         tile = None
         if not return_weights:
-            tile = attention_tile_folded(
-                q[..., rows, :], *folded, allowed, scale, batch_shape
-            )
+            tile = attention_tile_folded(q[..., rows, :], *folded, allowed, batch_shape)
         if tile is None:  # weights wanted, or the folded shift underflowed
             tile = attention_tile(
                 q[..., rows, :],
@@ -340,25 +338,39 @@ def append_column(x, column):
     return out
 
 
-def fold_keys_values(k, v):
+def keys_with_ones(k, scale):
+    """Transposed keys times ``scale`` over a row of ones.
+
+    Returns
+    -------
+    k_aug_t : ndarray of shape (..., Dk + 1, Tk)
+        The last row multiplies a column of the queries (a shift per row of
+        scores); ``k_aug_t[..., :-1, :]`` is ``scale * k`` transposed.
+    """
+    k_aug = append_column(k, 1)  # (..., Tk, Dk + 1)
+    k_aug[..., :-1] *= scale
+    return np.swapaxes(k_aug, -1, -2)
+
+
+def fold_keys_values(k, v, scale):
     """Keys and values extended so that one product also shifts, one also sums.
 
     Returns
     -------
     k_aug_t : ndarray of shape (..., Dk + 1, Tk)
-        Transposed keys with a row of ones (it multiplies the query's shift).
+        Transposed keys times ``scale``, with a row of ones (it multiplies the
+        query's shift).
     v_aug : ndarray of shape (..., Tk, Dv + 1)
         Values with a column of ones (it sums the probabilities of a row).
     k_norm_max : ndarray of shape (..., 1, 1)
-        Largest key norm.
+        Largest norm of the scaled keys.
     """
-    k_aug_t = np.swapaxes(append_column(k, 1), -1, -2)  # (..., Dk + 1, Tk)
     v_aug = append_column(v, 1)  # (..., Tk, Dv + 1)
     k_norm_max = np.sqrt(np.max(np.einsum("...ij,...ij->...i", k, k), axis=-1))
-    return k_aug_t, v_aug, k_norm_max[..., None, None]
+    return keys_with_ones(k, scale), v_aug, (k_norm_max * scale)[..., None, None]
 
 
-def attention_tile_folded(q, k_aug_t, v_aug, k_norm_max, allowed, scale, batch_shape):
+def attention_tile_folded(q, k_aug_t, v_aug, k_norm_max, allowed, batch_shape):
     """One tile of attention with the shift and the row sums folded into GEMMs.
 
     Each row is shifted by the Cauchy-Schwarz bound ``scale * |q| * max |k|``
@@ -375,8 +387,8 @@ def attention_tile_folded(q, k_aug_t, v_aug, k_norm_max, allowed, scale, batch_s
         A tile of queries.
     k_aug_t, v_aug, k_norm_max
         From :func:`fold_keys_values`.
-    allowed, scale, batch_shape
-        As for :func:`attention_tile`.
+    allowed, batch_shape
+        As for :func:`attention_tile` (the scale is in ``k_aug_t``).
 
     Returns
     -------
@@ -384,8 +396,8 @@ def attention_tile_folded(q, k_aug_t, v_aug, k_norm_max, allowed, scale, batch_s
         As :func:`attention_tile`, or None when the tile needs the exact path.
     """
     q_norm = np.sqrt(np.einsum("...i,...i->...", q, q))[..., None]  # (..., tq, 1)
-    shift = (scale * q_norm) * k_norm_max  # (..., tq, 1): >= every score of a row
-    q_aug = append_column(q * scale, -shift)  # (..., tq, Dk + 1)
+    shift = q_norm * k_norm_max  # (..., tq, 1): >= every scaled score of a row
+    q_aug = append_column(q, -shift)  # (..., tq, Dk + 1)
     scores = np.matmul(q_aug, k_aug_t)  # (..., tq, Tk): scale * q.k - shift <= 0
     if scores.shape[:-2] != batch_shape:
         scores = np.broadcast_to(scores, batch_shape + scores.shape[-2:]).copy()
@@ -793,18 +805,19 @@ def attention_backward(
     d_k = np.zeros(batch_shape + k.shape[-2:], dtype=dtype)
     d_v = np.zeros(batch_shape + v.shape[-2:], dtype=dtype)
     # rowsum(dO * O) is rowsum(dP * P), the softmax's correction term
-    delta = np.sum(d_out * out, axis=-1, keepdims=True)  # (..., Tq, 1)
+    delta = np.einsum("...i,...i->...", d_out, out)[..., None]  # (..., Tq, 1)
     # A column of ones under the keys and the values folds the subtraction of
     # lse (and of delta) into the products, as in attention_tile_folded; a row
     # with no allowed key has lse = inf, and is masked anyway.
-    k_aug_t = np.swapaxes(append_column(k, 1), -1, -2)  # (..., Dk + 1, Tk)
+    k_aug_t = keys_with_ones(k, scale)  # (..., Dk + 1, Tk)
+    k_scaled = np.swapaxes(k_aug_t[..., :-1, :], -1, -2)  # (..., Tk, Dk): scale * k
     v_aug_t = np.swapaxes(append_column(v, 1), -1, -2)  # (..., Dv + 1, Tk)
     neg_lse = -np.where(np.isinf(lse), 0, lse)[..., None]  # (..., Tq, 1)
     with single_threaded_blas():
         for rows in query_tiles(n_queries, n_keys, batch_shape, tile_elements):
             q_tile = q[..., rows, :]  # (..., tq, Dk)
             allowed = tile_mask(mask, causal, rows, n_keys)
-            q_aug = append_column(q_tile * scale, neg_lse[..., rows, :])
+            q_aug = append_column(q_tile, neg_lse[..., rows, :])  # (..., tq, Dk + 1)
             probs = np.matmul(q_aug, k_aug_t)  # (..., tq, Tk): scale * q.k - lse
             if probs.shape[:-2] != batch_shape:
                 probs = np.broadcast_to(probs, batch_shape + probs.shape[-2:]).copy()
@@ -817,7 +830,7 @@ def attention_backward(
             d_aug = append_column(d_tile, -delta[..., rows, :])  # (..., tq, Dv + 1)
             d_scores = np.matmul(d_aug, v_aug_t)  # (..., tq, Tk): dP - delta
             d_scores *= probs  # gradient of the scaled scores
-            d_q[..., rows, :] = np.matmul(d_scores, k) * scale  # (..., tq, Dk)
+            d_q[..., rows, :] = np.matmul(d_scores, k_scaled)  # (..., tq, Dk)
             d_k += np.matmul(np.swapaxes(d_scores, -1, -2), q_tile)  # (..., Tk, Dk)
     d_k *= scale
     return (

@@ -441,7 +441,7 @@ def test_folded_tile_matches_exact_tile(rng):
     v = rng.standard_normal((2, 3, 9, 5))
     allowed = rng.random((2, 1, 7, 9)) < 0.8
     allowed[..., 0] = True
-    folded = attention_tile_folded(q, *fold_keys_values(k, v), allowed, 0.5, (2, 3))
+    folded = attention_tile_folded(q, *fold_keys_values(k, v, 0.5), allowed, (2, 3))
     exact = attention_tile(
         q, np.swapaxes(k, -1, -2), v, allowed, 0.5, (2, 3), return_weights=False
     )
