@@ -199,11 +199,30 @@ def test_results_do_not_depend_on_the_thread_count(ragged):
     assert_array_equal(results[0][1], results[1][1])
 
 
-def test_float32_training_stays_float32():
+@pytest.mark.parametrize("solver", ["adam", "lbfgs"])
+@pytest.mark.parametrize("task", ["classification", "regression"])
+def test_float32_training_stays_float32(monkeypatch, solver, task):
+    """No float64 creeps into the parameters or gradients (float64 sample
+    weights and targets included), and the output stays float32."""
+    import skattn._transformer as transformer
+
+    loss_grad, dtypes = transformer.AttentionTransformer._loss_grad, set()
+
+    def spy(self, params, data, rows):
+        loss, grads = loss_grad(self, params, data, rows)
+        dtypes.update(value.dtype for value in [*params.values(), *grads.values()])
+        return loss, grads
+
+    monkeypatch.setattr(transformer.AttentionTransformer, "_loss_grad", spy)
     X, y = order_task(n=40)
-    est = AttentionTransformer(n_heads=2, max_iter=3, random_state=0)
-    X_new = est.fit_transform(X.astype(np.float32), y)
+    if task == "regression":
+        y = y + np.linspace(0, 1, len(y))  # float64 targets
+    est = AttentionTransformer(
+        n_heads=2, solver=solver, max_iter=3, pooling="attention", random_state=0
+    )
+    X_new = est.fit_transform(X.astype(np.float32), y, sample_weight=np.ones(len(y)))
     assert X_new.dtype == np.float32
+    assert dtypes == {np.dtype(np.float32)}
     assert est.query_weights_.dtype == np.float32
     assert est.head_coef_.dtype == np.float32
     est = AttentionTransformer(n_heads=2, solver="lbfgs", max_iter=3, random_state=0)
