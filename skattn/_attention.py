@@ -34,6 +34,13 @@ FOLDED_SUM_FLOOR = math.exp(-60.0)
 # heads; memory stays linear in the sequence length.
 TILE_ELEMENTS = 2**20
 
+# Fold row shifts into the products (see attention_tile_folded) only when there
+# are at least this many keys per query column: the extra column costs a copy of
+# the queries and keys, worth it only against long rows of scores. At 16 keys
+# and 8 head dimensions, folding made the backward pass 2x slower; at 64 keys
+# and 16 dimensions, 1.4x faster.
+FOLD_MIN_KEYS_PER_DIM = 2
+
 # Activations computed at once over a batch of sequences (by
 # multi_head_attention, and per batch by AttentionTransformer): batches that
 # stay in the CPU's caches ran 1.3-1.7x faster than one big batch, and did not
@@ -247,15 +254,16 @@ def attention_forward(
         weights = np.empty(batch_shape + (n_queries, n_keys), dtype=dtype)
 
     k_t = np.swapaxes(k, -1, -2)  # (..., Dk, Tk)
-    if not return_weights:
+    fold = not return_weights and folds(n_keys, q.shape[-1])
+    if fold:
         folded = fold_keys_values(k, v, scale)
 
     def run_tile(rows):
         allowed = tile_mask(mask, causal, rows, n_keys)
         tile = None
-        if not return_weights:
+        if fold:
             tile = attention_tile_folded(q[..., rows, :], *folded, allowed, batch_shape)
-        if tile is None:  # weights wanted, or the folded shift underflowed
+        if tile is None:  # not folded, or the folded shift underflowed
             tile = attention_tile(
                 q[..., rows, :],
                 k_t,
@@ -336,6 +344,40 @@ def append_column(x, column):
     out[..., :-1] = x
     out[..., -1:] = column
     return out
+
+
+def folds(n_keys, n_dims):
+    """Whether to fold row shifts into the products (see FOLD_MIN_KEYS_PER_DIM)."""
+    return n_keys >= FOLD_MIN_KEYS_PER_DIM * (n_dims + 1)
+
+
+def product_plus_rows(a, b_t, rows, fold):
+    """``a @ b + rows``: a product plus one value per row.
+
+    Parameters
+    ----------
+    a : ndarray of shape (..., n, d)
+    b_t : ndarray of shape (..., d, m), or (..., d + 1, m) when ``fold``
+        ``b`` transposed; when ``fold``, over a row of ones (see
+        :func:`keys_with_ones`).
+    rows : ndarray of shape (..., n, 1)
+        Added to each row of the product.
+    fold : bool
+        Add ``rows`` inside the product (``[a, rows] @ b_t``: no pass over the
+        (n, m) result, but a copy of ``a``), or after it.
+
+    Returns
+    -------
+    ndarray of shape (..., n, m), a new array.
+    """
+    if fold:
+        return np.matmul(append_column(a, rows), b_t)
+    product = np.matmul(a, b_t)
+    lead = np.broadcast_shapes(product.shape[:-2], rows.shape[:-2])
+    if product.shape[:-2] != lead:
+        product = np.broadcast_to(product, lead + product.shape[-2:]).copy()
+    product += rows
+    return product
 
 
 def keys_with_ones(k, scale):
@@ -806,19 +848,23 @@ def attention_backward(
     d_v = np.zeros(batch_shape + v.shape[-2:], dtype=dtype)
     # rowsum(dO * O) is rowsum(dP * P), the softmax's correction term
     delta = np.einsum("...i,...i->...", d_out, out)[..., None]  # (..., Tq, 1)
-    # A column of ones under the keys and the values folds the subtraction of
-    # lse (and of delta) into the products, as in attention_tile_folded; a row
-    # with no allowed key has lse = inf, and is masked anyway.
-    k_aug_t = keys_with_ones(k, scale)  # (..., Dk + 1, Tk)
-    k_scaled = np.swapaxes(k_aug_t[..., :-1, :], -1, -2)  # (..., Tk, Dk): scale * k
-    v_aug_t = np.swapaxes(append_column(v, 1), -1, -2)  # (..., Dv + 1, Tk)
+    # scale * q.k - lse and dP - delta, each one product; a row with no
+    # allowed key has lse = inf, and is masked anyway
+    fold = folds(n_keys, q.shape[-1])
+    if fold:  # transposed keys and values over a row of ones
+        k_t = keys_with_ones(k, scale)  # (..., Dk + 1, Tk)
+        k_scaled = np.swapaxes(k_t[..., :-1, :], -1, -2)  # (..., Tk, Dk): scale * k
+        v_t = np.swapaxes(append_column(v, 1), -1, -2)  # (..., Dv + 1, Tk)
+    else:
+        k_scaled = k * scale  # (..., Tk, Dk)
+        k_t = np.swapaxes(k_scaled, -1, -2)  # (..., Dk, Tk)
+        v_t = np.swapaxes(v, -1, -2)  # (..., Dv, Tk)
     neg_lse = -np.where(np.isinf(lse), 0, lse)[..., None]  # (..., Tq, 1)
     with single_threaded_blas():
         for rows in query_tiles(n_queries, n_keys, batch_shape, tile_elements):
             q_tile = q[..., rows, :]  # (..., tq, Dk)
             allowed = tile_mask(mask, causal, rows, n_keys)
-            q_aug = append_column(q_tile, neg_lse[..., rows, :])  # (..., tq, Dk + 1)
-            probs = np.matmul(q_aug, k_aug_t)  # (..., tq, Tk): scale * q.k - lse
+            probs = product_plus_rows(q_tile, k_t, neg_lse[..., rows, :], fold)
             if probs.shape[:-2] != batch_shape:
                 probs = np.broadcast_to(probs, batch_shape + probs.shape[-2:]).copy()
             if allowed is not None:
@@ -827,9 +873,8 @@ def attention_backward(
 
             d_tile = d_out[..., rows, :]  # (..., tq, Dv)
             d_v += np.matmul(np.swapaxes(probs, -1, -2), d_tile)  # (..., Tk, Dv)
-            d_aug = append_column(d_tile, -delta[..., rows, :])  # (..., tq, Dv + 1)
-            d_scores = np.matmul(d_aug, v_aug_t)  # (..., tq, Tk): dP - delta
-            d_scores *= probs  # gradient of the scaled scores
+            d_scores = product_plus_rows(d_tile, v_t, -delta[..., rows, :], fold)
+            d_scores *= probs  # (..., tq, Tk): gradient of the scaled scores
             d_q[..., rows, :] = np.matmul(d_scores, k_scaled)  # (..., tq, Dk)
             d_k += np.matmul(np.swapaxes(d_scores, -1, -2), q_tile)  # (..., Tk, Dk)
     d_k *= scale

@@ -466,9 +466,9 @@ def test_underflowing_row_sums_take_the_exact_path(rng, monkeypatch):
     monkeypatch.setattr(attention, "attention_tile_folded", spy)
     q = np.zeros((5, 3), dtype=np.float32)
     q[:, 0] = 30.0  # queries along the first axis
-    k = rng.standard_normal((6, 3)).astype(np.float32)
+    k = rng.standard_normal((12, 3)).astype(np.float32)  # enough keys to fold
     k[0] = [0.0, 0.0, 1e3]  # a long key orthogonal to every query
-    v = rng.standard_normal((6, 2)).astype(np.float32)
+    v = rng.standard_normal((12, 2)).astype(np.float32)
     out = scaled_dot_product_attention(q, k, v)
     assert calls == [True]  # the folded shift underflowed and was refused
     expected, _ = reference_batched(q.astype(np.float64), k, v)

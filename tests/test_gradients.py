@@ -48,11 +48,15 @@ def numeric_gradient(loss, array):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("use_mask", [False, True])
 @pytest.mark.parametrize("tile_elements", [7, 10**6])
-def test_attention_backward(rng, causal, use_mask, tile_elements):
+@pytest.mark.parametrize("n_keys", [6, 12])  # row shifts added, or folded
+def test_attention_backward(rng, causal, use_mask, tile_elements, n_keys):
+    from skattn._attention import folds
+
+    assert folds(n_keys, 3) == (n_keys == 12)
     q = rng.standard_normal((2, 5, 3))
-    k = rng.standard_normal((2, 6, 3))
-    v = rng.standard_normal((2, 6, 4))
-    mask = rng.random((2, 1, 6)) < 0.6 if use_mask else None
+    k = rng.standard_normal((2, n_keys, 3))
+    v = rng.standard_normal((2, n_keys, 4))
+    mask = rng.random((2, 1, n_keys)) < 0.6 if use_mask else None
     if use_mask:
         mask[1] = False  # a sample whose queries have no key at all
     weight = rng.standard_normal((2, 5, 4))
@@ -70,10 +74,11 @@ def test_attention_backward(rng, causal, use_mask, tile_elements):
         assert relative_error(analytic, numeric_gradient(loss, array)) < 1e-7
 
 
-def test_attention_backward_broadcast_query(rng):
+@pytest.mark.parametrize("n_keys", [5, 12])
+def test_attention_backward_broadcast_query(rng, n_keys):
     """A query shared by all samples (attention pooling) sums its gradient."""
     q = rng.standard_normal((1, 1, 3))
-    k = rng.standard_normal((4, 5, 3))
+    k = rng.standard_normal((4, n_keys, 3))
     weight = rng.standard_normal((4, 1, 3))
 
     def loss():
