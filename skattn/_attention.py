@@ -34,11 +34,12 @@ FOLDED_SUM_FLOOR = math.exp(-60.0)
 # heads; memory stays linear in the sequence length.
 TILE_ELEMENTS = 2**20
 
-# Fold row shifts into the products (see attention_tile_folded) only when there
-# are at least this many keys per query column: the extra column costs a copy of
-# the queries and keys, worth it only against long rows of scores. At 16 keys
-# and 8 head dimensions, folding made the backward pass 2x slower; at 64 keys
-# and 16 dimensions, 1.4x faster.
+# The backward pass folds lse and delta into its products (as
+# attention_tile_folded folds the shift) only when there are at least this many
+# keys per query column: the extra column costs a copy of the queries and of
+# dO, worth it only against long rows of scores. At 16 keys and 8 dimensions,
+# folding made the backward pass 2x slower; at 64 keys and 16 dimensions, 1.4x
+# faster. (The forward pass saves three passes, not two: it always folds.)
 FOLD_MIN_KEYS_PER_DIM = 2
 
 # Activations computed at once over a batch of sequences (by
@@ -254,7 +255,7 @@ def attention_forward(
         weights = np.empty(batch_shape + (n_queries, n_keys), dtype=dtype)
 
     k_t = np.swapaxes(k, -1, -2)  # (..., Dk, Tk)
-    fold = not return_weights and folds(n_keys, q.shape[-1])
+    fold = not return_weights  # faster from 16 keys and 8 dimensions on
     if fold:
         folded = fold_keys_values(k, v, scale)
 
