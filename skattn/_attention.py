@@ -690,6 +690,14 @@ def multi_head_attention(
     weights : ndarray of shape (..., n_heads, T, T)
         Only when ``return_weights=True``.
 
+    Notes
+    -----
+    The sequences of the first axis are computed in chunks of about 4 MiB of
+    intermediate arrays (:data:`BATCH_BYTES`), which stay in the CPU's caches,
+    side by side on as many threads as the BLAS thread limit allows; each
+    sequence's attention runs in query tiles, so memory stays linear in ``T``
+    unless ``return_weights`` is set.
+
     Examples
     --------
     >>> import numpy as np
