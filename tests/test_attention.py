@@ -379,8 +379,11 @@ def test_32768_tokens_memory_is_linear():
     """One sequence of 32,768 tokens, width 64, 4 heads: no T x T array.
 
     A T x T float32 array would be 4 GiB; the query tiles keep the traced peak
-    to a few times the (T, 64) activations.
+    to a few times the (T, 64) activations, plus a few tiles (4 MiB each) per
+    thread: two threads here, whatever the machine.
     """
+    from threadpoolctl import threadpool_limits
+
     rng = np.random.default_rng(0)
     n_tokens, d_model, n_heads, head_dim = 32768, 64, 4, 16
     x = rng.standard_normal((n_tokens, d_model), dtype=np.float32)
@@ -389,7 +392,8 @@ def test_32768_tokens_memory_is_linear():
     w_k /= 8
     tracemalloc.start()
     try:
-        out = multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads=n_heads)
+        with threadpool_limits(2, user_api="blas"):
+            out = multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads=n_heads)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
