@@ -1119,8 +1119,9 @@ class AttentionTransformer(
         X_new = np.empty(
             (len(sequences), self._n_features_out), dtype=sequences_dtype(sequences)
         )
-        for rows, _, pooled, _ in self._forward_batches(sequences):
-            X_new[rows] = pooled
+        with single_threaded_blas():  # once, not per batch: it costs 40 us
+            for rows, _, pooled, _ in self._forward_batches(sequences):
+                X_new[rows] = pooled
         return X_new
 
     def transform_sequences(self, X):
@@ -1172,16 +1173,17 @@ class AttentionTransformer(
         is_array = isinstance(sequences, np.ndarray)
         extra = int(self.pooling == "cls")
         results = [None] * len(sequences)
-        for rows, tokens, _, cache in self._forward_batches(
-            sequences, return_weights=what == "weights"
-        ):
-            values = tokens if what == "tokens" else cache["attention"]["weights"]
-            for row, value in zip(rows, values, strict=True):
-                n_tokens = len(sequences[row]) + extra
-                if what == "tokens":
-                    results[row] = value[:n_tokens].copy()
-                else:
-                    results[row] = value[:, :n_tokens, :n_tokens].copy()
+        with single_threaded_blas():  # see transform
+            for rows, tokens, _, cache in self._forward_batches(
+                sequences, return_weights=what == "weights"
+            ):
+                values = tokens if what == "tokens" else cache["attention"]["weights"]
+                for row, value in zip(rows, values, strict=True):
+                    n_tokens = len(sequences[row]) + extra
+                    if what == "tokens":
+                        results[row] = value[:n_tokens].copy()
+                    else:
+                        results[row] = value[:, :n_tokens, :n_tokens].copy()
         return np.stack(results) if is_array else results
 
     @property
