@@ -55,20 +55,21 @@ def _threadpool_controller():
     return ThreadpoolController()
 
 
-# Tiles computed side by side, fixed by the outermost single_threaded_blas().
-_TILE_WORKERS = ContextVar("skattn_tile_workers", default=None)
+# Tasks (tiles, batches) computed side by side, fixed by the outermost
+# single_threaded_blas().
+_WORKERS = ContextVar("skattn_workers", default=None)
 
 
-def tile_workers():
-    """How many tiles to compute at once: the BLAS thread limit in force.
+def parallel_workers():
+    """How many tasks (tiles, batches) to compute at once: the BLAS thread limit.
 
-    Each tile runs its products on one BLAS thread; several tiles run side by
+    Each task runs its products on one BLAS thread; several tasks run side by
     side in Python threads (numpy releases the GIL in matmul and exp). So the
     user's limit (``threadpoolctl.threadpool_limits``, ``OMP_NUM_THREADS``)
     still caps the cores used. Inside :func:`single_threaded_blas` this is the
     limit that was in force when the outermost one was entered.
     """
-    workers = _TILE_WORKERS.get()
+    workers = _WORKERS.get()
     if workers is not None:
         return workers
     blas = _threadpool_controller().select(user_api="blas").lib_controllers
@@ -89,27 +90,28 @@ def _executor(n_workers):
     return ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="skattn")
 
 
-def map_tiles(function, tiles):
-    """``[function(tile) for tile in tiles]``, on :func:`tile_workers` threads.
+def map_parallel(function, tasks):
+    """``[function(task) for task in tasks]``, on :func:`parallel_workers` threads.
 
-    Results do not depend on the number of threads: every tile is computed
-    the same way, on one BLAS thread. When tiles run side by side, a
-    ``map_tiles`` inside ``function`` runs its own tiles one by one.
+    Results do not depend on the number of threads: every task (an attention
+    tile, a batch of sequences) is computed the same way, on one BLAS thread.
+    When tasks run side by side, a ``map_parallel`` inside ``function`` runs
+    its own tasks one by one.
     """
-    tiles = list(tiles)
-    n_workers = min(tile_workers(), len(tiles))
+    tasks = list(tasks)
+    n_workers = min(parallel_workers(), len(tasks))
     with single_threaded_blas():
         if n_workers <= 1:
-            return [function(tile) for tile in tiles]
+            return [function(task) for task in tasks]
 
-        def run_alone(tile):
-            token = _TILE_WORKERS.set(1)  # nested maps: no threads of their own
+        def run_alone(task):
+            token = _WORKERS.set(1)  # nested maps: no threads of their own
             try:
-                return function(tile)
+                return function(task)
             finally:
-                _TILE_WORKERS.reset(token)
+                _WORKERS.reset(token)
 
-        return list(_executor(n_workers).map(run_alone, tiles))
+        return list(_executor(n_workers).map(run_alone, tasks))
 
 
 @contextmanager
@@ -119,17 +121,17 @@ def single_threaded_blas():
     The tiles' matrix products are small: two BLAS threads on them ran up to 10x
     slower than one on a busy 2-core machine (225 s against 13 s for 32,768
     tokens here). The cores the user allows go to tiles instead (see
-    :func:`tile_workers`).
+    :func:`parallel_workers`).
     """
-    if _TILE_WORKERS.get() is not None:
+    if _WORKERS.get() is not None:
         yield  # inside one already (limiting BLAS costs about 40 us)
         return
-    token = _TILE_WORKERS.set(tile_workers())
+    token = _WORKERS.set(parallel_workers())
     try:
         with _threadpool_controller().limit(limits=1, user_api="blas"):
             yield
     finally:
-        _TILE_WORKERS.reset(token)
+        _WORKERS.reset(token)
 
 
 def compute_dtype(*arrays):
@@ -279,7 +281,7 @@ def attention_forward(
         if return_weights:
             weights[..., rows, :] = tile_weights
 
-    map_tiles(run_tile, query_tiles(n_queries, n_keys, batch_shape, tile_elements))
+    map_parallel(run_tile, query_tiles(n_queries, n_keys, batch_shape, tile_elements))
     return out, lse, weights
 
 
@@ -374,9 +376,8 @@ def product_plus_rows(a, b_t, rows, fold):
     if fold:
         return np.matmul(append_column(a, rows), b_t)
     product = np.matmul(a, b_t)
-    lead = np.broadcast_shapes(product.shape[:-2], rows.shape[:-2])
-    if product.shape[:-2] != lead:
-        product = np.broadcast_to(product, lead + product.shape[-2:]).copy()
+    if product.shape[:-2] != rows.shape[:-2]:  # a broadcasts: a new array
+        return product + rows
     product += rows
     return product
 
@@ -693,7 +694,7 @@ def multi_head_attention(
     Notes
     -----
     The sequences of the first axis are computed in chunks of about 4 MiB of
-    intermediate arrays (:data:`BATCH_BYTES`), which stay in the CPU's caches,
+    intermediate arrays, which stay in the CPU's caches,
     side by side on as many threads as the BLAS thread limit allows; each
     sequence's attention runs in query tiles, so memory stays linear in ``T``
     unless ``return_weights`` is set.
@@ -787,7 +788,7 @@ def multi_head_attention(
         row_bytes = math.prod(batch_shape[1:]) * values_per_row * dtype.itemsize
         n_rows = max(1, int(BATCH_BYTES // max(row_bytes, 1)))
         n_samples = batch_shape[0]
-        map_tiles(
+        map_parallel(
             run_chunk,
             (slice(s, min(s + n_rows, n_samples)) for s in range(0, n_samples, n_rows)),
         )
@@ -873,9 +874,8 @@ def attention_backward(
         for rows in query_tiles(n_queries, n_keys, batch_shape, tile_elements):
             q_tile = q[..., rows, :]  # (..., tq, Dk)
             allowed = tile_mask(mask, causal, rows, n_keys)
+            # (..., tq, Tk), of the full batch shape: lse has it
             probs = product_plus_rows(q_tile, k_t, neg_lse[..., rows, :], fold)
-            if probs.shape[:-2] != batch_shape:
-                probs = np.broadcast_to(probs, batch_shape + probs.shape[-2:]).copy()
             if allowed is not None:
                 np.copyto(probs, -np.inf, where=~allowed)
             np.exp(probs, out=probs)  # (..., tq, Tk); rows of empty queries are 0

@@ -26,7 +26,12 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ._attention import BATCH_BYTES, map_tiles, single_threaded_blas, tile_workers
+from ._attention import (
+    BATCH_BYTES,
+    map_parallel,
+    parallel_workers,
+    single_threaded_blas,
+)
 from ._head import LOSS_FUNCTIONS, linear_backward, linear_forward
 from ._model import backward, forward, glorot_uniform, init_params, param_shapes
 from ._optimizers import AdamOptimizer
@@ -1055,14 +1060,14 @@ class AttentionTransformer(
         """``function(batch, x)`` for each batch of :meth:`_batches`, in order.
 
         Batches run side by side on the threads the BLAS limit allows, each on
-        one BLAS thread (see :func:`~skattn._attention.map_tiles`), a group of
+        one BLAS thread (see :func:`~skattn._attention.map_parallel`), a group of
         as many batches as threads at a time so that memory stays bounded.
         Every batch is computed the same way whatever the number of threads.
         """
         batches = self._batches(sequences, lengths, rows, **batch_options)
-        n_workers = tile_workers()
+        n_workers = parallel_workers()
         while group := list(itertools.islice(batches, n_workers)):
-            yield from map_tiles(lambda item: function(*item), group)
+            yield from map_parallel(lambda item: function(*item), group)
 
     def _forward_batches(self, sequences, *, return_weights=False):
         """Run the block on batches (see :meth:`_batches`), in order.

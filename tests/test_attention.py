@@ -567,7 +567,7 @@ def test_tiles_respect_the_blas_thread_limit(rng, limit):
 
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from skattn._attention import _available_cpus, map_tiles
+    from skattn._attention import _available_cpus, map_parallel
 
     seen = []
 
@@ -577,7 +577,7 @@ def test_tiles_respect_the_blas_thread_limit(rng, limit):
         return index * 2
 
     with threadpool_limits(limit, user_api="blas"):
-        assert map_tiles(tile, range(20)) == list(range(0, 40, 2))
+        assert map_parallel(tile, range(20)) == list(range(0, 40, 2))
     threads = {ident for ident, _ in seen}
     assert all(n_threads == 1 for _, n_threads in seen)
     if limit == 1 or _available_cpus() == 1:
@@ -592,7 +592,7 @@ def test_omp_num_threads_caps_the_tile_threads():
     import subprocess
     import sys
 
-    code = "from skattn._attention import tile_workers; print(tile_workers())"
+    code = "from skattn._attention import parallel_workers; print(parallel_workers())"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("OPENBLAS_NUM_THREADS", None)
     result = subprocess.run(
