@@ -26,17 +26,13 @@ See ``benchmarks/README.md``.
 # SPDX-License-Identifier: BSD-3-Clause
 
 import argparse
-import datetime
 import json
-import os
-import platform
 import sys
 import time
 import warnings
 
 import numpy as np
-import scipy
-import sklearn
+from _machine import machine_lines  # benchmarks/_machine.py
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.datasets import load_breast_cancer, load_digits, load_wine
 from sklearn.exceptions import ConvergenceWarning
@@ -44,9 +40,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
-from threadpoolctl import threadpool_info, threadpool_limits
+from threadpoolctl import threadpool_limits
 
-import skattn
 from skattn import AttentionTransformer
 from skattn.datasets import make_sequence_classification
 
@@ -288,23 +283,9 @@ def run(dataset, data, methods, params):
 
 
 def machine_info(threads):
-    """Lines describing the machine and the library versions."""
-    blas = [
-        f"{info.get('internal_api')} {info.get('version')} "
-        f"({info.get('threading_layer', info.get('user_api'))})"
-        for info in threadpool_info()
-    ]
-    return [
-        f"date: {datetime.datetime.now().isoformat(timespec='seconds')}",
-        f"machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs",
-        f"python {platform.python_version()}, numpy {np.__version__}, "
-        f"scipy {scipy.__version__}, scikit-learn {sklearn.__version__}, "
-        f"skattn {skattn.__version__}",
-        f"threads: BLAS/OpenMP limited to {threads} (threadpoolctl); "
-        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
-        f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}; "
-        f"libraries: {', '.join(blas) or 'none'}",
-    ]
+    """Lines describing the machine, the libraries and the thread limit."""
+    limit = f"threads: BLAS/OpenMP limited to {threads} (threadpoolctl)"
+    return machine_lines() + [limit]
 
 
 def format_time(seconds):

@@ -68,10 +68,8 @@ across runs)::
 # SPDX-License-Identifier: BSD-3-Clause
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -81,10 +79,10 @@ import warnings
 from functools import cache
 
 import numpy as np
+from _machine import machine_lines  # benchmarks/_machine.py
 from sklearn.exceptions import ConvergenceWarning
-from threadpoolctl import threadpool_info, threadpool_limits
+from threadpoolctl import threadpool_limits
 
-import skattn
 from skattn import AttentionTransformer, multi_head_attention
 
 SHAPES = {
@@ -418,32 +416,6 @@ def train(args, torch_impls):
                     )
 
 
-def print_header():
-    model = platform.processor() or "unknown"
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo") as cpuinfo:
-            names = [line.split(":", 1)[1] for line in cpuinfo if "model name" in line]
-        model = names[0].strip() if names else model
-    blas = [
-        f"{os.path.basename(os.path.dirname(i['filepath']))}: {i['internal_api']} "
-        f"{i['version']} ({i.get('architecture')}, {i['num_threads']} threads)"
-        for i in threadpool_info()
-        if i["user_api"] == "blas"
-    ]
-    torch = sys.modules.get("torch")
-    print(f"date: {datetime.datetime.now().isoformat(timespec='seconds')}")
-    print(
-        f"machine: {platform.platform()}; CPU: {model}; {os.cpu_count()} cpus; "
-        f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}"
-    )
-    print(
-        f"python {platform.python_version()}; skattn {skattn.__version__}; "
-        f"numpy {np.__version__}; BLAS {'; '.join(blas)}; "
-        f"torch {torch.__version__ if torch else 'not installed or not used'}"
-    )
-    print(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '(unset)')}")
-
-
 def comma_list(choices=None, cast=str):
     def parse(text):
         items = [cast(item) for item in text.split(",")]
@@ -497,7 +469,7 @@ def main(argv=None):
         return one_case(args.one_case, args.threads[0])
     with_torch = not args.no_torch and optional_torch() is not None
     torch_impls = ["torch-fast", "torch-nofast"] if with_torch else []
-    print_header()
+    print("\n".join(machine_lines()))
     if args.memory and args.train:
         memory_table(
             [
