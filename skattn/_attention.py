@@ -16,14 +16,11 @@ References: Vaswani et al., "Attention is all you need", NeurIPS 2017; Dao et al
 # SPDX-License-Identifier: BSD-3-Clause
 
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from contextvars import ContextVar
-from functools import cache
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
+
+from ._parallel import map_parallel, single_threaded_blas
+from ._sequences import BATCH_BYTES
 
 # A row sum of exponentials below this may have lost precision to underflow: the
 # folded shift (see attention_tile_folded) then hands the tile to the exact path.
@@ -41,97 +38,6 @@ TILE_ELEMENTS = 2**20
 # folding made the backward pass 2x slower; at 64 keys and 16 dimensions, 1.4x
 # faster. (The forward pass saves three passes, not two: it always folds.)
 FOLD_MIN_KEYS_PER_DIM = 2
-
-# Activations computed at once over a batch of sequences (by
-# multi_head_attention, and per batch by AttentionTransformer): batches that
-# stay in the CPU's caches ran 1.3-1.7x faster than one big batch, and did not
-# pay for the page faults of fresh large arrays (see benchmarks/README.md).
-BATCH_BYTES = 4 * 2**20
-
-
-@cache
-def _threadpool_controller():
-    """One controller per process: building it inspects the loaded libraries."""
-    return ThreadpoolController()
-
-
-# Tasks (tiles, batches) computed side by side, fixed by the outermost
-# single_threaded_blas().
-_WORKERS = ContextVar("skattn_workers", default=None)
-
-
-def parallel_workers():
-    """How many tasks (tiles, batches) to compute at once: the BLAS thread limit.
-
-    Each task runs its products on one BLAS thread; several tasks run side by
-    side in Python threads (numpy releases the GIL in matmul and exp). So the
-    user's limit (``threadpoolctl.threadpool_limits``, ``OMP_NUM_THREADS``)
-    still caps the cores used. Inside :func:`single_threaded_blas` this is the
-    limit that was in force when the outermost one was entered.
-    """
-    workers = _WORKERS.get()
-    if workers is not None:
-        return workers
-    blas = _threadpool_controller().select(user_api="blas").lib_controllers
-    n_threads = min((lib.num_threads for lib in blas), default=1)
-    return max(1, min(n_threads, _available_cpus()))
-
-
-@cache
-def _available_cpus():
-    """CPUs this process may run on (its affinity mask, where the OS has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-@cache
-def _executor(n_workers):
-    return ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="skattn")
-
-
-def map_parallel(function, tasks):
-    """``[function(task) for task in tasks]``, on :func:`parallel_workers` threads.
-
-    Results do not depend on the number of threads: every task (an attention
-    tile, a batch of sequences) is computed the same way, on one BLAS thread.
-    When tasks run side by side, a ``map_parallel`` inside ``function`` runs
-    its own tasks one by one.
-    """
-    tasks = list(tasks)
-    n_workers = min(parallel_workers(), len(tasks))
-    with single_threaded_blas():
-        if n_workers <= 1:
-            return [function(task) for task in tasks]
-
-        def run_alone(task):
-            token = _WORKERS.set(1)  # nested maps: no threads of their own
-            try:
-                return function(task)
-            finally:
-                _WORKERS.reset(token)
-
-        return list(_executor(n_workers).map(run_alone, tasks))
-
-
-@contextmanager
-def single_threaded_blas():
-    """Context limiting BLAS to one thread (never raising a user's lower limit).
-
-    The tiles' matrix products are small: two BLAS threads on them ran up to 10x
-    slower than one on a busy 2-core machine (225 s against 13 s for 32,768
-    tokens here). The cores the user allows go to tiles instead (see
-    :func:`parallel_workers`).
-    """
-    if _WORKERS.get() is not None:
-        yield  # inside one already (limiting BLAS costs about 40 us)
-        return
-    token = _WORKERS.set(parallel_workers())
-    try:
-        with _threadpool_controller().limit(limits=1, user_api="blas"):
-            yield
-    finally:
-        _WORKERS.reset(token)
 
 
 def compute_dtype(*arrays):

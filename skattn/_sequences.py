@@ -13,6 +13,12 @@ import math
 
 import numpy as np
 
+# Activations computed at once over a batch of sequences (by
+# multi_head_attention, and per batch by the estimators): batches that stay in
+# the CPU's caches ran 1.3-1.7x faster than one big batch, and did not pay for
+# the page faults of fresh large arrays (see benchmarks/README.md).
+BATCH_BYTES = 4 * 2**20
+
 
 def sequence_lengths(sequences):
     """Number of tokens of each sequence.
@@ -111,3 +117,91 @@ def batch_indices(lengths, row_bytes, budget_bytes):
         batches.append(order[start:stop])
         start = stop
     return batches
+
+
+def activation_bytes(
+    n_tokens,
+    *,
+    n_features,
+    d_model,
+    n_heads,
+    itemsize,
+    n_layers=1,
+    ff_dim=0,
+    training=False,
+    return_weights=False,
+):
+    """Memory one padded sequence of ``n_tokens`` needs while its batch runs.
+
+    A forward pass holds about ten ``(T, d_model)`` arrays of one layer at a
+    time (queries, keys, values with their folded copies, context, output,
+    residual and norm) and two ``(T, ff_dim)`` arrays; training keeps them for
+    every layer and as many again for the backward pass. The attention tiles
+    hold one row of scores per token and head (all ``T`` of them when the
+    weights are returned).
+
+    Parameters
+    ----------
+    n_tokens : int
+        Padded length of the sequence.
+    n_features : int
+        Width of the input tokens.
+    d_model : int
+        Model width.
+    n_heads : int
+        Number of heads.
+    itemsize : int
+        Bytes per number (4 for float32, 8 for float64).
+    n_layers : int, default=1
+        Encoder layers.
+    ff_dim : int, default=0
+        Width of the feed-forward sublayers.
+    training : bool, default=False
+        Whether the activations are kept for a backward pass.
+    return_weights : bool, default=False
+        Whether all attention weights of a layer are kept.
+
+    Returns
+    -------
+    n_bytes : int
+    """
+    per_layer = 10 * d_model + 2 * ff_dim
+    values = n_features + per_layer * (n_layers + 1 if training else 1)
+    scores = n_heads * (n_tokens if return_weights else 1)
+    return n_tokens * (values + scores) * itemsize
+
+
+def padded_batches(sequences, lengths, rows, row_bytes, budget_bytes):
+    """Padded batches of the samples ``rows`` within a memory budget.
+
+    Parameters
+    ----------
+    sequences : ndarray of shape (n_samples, n_tokens, n_features) or list
+        Checked sequences.
+    lengths : ndarray of shape (n_samples,)
+        Their lengths.
+    rows : ndarray of int
+        The samples to batch.
+    row_bytes : callable
+        ``row_bytes(n_tokens)``: memory of one row padded to ``n_tokens``.
+    budget_bytes : float
+        Memory allowed per batch (see :func:`batch_indices`).
+
+    Yields
+    ------
+    batch : ndarray of int
+        The samples of this batch, a subset of ``rows``.
+    x : ndarray of shape (len(batch), T, n_features)
+        Their tokens, zero-padded to the longest: a view of ``sequences`` for
+        consecutive rows of an array, never ``sequences`` modified.
+    """
+    dtype = sequences_dtype(sequences)
+    for batch in batch_indices(lengths[rows], row_bytes, budget_bytes):
+        batch = rows[batch]
+        if isinstance(sequences, np.ndarray):
+            if np.all(np.diff(batch) == 1):  # consecutive rows: a view
+                yield batch, sequences[batch[0] : batch[-1] + 1]
+            else:
+                yield batch, sequences[batch]  # a copy of these rows only
+        else:
+            yield batch, pad_sequences([sequences[i] for i in batch], dtype)[0]

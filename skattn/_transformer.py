@@ -26,17 +26,13 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ._attention import (
-    BATCH_BYTES,
-    map_parallel,
-    parallel_workers,
-    single_threaded_blas,
-)
 from ._head import LOSS_FUNCTIONS, linear_backward, linear_forward
 from ._model import backward, forward, glorot_uniform, init_params, param_shapes
 from ._optimizers import AdamOptimizer
+from ._parallel import map_parallel, parallel_workers, single_threaded_blas
 from ._pooling import POOLINGS
 from ._sequences import (
+    BATCH_BYTES,
     batch_indices,
     pad_sequences,
     sequence_lengths,

@@ -411,7 +411,14 @@ def test_32768_tokens_memory_is_linear():
     assert_allclose(out[rows], expected, rtol=1e-3, atol=1e-4)
 
 
-KERNEL_MODULES = ["_attention", "_pooling", "_model", "_sequences"]
+KERNEL_MODULES = [
+    "_attention",
+    "_dropout",
+    "_parallel",
+    "_pooling",
+    "_model",
+    "_sequences",
+]
 
 
 @pytest.mark.parametrize("module", KERNEL_MODULES)
@@ -567,7 +574,7 @@ def test_tiles_respect_the_blas_thread_limit(rng, limit):
 
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from skattn._attention import _available_cpus, map_parallel
+    from skattn._parallel import _available_cpus, map_parallel
 
     seen = []
 
@@ -592,7 +599,7 @@ def test_omp_num_threads_caps_the_tile_threads():
     import subprocess
     import sys
 
-    code = "from skattn._attention import parallel_workers; print(parallel_workers())"
+    code = "from skattn._parallel import parallel_workers; print(parallel_workers())"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("OPENBLAS_NUM_THREADS", None)
     result = subprocess.run(
