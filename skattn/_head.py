@@ -12,6 +12,8 @@ Shape legend: N samples, F pooled features, K outputs (classes or targets).
 
 import numpy as np
 
+from ._layers import ParamSpec, Unit
+
 
 def linear_forward(pooled, coef, intercept):
     """``pooled @ coef + intercept``: (N, F) -> (N, K)."""
@@ -30,12 +32,31 @@ def linear_backward(d_out, pooled, coef):
     return d_out @ coef.T, pooled.T @ d_out, d_out.sum(axis=0)
 
 
-def softmax(logits):
-    """Row-wise softmax with a max shift: (N, K) -> (N, K)."""
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    np.exp(shifted, out=shifted)
-    shifted /= shifted.sum(axis=1, keepdims=True)
-    return shifted
+class LinearHead(Unit):
+    """The training head, ``pooled @ head_coef + head_intercept``: (N, F) -> (N, K)."""
+
+    def __init__(self, n_features, n_outputs):
+        self.n_features, self.n_outputs = n_features, n_outputs
+
+    def param_specs(self):
+        return {
+            "head_coef": ParamSpec(
+                (self.n_features, self.n_outputs), "glorot", True, "head_coef_"
+            ),
+            "head_intercept": ParamSpec(
+                (self.n_outputs,), "zeros", False, "head_intercept_"
+            ),
+        }
+
+    def forward(self, params, pooled, context=None):
+        out = linear_forward(pooled, params["head_coef"], params["head_intercept"])
+        return out, pooled
+
+    def backward(self, params, d_out, pooled):
+        d_pooled, d_coef, d_intercept = linear_backward(
+            d_out, pooled, params["head_coef"]
+        )
+        return d_pooled, {"head_coef": d_coef, "head_intercept": d_intercept}
 
 
 def cross_entropy_loss(logits, y, sample_weight):

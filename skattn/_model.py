@@ -1,21 +1,27 @@
-"""The attention block as pure functions: parameters, forward pass, pieces.
+"""The model: a list of units, their parameters collected in one place.
 
-``forward`` runs, one layer per function, the block that
-:class:`~skattn.AttentionTransformer` applies::
+:func:`build_model` lays out what :class:`~skattn.AttentionTransformer`
+computes, one unit per piece::
 
     tokens (N, T, D)
       -> input projection (D -> E), when the model has one
       -> + positional encoding
       -> [class token appended, for pooling="cls"]
-      -> multi-head self-attention with output projection
-      -> + residual
-      -> layer norm
-      -> pooling over the valid tokens
+      -> n_layers encoder layers, each: self-attention sublayer, then
+         feed-forward sublayer (torch.nn.TransformerEncoderLayer semantics)
+      -> [final layer norm, for norm_first]
+      -> pooling over the valid tokens -> (N, F)
+      -> [training only] linear head -> (N, K)
 
-and returns the intermediate arrays in a cache for the backward pass.
+:class:`Model` runs the units forward and backward and owns the parameter
+names: a unit's local name (``"query"``) prefixed by its place (``"layers.0."``)
+is the key of the flat parameter dict that the optimizers and the L-BFGS
+packing see; the specs say how each is seeded, whether it is penalised and
+which fitted attribute holds it. A new unit kind is a class in ``_layers.py``
+and one line in :func:`build_model`.
 
 Shape legend: N samples, T tokens (padded length), D token width, E model width
-(``n_heads * head_dim``), H heads.
+(``n_heads * head_dim``), F pooled width, K outputs.
 """
 
 # Authors: The skattn developers
@@ -25,363 +31,341 @@ import math
 
 import numpy as np
 
-from ._attention import TILE_ELEMENTS, multi_head_backward, multi_head_forward
-from ._pooling import POOLING_BACKWARD, POOLINGS, token_mask
+from ._head import LinearHead
+from ._layers import (
+    ClassToken,
+    Context,
+    InputProjection,
+    LayerNorm,
+    Positions,
+    encoder_layer,
+    glorot_uniform,
+    sinusoidal_positions,
+)
+from ._pooling import Pooling
+from ._sequences import activation_bytes
 
-LAYER_NORM_EPS = 1e-5
+LAYER_PREFIX = "layers."
+
+# Fitted attributes of the parameters outside the encoder layers (those live in
+# ``layers_``); None when the model has no such parameter.
+OPTIONAL_ATTRIBUTES = (
+    "input_weights_",
+    "position_embeddings_",
+    "cls_token_",
+    "final_norm_weight_",
+    "final_norm_bias_",
+    "pooling_query_",
+    "head_coef_",
+    "head_intercept_",
+)
 
 
-def sinusoidal_positions(n_tokens, width, dtype=np.float64):
-    """Sinusoidal positional encoding of Vaswani et al. (2017).
-
-    ``P[t, 2i] = sin(t / 10000^(2i / width))`` and
-    ``P[t, 2i + 1] = cos(t / 10000^(2i / width))``.
-
-    Returns
-    -------
-    positions : ndarray of shape (n_tokens, width)
-    """
-    position = np.arange(n_tokens, dtype=np.float64)[:, None]  # (T, 1)
-    frequency = 10000.0 ** (-np.arange(0, width, 2, dtype=np.float64) / width)
-    angles = position * frequency  # (T, ceil(width / 2))
-    encoding = np.empty((n_tokens, width), dtype=np.float64)
-    encoding[:, 0::2] = np.sin(angles)
-    encoding[:, 1::2] = np.cos(angles[:, : width // 2])
-    return encoding.astype(dtype, copy=False)
-
-
-def glorot_uniform(rng, fan_in, fan_out, dtype):
-    """Weights drawn from U(-b, b), ``b = sqrt(6 / (fan_in + fan_out))``."""
-    bound = math.sqrt(6.0 / (fan_in + fan_out))
-    return rng.uniform(-bound, bound, size=(fan_in, fan_out)).astype(dtype)
-
-
-def param_shapes(n_features, width, *, pooling, has_input):
-    """Shapes of the parameters, in the order they are seeded.
+class Model:
+    """Units run in order, then a pooling unit and, for training, a head.
 
     Parameters
     ----------
-    n_features : int
-        Token width D of the input.
-    width : int
-        Model width E.
-    pooling : str
-        Pooling method; "cls" and "attention" own a vector of width E.
-    has_input : bool
-        Whether the model projects the input tokens (D -> E).
-
-    Returns
-    -------
-    shapes : dict of str to tuple
+    units : list of (str, Unit)
+        Each unit with the prefix of its parameter names (``""`` or
+        ``"layers.{i}."``), in the order of the forward pass.
+    pooling : Pooling
+        Pools the tokens into one vector per sample.
+    head : LinearHead or None
+        The training head.
+    n_heads, n_layers, ff_dim, causal
+        The shape of the encoder, for memory estimates and the context.
     """
-    shapes = {}
-    if has_input:
-        shapes["input"] = (n_features, width)
-    for name in ("query", "key", "value", "output"):
-        shapes[name] = (width, width)
-    if pooling == "cls":
-        shapes["cls"] = (width,)
-    if pooling == "attention":
-        shapes["pool_query"] = (width,)
-    return shapes
+
+    def __init__(self, units, pooling, head, *, n_heads, n_layers, ff_dim, causal):
+        self.units = units
+        self.pooling = pooling
+        self.head = head
+        self.n_heads, self.n_layers, self.ff_dim = n_heads, n_layers, ff_dim
+        self.causal = causal
+        self._steps = [
+            (prefix, unit, list(unit.param_specs()))
+            for prefix, unit in [*units, ("", pooling), ("", head)]
+            if unit is not None
+        ]
+
+    def param_specs(self):
+        """Every parameter by its global name, in the order they are seeded.
+
+        Returns
+        -------
+        specs : dict of str to ParamSpec
+        """
+        return {
+            prefix + name: spec
+            for prefix, unit, _ in self._steps
+            for name, spec in unit.param_specs().items()
+        }
+
+    def init_params(self, rng, dtype, init=None):
+        """Seed the parameters.
+
+        Weight matrices are Glorot-uniform from ``rng`` and vectors (class
+        token, pooling query) N(0, 1/E), drawn in the order of
+        :meth:`param_specs` whether ``init`` gives them or not (so each
+        depends only on its own shape, its place and ``rng``). Learned positions
+        start from the sinusoidal table, layer norms from the identity, biases
+        from zero.
+
+        Parameters
+        ----------
+        rng : numpy.random.RandomState
+            Source of the seeded weights.
+        dtype : dtype
+            dtype of the parameters.
+        init : dict of str to ndarray, default=None
+            User-given weights by global name (checked), copied.
+
+        Returns
+        -------
+        params : dict of str to ndarray
+        """
+        init = {} if init is None else init
+        params = {}
+        for name, spec in self.param_specs().items():
+            if spec.init == "glorot":
+                value = glorot_uniform(rng, *spec.shape, dtype)
+            elif spec.init == "normal":
+                value = rng.standard_normal(spec.shape) / math.sqrt(spec.shape[0])
+            elif spec.init == "sinusoidal":
+                value = sinusoidal_positions(*spec.shape)
+            else:
+                value = (np.ones if spec.init == "ones" else np.zeros)(spec.shape)
+            params[name] = np.array(init.get(name, value), dtype=dtype)
+        return params
+
+    def row_bytes(self, n_tokens, *, n_features, itemsize, training, weights=False):
+        """Memory of one sequence padded to ``n_tokens`` (see ``activation_bytes``)."""
+        return activation_bytes(
+            n_tokens + (self.units_of(ClassToken) is not None),
+            n_features=n_features,
+            d_model=self.pooling.width,
+            n_heads=self.n_heads,
+            itemsize=itemsize,
+            n_layers=self.n_layers,
+            ff_dim=self.ff_dim,
+            training=training,
+            return_weights=weights,
+        )
+
+    def units_of(self, kind):
+        """The first unit of class ``kind``, or None."""
+        return next((unit for _, unit in self.units if isinstance(unit, kind)), None)
+
+    def forward(self, params, x, lengths, *, dropout=None, training=False, layer=None):
+        """Forward pass on a right-padded batch.
+
+        Parameters
+        ----------
+        params : dict of str to ndarray
+            Parameters by global name, in the dtype of ``x``.
+        x : ndarray of shape (N, T, D)
+            Right-padded token batch; padded positions may hold anything finite.
+        lengths : ndarray of shape (N,), dtype int
+            Number of valid tokens of each row.
+        dropout : DropoutStreams or None, default=None
+            Training-time dropout.
+        training : bool, default=False
+            Keep what the backward pass needs; otherwise each unit's cache is
+            dropped as soon as the next unit has run.
+        layer : int or None, default=None
+            Encoder layer whose attention weights to return (T^2 memory per
+            sequence and head).
+
+        Returns
+        -------
+        tokens : ndarray of shape (N, T', E)
+            Per-token outputs of the last layer; ``T' = T + 1`` with a class
+            token, which follows each sequence's last token.
+        pooled : ndarray of shape (N, F)
+            Pooled representation.
+        trace : dict
+            ``"caches"`` (one per unit and the pooling, when ``training``) and
+            ``"weights"``, the attention weights of ``layer`` of shape
+            (N, H, T', T').
+        """
+        context = Context(
+            lengths, causal=self.causal, dropout=dropout, weights_layer=layer
+        )
+        caches = []
+        h = x
+        for prefix, unit, names in self._steps[: len(self.units)]:
+            h, cache = unit.forward(_local(params, prefix, names), h, context)
+            if training:
+                caches.append(cache)
+        _, pooling, names = self._steps[len(self.units)]
+        pooled, cache = pooling.forward(_local(params, "", names), h, context)
+        caches.append(cache)
+        return h, pooled, {"caches": caches, "weights": context.weights}
+
+    def head_forward(self, params, pooled):
+        """Outputs of the training head: ``(N, F) -> (N, K)``."""
+        return self.head.forward(params, pooled)[0]
+
+    def backward(self, params, d_pooled, trace):
+        """Gradients of every parameter of the units and the pooling.
+
+        Parameters
+        ----------
+        params : dict of str to ndarray
+            As given to :meth:`forward`.
+        d_pooled : ndarray of shape (N, F)
+            Gradient of the loss with respect to the pooled output.
+        trace : dict
+            What :meth:`forward` returned with ``training=True``.
+
+        Returns
+        -------
+        grads : dict of str to ndarray
+            One gradient per parameter of the units and the pooling, by global
+            name.
+        """
+        grads = {}
+        d = d_pooled
+        steps = self._steps[: len(self.units) + 1]
+        for (prefix, unit, names), cache in zip(
+            reversed(steps), reversed(trace["caches"]), strict=True
+        ):
+            d, unit_grads = unit.backward(_local(params, prefix, names), d, cache)
+            grads.update((prefix + name, grad) for name, grad in unit_grads.items())
+        return grads
 
 
-def init_params(
-    rng,
-    n_features,
-    width,
+def _local(params, prefix, names):
+    """A unit's parameters by local name."""
+    return {name: params[prefix + name] for name in names}
+
+
+def build_model(
     *,
+    n_features,
+    d_model,
+    n_heads,
+    n_layers,
+    ff_dim,
+    activation,
+    norm_first,
+    residual,
+    layer_norm,
+    causal,
     pooling,
     positional_encoding,
     n_positions,
-    layer_norm,
     has_input,
-    init=None,
-    dtype=np.float64,
+    n_outputs=0,
 ):
-    """Seed the parameters of the block.
-
-    Projections are Glorot-uniform from ``rng`` (drawn in a fixed order, so each
-    depends only on its own shape and ``rng``), unless ``init`` gives them. The
-    class token and the pooling query are N(0, 1/E). Learned positions start
-    from the sinusoidal table; layer norm from the identity.
+    """The units of the model, in the order of the forward pass.
 
     Parameters
     ----------
-    rng : numpy.random.RandomState
-        Source of the seeded weights.
     n_features : int
         Token width D.
-    width : int
+    d_model : int
         Model width E.
-    pooling : str
-        Pooling method.
-    positional_encoding : {"sinusoidal", "learned"} or None
-        Positional encoding; "learned" owns a table of ``n_positions`` rows.
+    n_heads, n_layers, ff_dim, activation, norm_first, residual, layer_norm, \
+            causal, pooling, positional_encoding
+        As the estimator's parameters of these names.
     n_positions : int
-        Longest sequence the learned table covers.
-    layer_norm : bool
-        Whether the model owns layer-norm gain and bias.
+        Longest sequence seen in fit: rows of a learned positions table, and the
+        length ``pooling="flatten"`` needs.
     has_input : bool
-        Whether the model projects the input tokens.
-    init : dict of str to ndarray, default=None
-        User-given weights (already checked), copied.
-    dtype : dtype, default=np.float64
-        dtype of the parameters.
+        Whether the tokens are projected (D -> E) before the first layer.
+    n_outputs : int, default=0
+        Outputs of the training head; 0 for no head.
 
     Returns
     -------
-    params : dict of str to ndarray
+    model : Model
     """
-    init = {} if init is None else init
-    params = {}
-    for name, shape in param_shapes(
-        n_features, width, pooling=pooling, has_input=has_input
-    ).items():
-        if len(shape) == 2:
-            seeded = glorot_uniform(rng, *shape, dtype)
+    units = []
+    if has_input:
+        units.append(("", InputProjection(n_features, d_model)))
+    if positional_encoding is not None:
+        units.append(("", Positions(positional_encoding, n_positions, d_model)))
+    if pooling == "cls":
+        units.append(("", ClassToken(d_model)))
+    for index in range(n_layers):
+        prefix = f"{LAYER_PREFIX}{index}."
+        for sublayer in encoder_layer(
+            index,
+            d_model,
+            n_heads=n_heads,
+            ff_dim=ff_dim,
+            activation=activation,
+            residual=residual,
+            layer_norm=layer_norm,
+            norm_first=norm_first,
+        ):
+            units.append((prefix, sublayer))
+    if norm_first and layer_norm:
+        units.append(("", LayerNorm(d_model, "final_norm", attributes=True)))
+    pooling_unit = Pooling(pooling, d_model, n_positions)
+    head = LinearHead(pooling_unit.n_features_out, n_outputs) if n_outputs else None
+    return Model(
+        units,
+        pooling_unit,
+        head,
+        n_heads=n_heads,
+        n_layers=n_layers,
+        ff_dim=ff_dim,
+        causal=causal,
+    )
+
+
+def params_to_attributes(params, specs, n_layers):
+    """Fitted attributes of a parameter dict.
+
+    Returns
+    -------
+    attributes : dict of str to object
+        ``"layers_"`` (a list of ``n_layers`` dicts by local name) and every
+        name of :data:`OPTIONAL_ATTRIBUTES` (None where the model has no such
+        parameter).
+    """
+    attributes = dict.fromkeys(OPTIONAL_ATTRIBUTES)
+    layers = [{} for _ in range(n_layers)]
+    for name, value in params.items():
+        if name.startswith(LAYER_PREFIX):
+            index, local = name[len(LAYER_PREFIX) :].split(".", 1)
+            layers[int(index)][local] = value
         else:
-            seeded = (rng.standard_normal(shape) / math.sqrt(width)).astype(dtype)
-        params[name] = np.array(init[name], dtype=dtype) if name in init else seeded
-    if positional_encoding == "learned":
-        params["positions"] = sinusoidal_positions(n_positions, width, dtype)
-    if layer_norm:
-        params["ln_weight"] = np.ones(width, dtype=dtype)
-        params["ln_bias"] = np.zeros(width, dtype=dtype)
+            attributes[specs[name].attribute] = value
+    attributes["layers_"] = layers
+    return attributes
+
+
+def attributes_to_params(estimator, specs):
+    """The parameter dict of an estimator's fitted attributes (not copied)."""
+    params = {}
+    for name, spec in specs.items():
+        if name.startswith(LAYER_PREFIX):
+            index, local = name[len(LAYER_PREFIX) :].split(".", 1)
+            params[name] = estimator.layers_[int(index)][local]
+        else:
+            params[name] = getattr(estimator, spec.attribute)
     return params
 
 
-def add_positions(h, params, positional_encoding):
-    """``h`` of shape (N, T, E) plus its positional encoding, as a new array.
+def flat_init(init):
+    """A user ``init`` dict (already checked) keyed by global parameter name.
 
-    Returns ``h`` itself when there is no positional encoding. A learned table
-    covers the lengths seen in fit; positions beyond it use the sinusoidal
-    encoding the table was initialised from.
+    ``"layers"`` (a list of per-layer dicts) becomes ``"layers.{i}.{key}"``;
+    the flat keys of a one-layer model (``"query"``, ...) become
+    ``"layers.0.{key}"``.
     """
-    if positional_encoding is None:
-        return h
-    n_tokens, width = h.shape[1:]
-    if positional_encoding == "learned":
-        table = params["positions"][:n_tokens]  # (min(T, T_fit), E)
-        if n_tokens > table.shape[0]:
-            beyond = sinusoidal_positions(n_tokens, width, h.dtype)[table.shape[0] :]
-            table = np.concatenate([table, beyond])  # (T, E)
-    else:
-        table = sinusoidal_positions(n_tokens, width, h.dtype)  # (T, E)
-    return h + table
-
-
-def append_class_token(h, lengths, cls):
-    """Put the class token right after the last valid token of each sequence.
-
-    After the sequence rather than before it, so that with a causal mask the
-    class token still attends to every token.
-
-    Returns
-    -------
-    h : ndarray of shape (N, T + 1, E)
-    lengths : ndarray of shape (N,)
-        The lengths plus one.
-    """
-    n_samples, n_tokens, width = h.shape
-    extended = np.zeros((n_samples, n_tokens + 1, width), dtype=h.dtype)
-    extended[:, :n_tokens] = h
-    extended[np.arange(n_samples), lengths] = cls
-    return extended, lengths + 1
-
-
-def layer_norm_forward(x, weight, bias, eps=LAYER_NORM_EPS):
-    """Layer normalisation over the last axis.
-
-    Returns
-    -------
-    out : ndarray, same shape as ``x``
-    cache : dict
-        ``x_hat`` (normalised input) and ``inv_std`` of shape (..., 1).
-    """
-    mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
-    centred = x - mean
-    variance = np.mean(centred * centred, axis=-1, keepdims=True)  # (..., 1)
-    inv_std = 1.0 / np.sqrt(variance + x.dtype.type(eps))  # (..., 1)
-    x_hat = centred * inv_std
-    return x_hat * weight + bias, {"x_hat": x_hat, "inv_std": inv_std}
-
-
-def layer_norm_backward(d_out, weight, cache):
-    """Gradients of :func:`layer_norm_forward`.
-
-    Returns
-    -------
-    d_x : ndarray, same shape as ``d_out``
-    d_weight, d_bias : ndarray of shape (E,)
-    """
-    x_hat, inv_std = cache["x_hat"], cache["inv_std"]
-    width = x_hat.shape[-1]
-    d_weight = (d_out * x_hat).reshape(-1, width).sum(axis=0)
-    d_bias = d_out.reshape(-1, width).sum(axis=0)
-    d_x_hat = d_out * weight
-    d_x = d_x_hat - d_x_hat.mean(axis=-1, keepdims=True)
-    d_x -= x_hat * np.mean(d_x_hat * x_hat, axis=-1, keepdims=True)
-    d_x *= inv_std
-    return d_x, d_weight, d_bias
-
-
-def forward(
-    params,
-    x,
-    lengths,
-    *,
-    n_heads,
-    pooling,
-    positional_encoding,
-    residual,
-    layer_norm,
-    causal,
-    tile_elements=TILE_ELEMENTS,
-    return_weights=False,
-):
-    """Forward pass of the block on a right-padded batch.
-
-    Parameters
-    ----------
-    params : dict of str to ndarray
-        Parameters from :func:`init_params`, in the dtype of ``x``.
-    x : ndarray of shape (N, T, D)
-        Right-padded token batch; padded positions may hold anything finite.
-    lengths : ndarray of shape (N,), dtype int
-        Number of valid tokens of each row.
-    n_heads : int
-        Number of heads.
-    pooling : str
-        Key of :data:`~skattn._pooling.POOLINGS`.
-    positional_encoding : {"sinusoidal", "learned"} or None
-        Positional encoding.
-    residual, layer_norm, causal : bool
-        The shape of the block.
-    tile_elements : int, default=TILE_ELEMENTS
-        Score budget per attention tile.
-    return_weights : bool, default=False
-        Keep the attention weights in the cache (T^2 memory per sequence).
-
-    Returns
-    -------
-    tokens : ndarray of shape (N, T', E)
-        Per-token outputs; ``T' = T + 1`` for ``pooling="cls"``, the class token
-        following each sequence's last token.
-    pooled : ndarray of shape (N, n_features_out)
-        Pooled representation.
-    cache : dict
-        Intermediate arrays for the backward pass (``"attention"`` holds the
-        attention cache, whose ``"weights"`` are set when ``return_weights``).
-    """
-    h = x @ params["input"] if "input" in params else x  # (N, T, E)
-    h = add_positions(h, params, positional_encoding)  # never modifies x
-    token_lengths = lengths
-    if pooling == "cls":
-        h, lengths = append_class_token(h, lengths, params["cls"])
-    n_tokens = h.shape[1]
-    mask = None
-    if np.any(lengths != n_tokens):
-        mask = token_mask(lengths, n_tokens)[:, None, :]  # (N, 1, T): key padding
-    attended, attention_cache = multi_head_forward(
-        h,
-        params["query"],
-        params["key"],
-        params["value"],
-        params["output"],
-        n_heads=n_heads,
-        mask=mask,
-        causal=causal,
-        tile_elements=tile_elements,
-        return_weights=return_weights,
-    )  # (N, T, E)
-
-    out = attended + h if residual else attended  # (N, T, E)
-    ln_cache = None
-    if layer_norm:
-        out, ln_cache = layer_norm_forward(out, params["ln_weight"], params["ln_bias"])
-    pooled, pool_cache = POOLINGS[pooling](out, lengths, params)
-    cache = dict(
-        h=h,
-        token_lengths=token_lengths,
-        lengths=lengths,
-        mask=mask,
-        attention=attention_cache,
-        layer_norm=ln_cache,
-        tokens=out,
-        pooling=pool_cache,
-    )
-    return out, pooled, cache
-
-
-def backward(
-    d_pooled,
-    params,
-    x,
-    cache,
-    *,
-    n_heads,
-    pooling,
-    positional_encoding,
-    residual,
-    layer_norm,
-    causal,
-    tile_elements=TILE_ELEMENTS,
-):
-    """Gradients of the block's parameters, in reverse order of :func:`forward`.
-
-    Parameters
-    ----------
-    d_pooled : ndarray of shape (N, n_features_out)
-        Gradient of the loss with respect to the pooled output.
-    params, x, n_heads, pooling, positional_encoding, residual, layer_norm, \
-            causal, tile_elements
-        As given to :func:`forward`.
-    cache : dict
-        The cache :func:`forward` returned.
-
-    Returns
-    -------
-    grads : dict of str to ndarray
-        One gradient per parameter, same keys and shapes as ``params``.
-    """
-    h, lengths, tokens = cache["h"], cache["lengths"], cache["tokens"]
-    d_tokens, grads = POOLING_BACKWARD[pooling](
-        d_pooled, tokens, lengths, params, cache["pooling"]
-    )  # (N, T, E)
-    if layer_norm:
-        d_tokens, grads["ln_weight"], grads["ln_bias"] = layer_norm_backward(
-            d_tokens, params["ln_weight"], cache["layer_norm"]
-        )
-    d_h, attention_grads = multi_head_backward(
-        d_tokens,
-        h,
-        params["query"],
-        params["key"],
-        params["value"],
-        params["output"],
-        cache["attention"],
-        n_heads=n_heads,
-        mask=cache["mask"],
-        causal=causal,
-        tile_elements=tile_elements,
-    )  # (N, T, E)
-    grads.update(attention_grads)
-    if residual:
-        d_h += d_tokens
-
-    n_samples, n_tokens = x.shape[:2]
-    if pooling == "cls":
-        token_lengths = cache["token_lengths"]
-        grads["cls"] = d_h[np.arange(n_samples), token_lengths].sum(axis=0)
-        d_h = d_h[:, :n_tokens]  # (N, T, E)
-        # the class token of a shorter sequence sat in another's padding
-        d_h = np.where(token_mask(token_lengths, n_tokens)[:, :, None], d_h, 0)
-    if positional_encoding == "learned":
-        table = params["positions"]
-        n_learned = min(n_tokens, table.shape[0])
-        grads["positions"] = np.zeros_like(table)
-        grads["positions"][:n_learned] = d_h[:, :n_learned].sum(axis=0)
-    if "input" in params:
-        grads["input"] = x.reshape(-1, x.shape[2]).T @ d_h.reshape(-1, d_h.shape[2])
-    return grads
+    flat = {}
+    for key, value in init.items():
+        if key == "layers":
+            for index, layer in enumerate(value):
+                for local, array in layer.items():
+                    flat[f"{LAYER_PREFIX}{index}.{local}"] = array
+        elif key == "input":
+            flat[key] = value
+        else:
+            flat[f"{LAYER_PREFIX}0.{key}"] = value
+    return flat

@@ -15,16 +15,7 @@ import math
 import numpy as np
 
 from ._attention import attention_backward, attention_forward
-
-
-def token_mask(lengths, n_tokens):
-    """Boolean mask of the valid tokens, ``mask[i, t] = t < lengths[i]``.
-
-    Returns
-    -------
-    mask : ndarray of shape (n_samples, n_tokens), dtype bool
-    """
-    return np.arange(n_tokens) < np.asarray(lengths)[:, None]
+from ._layers import ParamSpec, Unit, token_mask
 
 
 def pool_mean(tokens, lengths, params):
@@ -155,3 +146,35 @@ POOLING_BACKWARD = {
     "attention": backward_attention,
     "flatten": backward_flatten,
 }
+
+
+class Pooling(Unit):
+    """The pooling of :data:`POOLINGS` named ``kind`` as a unit of the model.
+
+    ``"attention"`` owns a query vector ``pool_query`` of the model width;
+    ``"flatten"`` outputs ``n_tokens * width`` features.
+    """
+
+    def __init__(self, kind, width, n_tokens):
+        self.kind, self.width, self.n_tokens = kind, width, n_tokens
+
+    @property
+    def n_features_out(self):
+        """Width of the pooled vector."""
+        return self.width * (self.n_tokens if self.kind == "flatten" else 1)
+
+    def param_specs(self):
+        if self.kind != "attention":
+            return {}
+        spec = ParamSpec((self.width,), "normal", True, "pooling_query_")
+        return {"pool_query": spec}
+
+    def forward(self, params, tokens, context):
+        pooled, cache = POOLINGS[self.kind](tokens, context.lengths, params)
+        return pooled, (tokens, context.lengths, cache)
+
+    def backward(self, params, d_pooled, cache):
+        tokens, lengths, pool_cache = cache
+        return POOLING_BACKWARD[self.kind](
+            d_pooled, tokens, lengths, params, pool_cache
+        )

@@ -34,8 +34,6 @@ __all__ = [
 ]
 
 FLOAT_DTYPES = (np.float64, np.float32)
-# Keys of the ``init`` dict: the projections of DESIGN.md.
-INIT_KEYS = ("input", "query", "key", "value", "output")
 TABLE, SEQUENCES = "table", "sequences"
 
 
@@ -110,7 +108,7 @@ def _check_n_features_per_token(estimator, n_features, reset):
         )
 
 
-def check_input(estimator, X, *, reset, embed_dim=None):
+def check_input(estimator, X, *, reset, features_per_token=None):
     """Validate X and turn it into sequences of tokens.
 
     Sets (``reset=True``) or checks ``n_features_in_``, ``feature_names_in_`` and
@@ -125,7 +123,7 @@ def check_input(estimator, X, *, reset, embed_dim=None):
         Raw input.
     reset : bool
         True in fit: remember the input's properties; False: check against them.
-    embed_dim : int or None, default=None
+    features_per_token : int or None, default=None
         Features per token of a table (None: 1).
 
     Returns
@@ -146,12 +144,13 @@ def check_input(estimator, X, *, reset, embed_dim=None):
             _check_kind(estimator, TABLE, reset)
             _check_feature_names(estimator, X, reset=reset)
             _check_n_features(estimator, array, reset=reset)
-            width = 1 if embed_dim is None else embed_dim
+            width = 1 if features_per_token is None else features_per_token
             if array.shape[1] % width:
                 raise ValueError(
-                    f"embed_dim={embed_dim} does not divide the number of columns "
-                    f"of X, {array.shape[1]}: a table is read as n_features / "
-                    "embed_dim tokens of width embed_dim."
+                    f"features_per_token={features_per_token} does not divide the "
+                    f"number of columns of X, {array.shape[1]}: a table is read as "
+                    "n_features / features_per_token tokens of width "
+                    "features_per_token."
                 )
             return array.reshape(array.shape[0], -1, width)  # (N, T, D)
         if array.ndim != 3:
@@ -168,10 +167,11 @@ def check_input(estimator, X, *, reset, embed_dim=None):
             )
         sequences, n_features = array, array.shape[2]
 
-    if embed_dim is not None and embed_dim != n_features:
+    if features_per_token is not None and features_per_token != n_features:
         raise ValueError(
-            f"embed_dim={embed_dim} is for 2D tables only; sequences of width "
-            f"{n_features} were passed. Leave embed_dim=None for sequence input."
+            f"features_per_token={features_per_token} is for 2D tables only; "
+            f"sequences of width {n_features} were passed. Leave "
+            "features_per_token=None for sequence input."
         )
     _check_kind(estimator, SEQUENCES, reset)
     _check_feature_names(estimator, X, reset=reset)
@@ -193,36 +193,71 @@ def _check_kind(estimator, kind, reset):
         )
 
 
-def check_init(init):
-    """Check the arrays of a user ``init`` dict (names, 2D, finite floats).
+def check_init(init, n_layers):
+    """Check the structure and the arrays of a user ``init`` dict.
 
-    Shapes are checked by the estimator once the model width is known.
+    ``init`` holds ``"input"`` and ``"layers"`` (a list of ``n_layers`` dicts
+    of arrays); a one-layer model also takes that layer's keys at the top
+    level (``{"query": ...}``). Names and shapes are checked against the
+    model once its width is known.
 
     Parameters
     ----------
-    init : dict of str to array-like
+    init : dict
         User-given weights.
+    n_layers : int
+        Number of encoder layers of the model.
 
     Returns
     -------
-    init : dict of str to ndarray
-        Checked arrays, not copied (the parameters copy them when casting).
+    init : dict
+        The same structure with checked, finite float arrays (not copied: the
+        parameters copy them when casting).
     """
-    unknown = sorted(set(init) - set(INIT_KEYS))
-    if unknown:
-        raise ValueError(
-            f"init has unknown key(s) {unknown}; allowed keys are {list(INIT_KEYS)}."
-        )
     checked = {}
-    for name, value in init.items():
-        if np.ndim(value) != 2:
+    for key, value in init.items():
+        if key == "input":
+            checked[key] = _check_init_array(value, "init['input']")
+        elif key == "layers":
+            if not isinstance(value, (list, tuple)) or len(value) != n_layers:
+                raise ValueError(
+                    f"init['layers'] must be a list of n_layers={n_layers} dicts "
+                    f"(one per encoder layer), got {value!r:.80}."
+                )
+            checked[key] = []
+            for index, layer in enumerate(value):
+                if not isinstance(layer, dict):
+                    raise ValueError(
+                        f"init['layers'][{index}] must be a dict of arrays, got "
+                        f"{type(layer).__name__}."
+                    )
+                checked[key].append(
+                    {
+                        name: _check_init_array(
+                            array, f"init['layers'][{index}]['{name}']"
+                        )
+                        for name, array in layer.items()
+                    }
+                )
+        elif n_layers == 1 and "layers" not in init:
+            checked[key] = _check_init_array(value, f"init['{key}']")
+        else:
             raise ValueError(
-                f"init['{name}'] must be a 2D array, got shape {np.shape(value)}."
+                f"init has the key {key!r}: with n_layers={n_layers} or with "
+                "init['layers'], give each layer's weights in init['layers'] "
+                "(a list of one dict per layer); top-level keys are 'input' and "
+                "'layers'."
             )
-        checked[name] = check_array(
-            value, dtype=FLOAT_DTYPES, input_name=f"init['{name}']"
-        )
     return checked
+
+
+def _check_init_array(value, name):
+    """A finite float array of 1 or 2 dimensions, for ``init``."""
+    if np.ndim(value) not in (1, 2):
+        raise ValueError(
+            f"{name} must be a 1D or 2D array, got shape {np.shape(value)}."
+        )
+    return check_array(value, dtype=FLOAT_DTYPES, ensure_2d=False, input_name=name)
 
 
 # What objective="auto" makes of each target type (as TargetEncoder's target_type).

@@ -30,7 +30,7 @@ N_SPREAD_ITER = 100
 def make_sequence_classification(
     n_samples=200,
     n_tokens=16,
-    embed_dim=8,
+    n_features=8,
     *,
     n_classes=2,
     task="order",
@@ -68,7 +68,7 @@ def make_sequence_classification(
         Number of tokens of each sequence, or the longest length when
         ``min_tokens`` is given.
 
-    embed_dim : int, default=8
+    n_features : int, default=8
         Width of each token embedding.
 
     n_classes : int, default=2
@@ -102,9 +102,9 @@ def make_sequence_classification(
 
     Returns
     -------
-    X : ndarray of shape (n_samples, n_tokens, embed_dim) or list of ndarray
+    X : ndarray of shape (n_samples, n_tokens, n_features) or list of ndarray
         The sequences, float64. With ``min_tokens``, a list of ``n_samples``
-        arrays of shape (n_tokens_i, embed_dim).
+        arrays of shape (n_tokens_i, n_features).
 
     y : ndarray of shape (n_samples,)
         The integer label of each sequence, from 0 to ``n_classes - 1``.
@@ -116,7 +116,7 @@ def make_sequence_classification(
         symbols 0 (A) and 1 (B) are those of ``"cooccurrence"``; the others are
         distractors. Only returned if ``return_symbols=True``.
 
-    vocabulary : ndarray of shape (n_symbols, embed_dim)
+    vocabulary : ndarray of shape (n_symbols, n_features)
         The embedding of each symbol. Only returned if
         ``return_symbols=True``.
 
@@ -128,9 +128,9 @@ def make_sequence_classification(
     Notes
     -----
     The vocabulary is chosen so that its symbols are far apart: orthonormal
-    vectors in a random basis when ``n_symbols <= embed_dim``; otherwise unit
+    vectors in a random basis when ``n_symbols <= n_features``; otherwise unit
     vectors drawn uniformly on the sphere, then pushed apart by a few steps of
-    repulsion (for up to 256 symbols); for ``embed_dim=1``, evenly spaced
+    repulsion (for up to 256 symbols); for ``n_features=1``, evenly spaced
     values in [-1, 1] in random order (``2 / (n_symbols - 1)`` apart).
     Decoding each token to its nearest symbol recovers the symbols (hence the
     labels) as long as ``noise`` is small compared with the distances between
@@ -189,7 +189,7 @@ def make_sequence_classification(
     n_markers = _check_params(
         n_samples=n_samples,
         n_tokens=n_tokens,
-        embed_dim=embed_dim,
+        n_features=n_features,
         n_classes=n_classes,
         task=task,
         n_symbols=n_symbols,
@@ -198,7 +198,7 @@ def make_sequence_classification(
         return_symbols=return_symbols,
     )
     rng = check_random_state(random_state)
-    vocabulary = _make_vocabulary(n_symbols, embed_dim, rng)
+    vocabulary = _make_vocabulary(n_symbols, n_features, rng)
 
     if min_tokens is None:
         lengths = np.full(n_samples, n_tokens)
@@ -226,7 +226,7 @@ def make_sequence_classification(
         y = present[:, 0] ^ present[:, 1]
     y = y.astype(int)
 
-    X = vocabulary[symbols]  # (n_samples, n_tokens, embed_dim)
+    X = vocabulary[symbols]  # (n_samples, n_tokens, n_features)
     X += noise * rng.standard_normal(X.shape)
 
     if min_tokens is not None:
@@ -242,7 +242,7 @@ def _check_params(
     *,
     n_samples,
     n_tokens,
-    embed_dim,
+    n_features,
     n_classes,
     task,
     n_symbols,
@@ -259,7 +259,7 @@ def _check_params(
     """
     check_scalar(n_samples, "n_samples", Integral, min_val=1)
     check_scalar(n_tokens, "n_tokens", Integral, min_val=1)
-    check_scalar(embed_dim, "embed_dim", Integral, min_val=1)
+    check_scalar(n_features, "n_features", Integral, min_val=1)
     check_scalar(n_classes, "n_classes", Integral, min_val=2)
     check_scalar(n_symbols, "n_symbols", Integral, min_val=1)
     if min_tokens is not None:
@@ -300,7 +300,7 @@ def _check_params(
     return n_markers
 
 
-def _make_vocabulary(n_symbols, embed_dim, rng):
+def _make_vocabulary(n_symbols, n_features, rng):
     """Draw ``n_symbols`` well-separated symbol embeddings.
 
     Parameters
@@ -308,7 +308,7 @@ def _make_vocabulary(n_symbols, embed_dim, rng):
     n_symbols : int
         Number of symbols.
 
-    embed_dim : int
+    n_features : int
         Width of each embedding.
 
     rng : RandomState instance
@@ -316,17 +316,17 @@ def _make_vocabulary(n_symbols, embed_dim, rng):
 
     Returns
     -------
-    vocabulary : ndarray of shape (n_symbols, embed_dim)
-        Unit-norm rows (values in [-1, 1] for ``embed_dim=1``).
+    vocabulary : ndarray of shape (n_symbols, n_features)
+        Unit-norm rows (values in [-1, 1] for ``n_features=1``).
     """
-    if embed_dim == 1:
+    if n_features == 1:
         return rng.permutation(np.linspace(-1.0, 1.0, n_symbols))[:, None]
-    if n_symbols <= embed_dim:
+    if n_symbols <= n_features:
         # Orthonormal rows in a random basis: all pairwise distances sqrt(2).
-        q, r = np.linalg.qr(rng.standard_normal((embed_dim, n_symbols)))
+        q, r = np.linalg.qr(rng.standard_normal((n_features, n_symbols)))
         q *= np.sign(np.diag(r))  # make the basis uniform (Haar) over rotations
-        return q.T  # (n_symbols, embed_dim)
-    vocabulary = _normalize(rng.standard_normal((n_symbols, embed_dim)))
+        return q.T  # (n_symbols, n_features)
+    vocabulary = _normalize(rng.standard_normal((n_symbols, n_features)))
     if n_symbols <= MAX_SPREAD_SYMBOLS:
         vocabulary = _spread(vocabulary)
     return vocabulary
@@ -341,12 +341,12 @@ def _spread(vocabulary):
 
     Parameters
     ----------
-    vocabulary : ndarray of shape (n_symbols, embed_dim)
+    vocabulary : ndarray of shape (n_symbols, n_features)
         Unit vectors.
 
     Returns
     -------
-    vocabulary : ndarray of shape (n_symbols, embed_dim)
+    vocabulary : ndarray of shape (n_symbols, n_features)
         Unit vectors, further apart.
     """
     for step in np.linspace(0.2, 0.01, N_SPREAD_ITER):

@@ -1,18 +1,26 @@
-"""Every backward pass against central finite differences in float64."""
+"""Every unit's backward pass, and whole stacks, against central finite differences.
+
+The attention kernels' own gradients are tested in test_attention_gradients.py.
+"""
 
 import itertools
 
 import numpy as np
 import pytest
 
-from skattn._attention import (
-    attention_backward,
-    attention_forward,
-    multi_head_backward,
-    multi_head_forward,
+from skattn._layers import (
+    ClassToken,
+    Context,
+    DropoutStreams,
+    FeedForward,
+    InputProjection,
+    LayerNorm,
+    Positions,
+    SelfAttention,
+    Sublayer,
 )
-from skattn._model import backward, forward, init_params
-from skattn._pooling import POOLINGS
+from skattn._model import build_model
+from skattn._pooling import POOLINGS, Pooling
 from skattn._sequences import pad_sequences
 
 EPS = 1e-6
@@ -22,11 +30,11 @@ def relative_error(analytic, numeric):
     """Largest difference relative to the largest gradient entry.
 
     Differences below the finite differences' own noise (rounding of the loss
-    divided by 2 * EPS, about 2e-10 here) count as none: a gradient that is
+    divided by 2 * EPS, up to about 1e-9 here) count as none: a gradient that is
     exactly zero, such as a causal first token's query, has nothing to compare.
     """
     difference = np.abs(analytic - numeric).max()
-    if difference < 1e-9:
+    if difference < 1e-8:
         return 0.0
     return difference / max(np.abs(analytic).max(), np.abs(numeric).max())
 
@@ -45,117 +53,191 @@ def numeric_gradient(loss, array):
     return grad
 
 
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("use_mask", [False, True])
-@pytest.mark.parametrize("tile_elements", [7, 10**6])
-@pytest.mark.parametrize("n_keys", [6, 12])  # row shifts added, or folded
-def test_attention_backward(rng, causal, use_mask, tile_elements, n_keys):
-    from skattn._attention import folds
-
-    assert folds(n_keys, 3) == (n_keys == 12)
-    q = rng.standard_normal((2, 5, 3))
-    k = rng.standard_normal((2, n_keys, 3))
-    v = rng.standard_normal((2, n_keys, 4))
-    mask = rng.random((2, 1, n_keys)) < 0.6 if use_mask else None
-    if use_mask:
-        mask[1] = False  # a sample whose queries have no key at all
-    weight = rng.standard_normal((2, 5, 4))
-
-    def loss():
-        out, _, _ = attention_forward(q, k, v, mask=mask, causal=causal, scale=0.7)
-        return np.sum(out * weight)
-
-    out, lse, _ = attention_forward(q, k, v, mask=mask, causal=causal, scale=0.7)
-    grads = attention_backward(
-        weight, q, k, v, out, lse, mask=mask, causal=causal, scale=0.7,
-        tile_elements=tile_elements,
-    )  # fmt: skip
-    for analytic, array in zip(grads, (q, k, v), strict=True):
-        assert relative_error(analytic, numeric_gradient(loss, array)) < 1e-7
-
-
-@pytest.mark.parametrize("n_keys", [5, 12])
-def test_attention_backward_broadcast_query(rng, n_keys):
-    """A query shared by all samples (attention pooling) sums its gradient."""
-    q = rng.standard_normal((1, 1, 3))
-    k = rng.standard_normal((4, n_keys, 3))
-    weight = rng.standard_normal((4, 1, 3))
-
-    def loss():
-        return np.sum(attention_forward(q, k, k)[0] * weight)
-
-    out, lse, _ = attention_forward(q, k, k)
-    d_q, d_k, d_v = attention_backward(weight, q, k, k, out, lse)
-    assert d_q.shape == q.shape
-    assert relative_error(d_q, numeric_gradient(loss, q)) < 1e-7
-    assert relative_error(d_k + d_v, numeric_gradient(loss, k)) < 1e-7
-
-
-@pytest.mark.parametrize("with_output", [False, True])
-def test_multi_head_backward(rng, with_output):
-    x = rng.standard_normal((2, 5, 4))
-    w = {name: rng.standard_normal((4, 6)) for name in ("query", "key", "value")}
-    w["output"] = rng.standard_normal((6, 3)) if with_output else None
-    mask = rng.random((2, 1, 5)) < 0.7
-    weight = rng.standard_normal((2, 5, 3 if with_output else 6))
-    kwargs = dict(n_heads=2, mask=mask, causal=True)
-
-    def loss():
-        out, _ = multi_head_forward(x, *w.values(), **kwargs)
-        return np.sum(out * weight)
-
-    _, cache = multi_head_forward(x, *w.values(), **kwargs)
-    d_x, grads = multi_head_backward(weight, x, *w.values(), cache, **kwargs)
-    assert relative_error(d_x, numeric_gradient(loss, x)) < 1e-7
-    for name, array in w.items():
-        if array is not None:
-            assert relative_error(grads[name], numeric_gradient(loss, array)) < 1e-7
-
-
-COMBINATIONS = list(
-    itertools.product(
-        list(POOLINGS),
-        ["sinusoidal", "learned", None],
-        [(True, True), (False, False), (True, False)],
-        [False, True],
+def ragged_batch(rng, lengths, width):
+    """A right-padded batch whose padding holds noise (it must not matter)."""
+    x, lengths = pad_sequences(
+        [rng.standard_normal((n, width)) for n in lengths], np.float64
     )
-)
+    x += 5.0 * rng.standard_normal(x.shape) * (x == 0)
+    return x, lengths
+
+
+def seeded_params(unit, rng):
+    """The unit's parameters, moved off their initial values."""
+    return {
+        name: rng.standard_normal(spec.shape) * (0.5 if len(spec.shape) > 1 else 1.0)
+        + (1.0 if spec.init == "ones" else 0.0)
+        for name, spec in unit.param_specs().items()
+    }
+
+
+def check_unit(unit, params, x, lengths, rng, *, dropout=None, causal=False):
+    """Gradients of a weighted sum of the unit's output: parameters and x."""
+
+    def run():
+        context = Context(lengths.copy(), causal=causal, dropout=dropout)
+        return unit.forward(params, x, context)
+
+    out, cache = run()
+    weight = rng.standard_normal(out.shape)
+    if out.ndim == 3:  # outputs at padded positions are never read
+        valid = np.arange(out.shape[1]) < lengths[:, None] + (out.shape[1] - x.shape[1])
+        weight *= valid[:, :, None]
+    d_x, grads = unit.backward(params, weight.copy(), cache)
+
+    def loss():
+        return np.sum(run()[0] * weight)
+
+    assert set(grads) == set(params)
+    for name, array in params.items():
+        assert grads[name].shape == array.shape
+        assert relative_error(grads[name], numeric_gradient(loss, array)) < 1e-6, name
+    if d_x is not None:
+        assert relative_error(d_x, numeric_gradient(loss, x)) < 1e-6
+
+
+@pytest.fixture
+def batch(rng):
+    x, lengths = ragged_batch(rng, [4, 2, 3], 4)
+    return x, lengths
+
+
+def test_input_projection_backward(rng, batch):
+    x, lengths = batch
+    unit = InputProjection(4, 6)
+    check_unit(unit, seeded_params(unit, rng), x, lengths, rng)
+
+
+@pytest.mark.parametrize("kind", ["learned", "sinusoidal"])
+@pytest.mark.parametrize("n_positions", [2, 6])  # beyond the table: sinusoidal
+def test_positions_backward(rng, batch, kind, n_positions):
+    x, lengths = batch
+    unit = Positions(kind, n_positions, 4)
+    check_unit(unit, seeded_params(unit, rng), x, lengths, rng)
+
+
+def test_class_token_backward(rng, batch):
+    x, lengths = batch
+    unit = ClassToken(4)
+    check_unit(unit, seeded_params(unit, rng), x, lengths, rng)
+
+
+def test_layer_norm_backward(rng, batch):
+    x, lengths = batch
+    unit = LayerNorm(4, "norm1")
+    check_unit(unit, seeded_params(unit, rng), x, lengths, rng)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_self_attention_backward(rng, batch, causal):
+    x, lengths = batch
+    unit = SelfAttention(4, 2, layer=0)
+    check_unit(unit, seeded_params(unit, rng), x, lengths, rng, causal=causal)
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("dropout", [None, 0.3])
+def test_feed_forward_backward(rng, batch, activation, dropout):
+    x, lengths = batch
+    unit = FeedForward(4, 5, activation, layer=1)
+    streams = None if dropout is None else DropoutStreams(dropout, 7, np.arange(3))
+    check_unit(unit, seeded_params(unit, rng), x, lengths, rng, dropout=streams)
 
 
 @pytest.mark.parametrize(
-    "pooling, positional_encoding, residual_norm, causal", COMBINATIONS
+    "inner, residual, layer_norm, norm_first, dropout",
+    [
+        (inner, *options)
+        for inner in ("attention", "feed_forward")
+        for options in itertools.product([True, False], [True, False], [False, True])
+        for options in [(*options, None)]
+    ]
+    + [("attention", True, True, False, 0.4), ("feed_forward", True, True, True, 0.4)],
+)
+def test_sublayer_backward(rng, batch, inner, residual, layer_norm, norm_first, dropout):
+    x, lengths = batch
+    if inner == "attention":
+        inner_unit = SelfAttention(4, 2, layer=0)
+    else:
+        inner_unit = FeedForward(4, 3, "gelu", layer=0)
+    unit = Sublayer(
+        inner_unit,
+        LayerNorm(4, "norm1") if layer_norm else None,
+        residual=residual,
+        norm_first=norm_first,
+        dropout_site=1,
+    )
+    streams = None if dropout is None else DropoutStreams(dropout, 3, np.arange(3))
+    check_unit(unit, seeded_params(unit, rng), x, lengths, rng, dropout=streams)
+
+
+@pytest.mark.parametrize("kind", list(POOLINGS))
+@pytest.mark.parametrize("ragged", [False, True])
+def test_pooling_backward(rng, kind, ragged):
+    if ragged and kind == "flatten":
+        pytest.skip("flatten needs one length")
+    x, lengths = ragged_batch(rng, [3, 1, 2] if ragged else [3, 3, 3], 4)
+    unit = Pooling(kind, 4, 3)
+    check_unit(unit, seeded_params(unit, rng), x, lengths, rng)
+
+
+STACKS = [
+    # (n_layers, ff_dim, activation, norm_first, residual, layer_norm, causal,
+    #  pooling, positional_encoding, dropout)
+    (2, 5, "relu", False, True, True, False, "mean", "sinusoidal", None),
+    (2, 5, "gelu", True, True, True, True, "cls", "learned", None),
+    (2, 0, "relu", True, True, True, False, "attention", None, None),
+    (3, 3, "gelu", False, True, True, True, "max", "learned", None),
+    (2, 4, "gelu", True, False, True, False, "last", "sinusoidal", None),
+    (2, 4, "relu", False, True, False, True, "first", None, None),
+    (3, 4, "gelu", True, True, False, False, "mean", "sinusoidal", None),
+    (2, 5, "gelu", False, True, True, False, "mean", "learned", 0.3),
+    (2, 5, "gelu", True, True, True, True, "cls", "sinusoidal", 0.3),
+    (3, 3, "relu", True, True, True, False, "attention", "learned", 0.2),
+]
+
+
+@pytest.mark.parametrize(
+    "n_layers, ff_dim, activation, norm_first, residual, layer_norm, causal, "
+    "pooling, positional_encoding, dropout",
+    STACKS,
 )
 @pytest.mark.parametrize("ragged", [False, True])
-def test_block_backward(
-    rng, pooling, positional_encoding, residual_norm, causal, ragged
+def test_stack_backward(
+    rng,
+    n_layers,
+    ff_dim,
+    activation,
+    norm_first,
+    residual,
+    layer_norm,
+    causal,
+    pooling,
+    positional_encoding,
+    dropout,
+    ragged,
 ):
-    """Every parameter of the block, for every option of the forward pass."""
-    residual, layer_norm = residual_norm
-    if ragged and pooling == "flatten":
-        pytest.skip("flatten needs one length")
-    n_features, width, n_heads = 3, 4, 2
-    lengths = [4, 2, 3] if ragged else [4, 4, 4]
-    x, lengths = pad_sequences(
-        [rng.standard_normal((n, n_features)) for n in lengths], np.float64
-    )
-    params = init_params(
-        np.random.RandomState(0), n_features, width, pooling=pooling,
-        positional_encoding=positional_encoding, n_positions=3,  # 4th is sinusoidal
-        layer_norm=layer_norm, has_input=True,
+    """Every parameter of a whole encoder stack, pooling included."""
+    x, lengths = ragged_batch(rng, [3, 1, 2] if ragged else [3, 3, 3], 3)
+    model = build_model(
+        n_features=3, d_model=4, n_heads=2, n_layers=n_layers, ff_dim=ff_dim,
+        activation=activation, norm_first=norm_first, residual=residual,
+        layer_norm=layer_norm, causal=causal, pooling=pooling,
+        positional_encoding=positional_encoding, n_positions=2, has_input=True,
     )  # fmt: skip
-    for name in params:  # move layer norm and positions off their initial values
+    params = model.init_params(np.random.RandomState(0), np.float64)
+    for name in params:  # move norms, biases and positions off their start
         params[name] = params[name] + 0.3 * rng.standard_normal(params[name].shape)
-    options = dict(
-        n_heads=n_heads, pooling=pooling, positional_encoding=positional_encoding,
-        residual=residual, layer_norm=layer_norm, causal=causal,
-    )  # fmt: skip
-    _, pooled, cache = forward(params, x, lengths, **options)
+    streams = None if dropout is None else DropoutStreams(dropout, 11, np.arange(3))
+    _, pooled, trace = model.forward(
+        params, x, lengths, dropout=streams, training=True
+    )
     weight = rng.standard_normal(pooled.shape)
 
     def loss():
-        return np.sum(forward(params, x, lengths, **options)[1] * weight)
+        return np.sum(model.forward(params, x, lengths, dropout=streams)[1] * weight)
 
-    grads = backward(weight, params, x, cache, **options)
+    grads = model.backward(params, weight, trace)
     assert set(grads) == set(params)
     for name, array in params.items():
         numeric = numeric_gradient(loss, array)
@@ -165,32 +247,42 @@ def test_block_backward(
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("task", ["classification", "regression"])
-@pytest.mark.parametrize("pooling", ["mean", "cls", "attention"])
-def test_training_loss_gradient(rng, task, pooling):
-    """Block + head + weighted loss + L2 penalty, through the estimator's routine,
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(pooling="mean"),
+        dict(pooling="cls"),
+        dict(pooling="attention", n_layers=2, ff_dim=3, norm_first=True),
+    ],
+    ids=["mean", "cls", "deep"],
+)
+def test_training_loss_gradient(rng, task, options):
+    """Model + head + weighted loss + L2 penalty, as the solvers compute it,
     on ragged input."""
     from skattn import AttentionTransformer
     from skattn._sequences import sequence_lengths
+    from skattn._training import loss_gradients
 
     X = [rng.standard_normal((n, 3)) for n in (4, 2, 5, 3, 1)]
     if task == "classification":
         y = np.array(["a", "b", "c", "a", "b"])
+        y_encoded = np.array([0, 1, 2, 0, 1])
     else:
         y = rng.standard_normal((5, 2))
+        y_encoded = y
     sample_weight = rng.uniform(0.5, 2.0, size=5)
     est = AttentionTransformer(
-        n_heads=2, head_dim=2, pooling=pooling, positional_encoding="learned",
-        alpha=0.3, max_iter=1, random_state=0,
+        n_heads=2, head_dim=2, positional_encoding="learned", alpha=0.3,
+        max_iter=1, random_state=0, **options,
     ).fit(X, y, sample_weight=sample_weight)  # fmt: skip
-    params = est._params(np.float64)
-    y_2d = y if task == "classification" else y.reshape(5, -1)
-    y_encoded = est._encode_target(y_2d, task, False, None, sample_weight)
+    model = est._model(n_outputs=len(est.head_intercept_))
+    params = est._fitted_params(np.float64, model)
     data = (X, sequence_lengths(X), y_encoded, sample_weight)
     rows = np.arange(5)
-    _, grads = est._loss_grad(params, data, rows)
+    _, grads = loss_gradients(model, params, data, rows, task=task, alpha=0.3)
 
     def loss():
-        return est._loss_grad(params, data, rows)[0]
+        return loss_gradients(model, params, data, rows, task=task, alpha=0.3)[0]
 
     assert set(grads) == set(params)
     for name, array in params.items():

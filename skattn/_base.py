@@ -1,0 +1,439 @@
+"""What the attention estimators share: fitting, fitted state and the forward pass.
+
+:class:`BaseAttention` holds the parameter constraints, the body of
+``fit``/``partial_fit`` (validation, target encoding, seeding, then a solver of
+``_training.py``), the translation between the model's parameter dict and the
+fitted attributes, and the batched forward pass behind ``transform`` and the
+per-token methods. The public estimators add their docstrings and methods.
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import math
+import time
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils import check_random_state
+from sklearn.utils.class_weight import compute_class_weight
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted
+
+from ._layers import ACTIVATIONS
+from ._model import (
+    attributes_to_params,
+    build_model,
+    flat_init,
+    params_to_attributes,
+)
+from ._parallel import single_threaded_blas
+from ._pooling import POOLINGS
+from ._sequences import map_batches, sequence_lengths, sequences_dtype, token_width
+from ._training import batch_budget, fit_adam, fit_lbfgs, model_row_bytes
+from ._validation import (
+    TABLE,
+    Interval,
+    StrOptions,
+    check_init,
+    check_input,
+    check_sample_weight,
+    check_target,
+)
+
+_STOCHASTIC_SOLVERS = ("adam",)
+
+# Smallest head width the default rule gives: narrower heads attend poorly.
+MIN_HEAD_DIM = 8
+
+
+class BaseAttention(BaseEstimator):
+    """Base class of the attention estimators (not for direct use)."""
+
+    _parameter_constraints: dict = {
+        "n_heads": [Interval(Integral, 1, None, closed="left")],
+        "head_dim": [Interval(Integral, 1, None, closed="left"), None],
+        "features_per_token": [Interval(Integral, 1, None, closed="left"), None],
+        "n_layers": [Interval(Integral, 1, None, closed="left")],
+        "ff_dim": [Interval(Integral, 0, None, closed="left")],
+        "activation": [StrOptions(set(ACTIVATIONS))],
+        "dropout": [Interval(Real, 0, 1, closed="left")],
+        "norm_first": ["boolean"],
+        "objective": [StrOptions({"auto", "classification", "regression"}), None],
+        "init": [StrOptions({"random"}), dict],
+        "pooling": [StrOptions(set(POOLINGS))],
+        "positional_encoding": [StrOptions({"sinusoidal", "learned"}), None],
+        "residual": ["boolean"],
+        "layer_norm": ["boolean"],
+        "causal": ["boolean"],
+        "solver": [StrOptions({"adam", "lbfgs"})],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
+        "batch_size": [
+            StrOptions({"auto"}),
+            Interval(Integral, 1, None, closed="left"),
+        ],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "early_stopping": ["boolean"],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "shuffle": ["boolean"],
+        "beta_1": [Interval(Real, 0, 1, closed="left")],
+        "beta_2": [Interval(Real, 0, 1, closed="left")],
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "warm_start": ["boolean"],
+        "verbose": ["verbose"],
+        "class_weight": [dict, StrOptions({"balanced"}), None],
+        "random_state": ["random_state"],
+    }
+
+    def _check_solver(self):
+        if self.solver not in _STOCHASTIC_SOLVERS:
+            raise AttributeError(
+                f"partial_fit is only available for stochastic optimizers; "
+                f"{self.solver!r} is not stochastic."
+            )
+        return True
+
+    # Fitting
+    # -------
+
+    def _fit(self, X, y, sample_weight, *, incremental, classes=None):
+        """Shared body of fit and partial_fit."""
+        fitted = hasattr(self, "layers_")
+        first_pass = not fitted or not (self.warm_start or incremental)
+        sequences = check_input(
+            self, X, reset=first_pass, features_per_token=self.features_per_token
+        )
+        lengths = sequence_lengths(sequences)
+        self._check_lengths(lengths, reset=first_pass)
+        task, y = check_target(self, y, len(sequences))
+        if not first_pass and task != self.target_type_:
+            fitted_for = self.target_type_ or "no target (seeded weights)"
+            raise ValueError(
+                f"This call's target asks for {task or 'no training'}, but the "
+                f"transformer was fitted for {fitted_for}; fit it anew (without "
+                "warm_start) to change the task."
+            )
+        if task is not None and self.dropout and self.solver == "lbfgs":
+            raise ValueError(
+                f"dropout={self.dropout} needs solver='adam': L-BFGS minimises one "
+                "fixed objective, and dropout draws new masks at every step. Set "
+                "dropout=0 or solver='adam'."
+            )
+        if task is not None or sample_weight is not None:
+            # checked even when unused, so that a wrong one is never silent
+            sample_weight = check_sample_weight(
+                sample_weight, len(sequences), sequences_dtype(sequences)
+            )
+        if task is not None:
+            y = self._encode_target(y, task, first_pass, classes, sample_weight)
+            sample_weight = sample_weight * self._class_weights(y, task)
+
+        if first_pass:
+            self._random_state = check_random_state(self.random_state)
+            self._initialize(sequences, lengths, task, y)
+        if task is None:
+            return self
+        model = self._model(n_outputs=len(self.head_intercept_))
+        params = self._fitted_params(sequences_dtype(sequences), model)
+        data = (sequences, lengths, y, sample_weight)
+        start = time.time()
+        if self.verbose:
+            header = f"{'Iteration':>10} {'Objective Value':>20} {'Time(s)':>10}"
+            if self.early_stopping:
+                header += f" {'Validation':>12}"
+            print(f"[{type(self).__name__}]\n[{type(self).__name__}] {header}")
+            print(f"[{type(self).__name__}] {'-' * len(header)}")
+        # one BLAS thread: on the small matrix products of a minibatch, two
+        # threads ran up to 16x slower on a busy 2-core machine
+        with single_threaded_blas():
+            if self.solver == "lbfgs":
+                fit_lbfgs(self, model, params, data)
+            else:
+                fit_adam(self, model, params, data, incremental)
+        if self.verbose:
+            print(f"[{type(self).__name__}] Training took {time.time() - start:.2f}s.")
+        self._store_params(params, model)
+        return self
+
+    def _check_lengths(self, lengths, reset=False):
+        """With pooling="flatten", every sequence has one length (fit's)."""
+        if self.pooling != "flatten":
+            return
+        if reset and np.any(lengths != lengths[0]):
+            raise ValueError(
+                "pooling='flatten' needs sequences of one length; got lengths from "
+                f"{lengths.min()} to {lengths.max()}. Use another pooling for "
+                "sequences of different lengths."
+            )
+        if not reset and np.any(wrong := lengths != self.max_tokens_):
+            raise ValueError(
+                f"pooling='flatten' needs sequences of {self.max_tokens_} tokens, "
+                f"the length seen in fit; got {lengths[wrong][0]}."
+            )
+
+    def _class_weights(self, y, task):
+        """Weight of each sample from ``class_weight`` (y holds class indices)."""
+        if self.class_weight is None:
+            return 1.0
+        if task != "classification":
+            raise ValueError(
+                f"class_weight={self.class_weight!r} applies to classification, but "
+                f"the target is a {task} target."
+            )
+        weights = compute_class_weight(
+            self.class_weight, classes=self.classes_, y=self.classes_[y]
+        )
+        return weights[y]
+
+    def _encode_target(self, y, task, first_pass, classes, sample_weight):
+        """Class indices (classification) or standardised targets (regression).
+
+        The standardisation uses the weighted mean and standard deviation, so that
+        a weight of 2 trains like a repeated sample.
+        """
+        if task == "classification":
+            check_classification_targets(y)
+            if first_pass:
+                encoder = LabelEncoder().fit(y if classes is None else classes)
+                if len(encoder.classes_) < 2:
+                    raise ValueError(
+                        "The target has only one class "
+                        f"({encoder.classes_[0]!r}): classification needs at "
+                        "least two classes."
+                    )
+                self.classes_ = encoder.classes_
+            unseen = np.setdiff1d(y, self.classes_)
+            if len(unseen):
+                raise ValueError(
+                    f"y has labels {unseen.tolist()} not among the classes "
+                    f"{self.classes_.tolist()} of the first call."
+                )
+            return np.searchsorted(self.classes_, y)
+        if first_pass:
+            self._target_mean = np.average(y, axis=0, weights=sample_weight)
+            variance = np.average(
+                (y - self._target_mean) ** 2, axis=0, weights=sample_weight
+            )
+            scale = np.sqrt(variance)
+            self._target_scale = np.where(scale > 0, scale, 1.0)
+        elif y.shape[1] != len(self._target_mean):
+            raise ValueError(
+                f"y has {y.shape[1]} outputs, but the transformer was fitted on "
+                f"{len(self._target_mean)}."
+            )
+        return (y - self._target_mean) / self._target_scale
+
+    def _initialize(self, sequences, lengths, task=None, y=None):
+        """Resolve the model's width, seed its parameters, reset training state."""
+        n_features = token_width(sequences)
+        init = {}
+        if not isinstance(self.init, str):
+            init = flat_init(check_init(self.init, self.n_layers))
+        self.head_dim_ = self._resolve_head_dim(n_features, init)
+        self.d_model_ = self.n_heads * self.head_dim_
+        self.max_tokens_ = int(lengths.max())
+        self.target_type_ = task
+        if task == "regression":
+            self.classes_ = None
+        n_outputs = 0
+        if task is not None:
+            n_outputs = len(self.classes_) if task == "classification" else y.shape[1]
+        has_input = "input" in init or n_features != self.d_model_
+        model = self._model(n_outputs=n_outputs, has_input=has_input)
+        specs = model.param_specs()
+        for name, value in init.items():
+            key = _init_key(name)
+            if name not in specs:
+                raise ValueError(
+                    f"{key} is not a parameter of this model; its parameters are "
+                    f"{sorted(_init_key(name) for name in specs)}."
+                )
+            if value.shape != specs[name].shape:
+                raise ValueError(
+                    f"{key} has shape {value.shape}, expected {specs[name].shape} "
+                    f"(n_features={n_features}, d_model={self.d_model_})."
+                )
+        params = model.init_params(self._random_state, sequences_dtype(sequences), init)
+        self._store_params(params, model)
+        self.n_iter_ = 0
+        self.t_ = 0
+        self.loss_ = None
+        self.loss_curve_ = []
+        self.best_loss_ = np.inf
+        self.validation_scores_ = [] if self.early_stopping else None
+        self.best_validation_score_ = -np.inf if self.early_stopping else None
+        self._no_improvement_count = 0
+        if hasattr(self, "_optimizer"):
+            del self._optimizer
+
+    def _resolve_head_dim(self, n_features, init):
+        """Head width: the parameter, else the width ``init`` implies, else the rule."""
+        if self.head_dim is not None:
+            return self.head_dim
+        for name in ("query", "key", "value", "output", "input"):
+            name = name if name == "input" else f"layers.0.{name}"
+            if name in init:
+                width = init[name].shape[-1]
+                if width % self.n_heads:
+                    raise ValueError(
+                        f"{_init_key(name)} has {width} columns, which n_heads="
+                        f"{self.n_heads} does not divide; its width sets the model "
+                        "width n_heads * head_dim."
+                    )
+                return width // self.n_heads
+        return max(MIN_HEAD_DIM, math.ceil(n_features / self.n_heads))
+
+    # The model and its parameters
+    # ----------------------------
+
+    def _model(self, n_outputs=0, has_input=None):
+        """The model of the fitted widths (see :func:`skattn._model.build_model`).
+
+        Parameters
+        ----------
+        n_outputs : int, default=0
+            Outputs of the training head; 0 for none.
+        has_input : bool, default=None
+            Whether the tokens are projected; None: whether the fitted model
+            has an input projection.
+        """
+        if has_input is None:
+            has_input = self.input_weights_ is not None
+        n_features = self.n_features_in_
+        if self._input_kind == TABLE:
+            n_features = self.features_per_token or 1
+        return build_model(
+            n_features=n_features,
+            d_model=self.d_model_,
+            n_heads=self.n_heads,
+            n_layers=self.n_layers,
+            ff_dim=self.ff_dim,
+            activation=self.activation,
+            norm_first=self.norm_first,
+            residual=self.residual,
+            layer_norm=self.layer_norm,
+            causal=self.causal,
+            pooling=self.pooling,
+            positional_encoding=self.positional_encoding,
+            n_positions=self.max_tokens_,
+            has_input=has_input,
+            n_outputs=n_outputs,
+        )
+
+    def _fitted_params(self, dtype, model):
+        """The fitted parameters of ``model`` as a dict, cast to ``dtype``."""
+        params = attributes_to_params(self, model.param_specs())
+        return {name: value.astype(dtype, copy=False) for name, value in params.items()}
+
+    def _store_params(self, params, model):
+        """Store a parameter dict as fitted attributes (None for absent ones)."""
+        attributes = params_to_attributes(params, model.param_specs(), self.n_layers)
+        for name, value in attributes.items():
+            setattr(self, name, value)
+
+    # The forward pass
+    # ----------------
+
+    def _check_sequences(self, X):
+        """Validate X for a fitted estimator; return checked sequences."""
+        check_is_fitted(self)
+        sequences = check_input(
+            self, X, reset=False, features_per_token=self.features_per_token
+        )
+        self._check_lengths(sequence_lengths(sequences))
+        return sequences
+
+    def _forward_batches(self, sequences, *, layer=None):
+        """Run the model on batches within ``working_memory``, in order.
+
+        Parameters
+        ----------
+        sequences : ndarray of shape (n_samples, n_tokens, n_features) or list
+            Checked sequences.
+        layer : int or None, default=None
+            Encoder layer whose attention weights to keep.
+
+        Yields
+        ------
+        rows : ndarray of int
+            Indices of the batch's samples.
+        tokens : ndarray of shape (batch, T', d_model_)
+            Per-token outputs, padded.
+        pooled : ndarray of shape (batch, n_features_out)
+            Pooled outputs.
+        weights : ndarray of shape (batch, n_heads, T', T') or None
+            Attention weights of ``layer``.
+        """
+        model = self._model()
+        params = self._fitted_params(sequences_dtype(sequences), model)
+        lengths = sequence_lengths(sequences)
+        row_bytes = model_row_bytes(
+            model, sequences, training=False, weights=layer is not None
+        )
+
+        def run(rows, x):
+            tokens, pooled, trace = model.forward(params, x, lengths[rows], layer=layer)
+            return rows, tokens, pooled, trace["weights"]
+
+        rows = np.arange(len(lengths))
+        yield from map_batches(run, sequences, lengths, rows, row_bytes, batch_budget())
+
+    def _transform(self, X):
+        """Pooled representations of X."""
+        sequences = self._check_sequences(X)
+        X_new = np.empty(
+            (len(sequences), self._n_features_out), dtype=sequences_dtype(sequences)
+        )
+        with single_threaded_blas():  # once, not per batch: it costs 40 us
+            for rows, _, pooled, _ in self._forward_batches(sequences):
+                X_new[rows] = pooled
+        return X_new
+
+    def _per_token(self, X, layer=None):
+        """Per-token outputs, or the attention weights of ``layer``."""
+        sequences = self._check_sequences(X)
+        is_array = isinstance(sequences, np.ndarray)
+        extra = int(self.pooling == "cls")
+        results = [None] * len(sequences)
+        with single_threaded_blas():  # see _transform
+            for rows, tokens, _, weights in self._forward_batches(
+                sequences, layer=layer
+            ):
+                values = tokens if layer is None else weights
+                for row, value in zip(rows, values, strict=True):
+                    n_tokens = len(sequences[row]) + extra
+                    if layer is None:
+                        results[row] = value[:n_tokens].copy()
+                    else:
+                        results[row] = value[:, :n_tokens, :n_tokens].copy()
+        return np.stack(results) if is_array else results
+
+    def _check_layer(self, layer):
+        """The index in ``range(n_layers)`` of ``layer`` (negative counts back)."""
+        n_layers = len(self.layers_)
+        if not isinstance(layer, Integral) or not -n_layers <= layer < n_layers:
+            raise ValueError(
+                f"layer must be an integer in [-{n_layers}, {n_layers}) for a model "
+                f"of {n_layers} layer(s), got {layer!r}."
+            )
+        return int(layer) % n_layers
+
+    @property
+    def _n_features_out(self):
+        """Number of output features, for ``get_feature_names_out``."""
+        if self.pooling == "flatten":
+            return self.max_tokens_ * self.d_model_
+        return self.d_model_
+
+
+def _init_key(name):
+    """How a parameter is named in ``init``: ``init['layers'][0]['query']``."""
+    if name.startswith("layers."):
+        _, index, local = name.split(".", 2)
+        return f"init['layers'][{index}]['{local}']"
+    return f"init['{name}']"

@@ -1,0 +1,299 @@
+"""Learning the model from y: the loss and its gradients, and the two solvers.
+
+One loss/gradient routine (:func:`loss_gradients`: forward, head, weighted
+loss, backward, L2 penalty) serves both solvers, as ``_backprop`` does in
+scikit-learn's ``neural_network``: :func:`fit_adam` calls it once per
+minibatch, :func:`fit_lbfgs` wraps it with packing of the parameters into one
+vector. The solvers read the estimator's hyper-parameters and write its
+training history (``n_iter_``, ``loss_curve_``, ...); the parameters travel as
+a dict of arrays and are updated in place.
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import math
+import time
+import warnings
+
+import numpy as np
+import scipy.optimize
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import accuracy_score, r2_score
+from sklearn.model_selection import train_test_split
+from sklearn.utils import gen_batches
+
+from ._head import LOSS_FUNCTIONS
+from ._layers import DropoutStreams
+from ._optimizers import AdamOptimizer
+from ._sequences import BATCH_BYTES, map_batches, sequences_dtype, token_width
+from ._validation import _check_optimize_result, working_memory_bytes
+
+
+def batch_budget():
+    """Bytes a batch may use: ``working_memory``, and a cache-sized batch at most."""
+    return min(working_memory_bytes(), BATCH_BYTES)
+
+
+def model_row_bytes(model, sequences, *, training, weights=False):
+    """``row_bytes(n_tokens)`` of the model on these sequences."""
+    n_features = token_width(sequences)
+    itemsize = sequences_dtype(sequences).itemsize
+
+    def row_bytes(n_tokens):
+        return model.row_bytes(
+            n_tokens,
+            n_features=n_features,
+            itemsize=itemsize,
+            training=training,
+            weights=weights,
+        )
+
+    return row_bytes
+
+
+def loss_gradients(model, params, data, rows, *, task, alpha, dropout=None):
+    """Loss and gradients on the samples ``rows``: weighted mean loss + L2.
+
+    Parameters
+    ----------
+    model : Model
+        The model, with its training head.
+    params : dict of str to ndarray
+        Its parameters.
+    data : tuple
+        ``(sequences, lengths, y, sample_weight)`` of the whole training set
+        (y holds class indices or standardised targets).
+    rows : ndarray of int
+        Samples of this (mini)batch.
+    task : {"classification", "regression"}
+        Picks the loss.
+    alpha : float
+        L2 penalty, relative to the summed sample weight as in scikit-learn's
+        MLP.
+    dropout : tuple of (float, int) or None, default=None
+        ``(p, seed)`` of this step's dropout; None for none.
+
+    Returns
+    -------
+    loss : float
+    grads : dict of str to ndarray
+    """
+    sequences, all_lengths, all_y, all_weights = data
+    total_weight = float(all_weights[rows].sum())
+    loss_function = LOSS_FUNCTIONS[task]
+    head_params = {name: params[name] for name in model.head.param_specs()}
+
+    def batch_loss_grad(batch, x):
+        lengths, y, weight = all_lengths[batch], all_y[batch], all_weights[batch]
+        fraction = float(weight.sum()) / total_weight
+        streams = None if dropout is None else DropoutStreams(*dropout, batch)
+        _, pooled, trace = model.forward(
+            params, x, lengths, dropout=streams, training=True
+        )
+        out = model.head_forward(head_params, pooled)
+        batch_loss, d_out = loss_function(out, y, weight)
+        d_out *= fraction
+        d_pooled, batch_grads = model.head.backward(head_params, d_out, pooled)
+        batch_grads.update(model.backward(params, d_pooled, trace))
+        return fraction * batch_loss, batch_grads
+
+    loss = 0.0
+    grads = {name: np.zeros_like(value) for name, value in params.items()}
+    row_bytes = model_row_bytes(model, sequences, training=True)
+    for batch_loss, batch_grads in map_batches(
+        batch_loss_grad, sequences, all_lengths, rows, row_bytes, batch_budget()
+    ):  # summed in the order of the batches, whatever the threads
+        loss += batch_loss
+        for name, grad in batch_grads.items():
+            grads[name] += grad
+    for name, spec in model.param_specs().items():
+        if spec.penalized:
+            value = params[name]
+            loss += 0.5 * alpha * float(np.sum(value * value)) / total_weight
+            grads[name] += (alpha / total_weight) * value
+    return loss, grads
+
+
+def validation_score(model, params, data, rows, task):
+    """Accuracy (classification) or R^2 (regression) of the head on ``rows``."""
+    sequences, lengths, y, _ = data
+
+    def predict(batch, x):
+        _, pooled, _ = model.forward(params, x, lengths[batch])
+        return batch, model.head_forward(params, pooled)
+
+    predictions = np.empty((len(y), model.head.n_outputs))
+    row_bytes = model_row_bytes(model, sequences, training=False)
+    for batch, batch_predictions in map_batches(
+        predict, sequences, lengths, rows, row_bytes, batch_budget()
+    ):
+        predictions[batch] = batch_predictions
+    if task == "classification":
+        return accuracy_score(y[rows], predictions[rows].argmax(axis=1))
+    return r2_score(y[rows], predictions[rows])
+
+
+def fit_adam(est, model, params, data, incremental):
+    """Adam on shuffled minibatches, with early stopping (like MLP's).
+
+    Parameters
+    ----------
+    est : AttentionTransformer
+        Gives the hyper-parameters, its ``_random_state`` and ``_optimizer``
+        (kept between ``partial_fit`` calls); receives the training history.
+    model : Model
+        The model with its head.
+    params : dict of str to ndarray
+        Updated in place; the best ones with early stopping.
+    data : tuple
+        ``(sequences, lengths, y, sample_weight)``.
+    incremental : bool
+        One epoch (``partial_fit``), no validation split.
+    """
+    sequences, lengths, y, sample_weight = data
+    n_samples = len(lengths)
+    train = np.arange(n_samples)
+    validation = None
+    if est.early_stopping and not incremental:
+        stratify, test_size = None, est.validation_fraction
+        if est.target_type_ == "classification":
+            # stratified, with at least one validation sample per class
+            stratify = y
+            n_classes = len(est.classes_)
+            test_size = max(math.ceil(test_size * n_samples), n_classes)
+        train, validation = train_test_split(
+            train,
+            test_size=test_size,
+            random_state=est._random_state,
+            stratify=stratify,
+        )
+    n_train = len(train)
+    if est.batch_size == "auto":
+        batch_size = min(200, n_train)
+    else:
+        batch_size = min(est.batch_size, n_train)
+    if not incremental or not hasattr(est, "_optimizer"):
+        est._optimizer = AdamOptimizer(
+            params, est.learning_rate_init, est.beta_1, est.beta_2, est.epsilon
+        )
+    options = dict(task=est.target_type_, alpha=est.alpha)
+    best_params = None
+    start = time.time()
+    for _ in range(est.max_iter):
+        if est.shuffle:
+            train = est._random_state.permutation(train)
+        epoch_loss = 0.0
+        for batch in gen_batches(n_train, batch_size):
+            rows = train[batch]
+            dropout = None
+            if est.dropout:  # one seed per step, drawn only when dropping
+                seed = int(est._random_state.randint(np.iinfo(np.int64).max))
+                dropout = (est.dropout, seed)
+            loss, grads = loss_gradients(
+                model, params, data, rows, dropout=dropout, **options
+            )
+            est._optimizer.update_params(params, grads)
+            epoch_loss += loss * float(sample_weight[rows].sum())
+        est.n_iter_ += 1
+        est.t_ += n_train
+        est.loss_ = epoch_loss / float(sample_weight[train].sum())
+        est.loss_curve_.append(est.loss_)
+
+        score = None
+        if validation is not None:
+            score = validation_score(model, params, data, validation, est.target_type_)
+            est.validation_scores_.append(score)
+            if score > est.best_validation_score_:
+                best_params = {k: v.copy() for k, v in params.items()}
+        update_no_improvement_count(est, score)
+        if est.verbose:
+            print_iteration(est, est.loss_, start, score)
+        if incremental:
+            break
+        if est._no_improvement_count > est.n_iter_no_change:
+            if est.verbose:
+                criterion = (
+                    "Validation score" if validation is not None else "Training loss"
+                )
+                print(
+                    f"[{type(est).__name__}] {criterion} did not improve more "
+                    f"than tol={est.tol} for {est.n_iter_no_change} "
+                    "consecutive epochs. Stopping."
+                )
+            break
+        if est.n_iter_ == est.max_iter:
+            warnings.warn(
+                f"Stochastic optimizer: maximum iterations ({est.max_iter}) "
+                "reached and the optimization hasn't converged yet.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+    if best_params is not None:
+        params.update(best_params)
+
+
+def update_no_improvement_count(est, score):
+    """Count epochs without improvement of the validation score or the loss."""
+    if score is not None:
+        if score < est.best_validation_score_ + est.tol:
+            est._no_improvement_count += 1
+        else:
+            est._no_improvement_count = 0
+        est.best_validation_score_ = max(est.best_validation_score_, score)
+    else:
+        if est.loss_curve_[-1] > est.best_loss_ - est.tol:
+            est._no_improvement_count += 1
+        else:
+            est._no_improvement_count = 0
+    est.best_loss_ = min(est.best_loss_, est.loss_curve_[-1])
+
+
+def fit_lbfgs(est, model, params, data):
+    """Full-batch L-BFGS-B on the packed parameter vector (like NCA's ``fit``)."""
+    names = sorted(params)
+    shapes = [params[name].shape for name in names]
+    sizes = [math.prod(shape) for shape in shapes]
+    dtype = params[names[0]].dtype
+    rows = np.arange(len(data[1]))
+    options = dict(task=est.target_type_, alpha=est.alpha)
+    start = time.time()
+
+    def unpack(theta):
+        pieces = np.split(theta, np.cumsum(sizes)[:-1])
+        return {
+            name: piece.reshape(shape).astype(dtype)
+            for name, piece, shape in zip(names, pieces, shapes, strict=True)
+        }
+
+    def loss_grad(theta):
+        loss, grads = loss_gradients(model, unpack(theta), data, rows, **options)
+        flat = np.concatenate([grads[name].ravel() for name in names])
+        return loss, flat.astype(np.float64)
+
+    def callback(intermediate_result):
+        est.loss_curve_.append(float(intermediate_result.fun))
+        if est.verbose:
+            print_iteration(est, est.loss_curve_[-1], start)
+
+    theta = np.concatenate([params[name].ravel() for name in names])
+    result = scipy.optimize.minimize(
+        loss_grad,
+        theta.astype(np.float64),
+        method="L-BFGS-B",
+        jac=True,
+        callback=callback,
+        options={"maxiter": est.max_iter, "gtol": est.tol},
+    )
+    est.n_iter_ += _check_optimize_result("lbfgs", result, est.max_iter)
+    params.update(unpack(result.x))
+    est.loss_ = float(result.fun)
+    est.best_loss_ = min(est.best_loss_, est.loss_)
+
+
+def print_iteration(est, loss, start, score=None):
+    """One line of the verbose table: iteration, loss, time (and score)."""
+    line = f"{est.n_iter_:>10d} {loss:>20.6e} {time.time() - start:>10.2f}"
+    if score is not None:
+        line += f" {score:>12.4f}"
+    print(f"[{type(est).__name__}] {line}")
