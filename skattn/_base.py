@@ -231,10 +231,10 @@ class BaseAttention(BaseEstimator):
     def _initialize(self, sequences, lengths, task=None, y=None):
         """Resolve the model's width, seed its parameters, reset training state."""
         n_features = token_width(sequences)
-        init = {}
+        init, labels = {}, {}
         if not isinstance(self.init, str):
-            init = flat_init(check_init(self.init, self.n_layers))
-        self.head_dim_ = self._resolve_head_dim(n_features, init)
+            init, labels = flat_init(check_init(self.init, self.n_layers))
+        self.head_dim_ = self._resolve_head_dim(n_features, init, labels)
         self.d_model_ = self.n_heads * self.head_dim_
         self.max_tokens_ = int(lengths.max())
         self.target_type_ = task
@@ -247,16 +247,21 @@ class BaseAttention(BaseEstimator):
         model = self._model(n_outputs=n_outputs, has_input=has_input)
         specs = model.param_specs()
         for name, value in init.items():
-            key = _init_key(name)
             if name not in specs:
+                known = [
+                    _init_key(name)
+                    for name in specs
+                    if name == "input" or name.startswith("layers.")
+                ]
                 raise ValueError(
-                    f"{key} is not a parameter of this model; its parameters are "
-                    f"{sorted(_init_key(name) for name in specs)}."
+                    f"{labels[name]} is not a parameter of this model; its "
+                    f"parameters are {known}."
                 )
             if value.shape != specs[name].shape:
                 raise ValueError(
-                    f"{key} has shape {value.shape}, expected {specs[name].shape} "
-                    f"(n_features={n_features}, d_model={self.d_model_})."
+                    f"{labels[name]} has shape {value.shape}, expected "
+                    f"{specs[name].shape} (n_features={n_features}, d_model="
+                    f"{self.d_model_})."
                 )
         params = model.init_params(self._random_state, sequences_dtype(sequences), init)
         self._store_params(params, model)
@@ -271,7 +276,7 @@ class BaseAttention(BaseEstimator):
         if hasattr(self, "_optimizer"):
             del self._optimizer
 
-    def _resolve_head_dim(self, n_features, init):
+    def _resolve_head_dim(self, n_features, init, labels):
         """Head width: the parameter, else the width ``init`` implies, else the rule."""
         if self.head_dim is not None:
             return self.head_dim
@@ -281,7 +286,7 @@ class BaseAttention(BaseEstimator):
                 width = init[name].shape[-1]
                 if width % self.n_heads:
                     raise ValueError(
-                        f"{_init_key(name)} has {width} columns, which n_heads="
+                        f"{labels[name]} has {width} columns, which n_heads="
                         f"{self.n_heads} does not divide; its width sets the model "
                         "width n_heads * head_dim."
                     )
@@ -415,6 +420,7 @@ class BaseAttention(BaseEstimator):
 
     def _check_layer(self, layer):
         """The index in ``range(n_layers)`` of ``layer`` (negative counts back)."""
+        check_is_fitted(self)
         n_layers = len(self.layers_)
         if not isinstance(layer, Integral) or not -n_layers <= layer < n_layers:
             raise ValueError(

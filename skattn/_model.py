@@ -357,15 +357,25 @@ def flat_init(init):
     ``"layers"`` (a list of per-layer dicts) becomes ``"layers.{i}.{key}"``;
     the flat keys of a one-layer model (``"query"``, ...) become
     ``"layers.0.{key}"``.
+
+    Returns
+    -------
+    flat : dict of str to ndarray
+        The arrays by global name.
+    labels : dict of str to str
+        How the user named each one (``"init['layers'][1]['query']"``), for
+        error messages.
     """
-    flat = {}
+    flat, labels = {}, {}
     for key, value in init.items():
         if key == "layers":
             for index, layer in enumerate(value):
                 for local, array in layer.items():
-                    flat[f"{LAYER_PREFIX}{index}.{local}"] = array
-        elif key == "input":
-            flat[key] = value
+                    name = f"{LAYER_PREFIX}{index}.{local}"
+                    flat[name] = array
+                    labels[name] = f"init['layers'][{index}]['{local}']"
         else:
-            flat[f"{LAYER_PREFIX}0.{key}"] = value
-    return flat
+            name = key if key == "input" else f"{LAYER_PREFIX}0.{key}"
+            flat[name] = value
+            labels[name] = f"init['{key}']"
+    return flat, labels

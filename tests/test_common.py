@@ -30,7 +30,7 @@ CONFIGURATIONS = [
         positional_encoding=None, residual=False, layer_norm=False, max_iter=3
     ),
     AttentionTransformer(
-        embed_dim=1, class_weight="balanced", early_stopping=True, max_iter=5
+        features_per_token=1, class_weight="balanced", early_stopping=True, max_iter=5
     ),
 ]
 

@@ -55,7 +55,7 @@ def mean_pool(X):
 @pytest.mark.parametrize("task", TASKS)
 def test_shapes_and_dtypes(task):
     X, y, symbols, vocabulary = make_sequence_classification(
-        n_samples=30, n_tokens=7, embed_dim=5, task=task, return_symbols=True
+        n_samples=30, n_tokens=7, n_features=5, task=task, return_symbols=True
     )
     assert isinstance(X, np.ndarray)
     assert X.shape == (30, 7, 5)
@@ -74,7 +74,7 @@ def test_ragged_lengths(task):
     X, y, symbols, _ = make_sequence_classification(
         n_samples=200,
         n_tokens=8,
-        embed_dim=4,
+        n_features=4,
         task=task,
         min_tokens=3,
         return_symbols=True,
@@ -163,12 +163,12 @@ def test_noise():
     assert (X - vocabulary[symbols]).std() == pytest.approx(0.3, rel=0.05)
 
 
-@pytest.mark.parametrize("n_symbols, embed_dim", [(3, 3), (8, 8), (5, 16)])
-def test_vocabulary_orthonormal(n_symbols, embed_dim):
-    """Up to embed_dim symbols are orthonormal."""
+@pytest.mark.parametrize("n_symbols, n_features", [(3, 3), (8, 8), (5, 16)])
+def test_vocabulary_orthonormal(n_symbols, n_features):
+    """Up to n_features symbols are orthonormal."""
     *_, vocabulary = make_sequence_classification(
         n_samples=2,
-        embed_dim=embed_dim,
+        n_features=n_features,
         n_symbols=n_symbols,
         return_symbols=True,
         random_state=0,
@@ -177,15 +177,15 @@ def test_vocabulary_orthonormal(n_symbols, embed_dim):
 
 
 @pytest.mark.parametrize(
-    "n_symbols, embed_dim, min_dist",
+    "n_symbols, n_features, min_dist",
     # Best known: regular hexagon 1, icosahedron 1.05, cross-polytope sqrt(2).
     [(6, 2, 0.95), (12, 3, 1.0), (16, 8, 1.3), (32, 8, 1.0)],
 )
-def test_vocabulary_spread(n_symbols, embed_dim, min_dist):
+def test_vocabulary_spread(n_symbols, n_features, min_dist):
     """More symbols than dimensions: unit vectors pushed apart."""
     *_, vocabulary = make_sequence_classification(
         n_samples=2,
-        embed_dim=embed_dim,
+        n_features=n_features,
         n_symbols=n_symbols,
         return_symbols=True,
         random_state=0,
@@ -198,7 +198,7 @@ def test_vocabulary_spread(n_symbols, embed_dim, min_dist):
 def test_vocabulary_scalar_tokens():
     X, y, symbols, vocabulary = make_sequence_classification(
         n_samples=100,
-        embed_dim=1,
+        n_features=1,
         n_symbols=5,
         noise=0.02,  # the symbols are 0.5 apart
         return_symbols=True,
@@ -285,7 +285,7 @@ def test_input_to_attention_transformer(min_tokens):
         ({"n_samples": 0}, ValueError, "n_samples == 0, must be >= 1."),
         ({"n_samples": 2.5}, TypeError, "n_samples must be an instance of int"),
         ({"n_tokens": 0}, ValueError, "n_tokens == 0, must be >= 1."),
-        ({"embed_dim": 0}, ValueError, "embed_dim == 0, must be >= 1."),
+        ({"n_features": 0}, ValueError, "n_features == 0, must be >= 1."),
         ({"n_classes": 1}, ValueError, "n_classes == 1, must be >= 2."),
         ({"min_tokens": 0}, ValueError, "min_tokens == 0, must be >= 1."),
         ({"noise": -0.1}, ValueError, "noise == -0.1, must be >= 0."),

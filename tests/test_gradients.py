@@ -154,7 +154,9 @@ def test_feed_forward_backward(rng, batch, activation, dropout):
     ]
     + [("attention", True, True, False, 0.4), ("feed_forward", True, True, True, 0.4)],
 )
-def test_sublayer_backward(rng, batch, inner, residual, layer_norm, norm_first, dropout):
+def test_sublayer_backward(
+    rng, batch, inner, residual, layer_norm, norm_first, dropout
+):
     x, lengths = batch
     if inner == "attention":
         inner_unit = SelfAttention(4, 2, layer=0)
@@ -229,9 +231,7 @@ def test_stack_backward(
     for name in params:  # move norms, biases and positions off their start
         params[name] = params[name] + 0.3 * rng.standard_normal(params[name].shape)
     streams = None if dropout is None else DropoutStreams(dropout, 11, np.arange(3))
-    _, pooled, trace = model.forward(
-        params, x, lengths, dropout=streams, training=True
-    )
+    _, pooled, trace = model.forward(params, x, lengths, dropout=streams, training=True)
     weight = rng.standard_normal(pooled.shape)
 
     def loss():

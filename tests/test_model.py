@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from skattn._model import append_class_token, layer_norm_forward, sinusoidal_positions
+from skattn._layers import append_class_token, layer_norm_forward, sinusoidal_positions
 from skattn._pooling import POOLINGS, token_mask
 from skattn._sequences import batch_indices, pad_sequences
 

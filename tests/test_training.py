@@ -127,9 +127,9 @@ def test_seeded_weights_equal_objective_none_before_training():
     X, y = order_task(n=40)
     learned = AttentionTransformer(n_heads=2, max_iter=1, random_state=0).fit(X)
     seeded = AttentionTransformer(n_heads=2, objective=None, random_state=0).fit(X, y)
-    assert_array_equal(learned.query_weights_, seeded.query_weights_)
+    assert_array_equal(learned.layers_[0]["query"], seeded.layers_[0]["query"])
     trained = AttentionTransformer(n_heads=2, max_iter=1, random_state=0).fit(X, y)
-    assert not np.array_equal(trained.query_weights_, seeded.query_weights_)
+    assert not np.array_equal(trained.layers_[0]["query"], seeded.layers_[0]["query"])
 
 
 @pytest.mark.parametrize("objective", ["classification", "regression"])
@@ -175,11 +175,15 @@ def test_same_seed_gives_bit_identical_weights(solver):
         )
         for _ in range(2)
     ]
-    for name in ("query_weights_", "output_weights_", "head_coef_"):
-        assert_array_equal(getattr(fits[0], name), getattr(fits[1], name))
+    for layer, other in zip(fits[0].layers_, fits[1].layers_, strict=True):
+        for name in layer:
+            assert_array_equal(layer[name], other[name])
+    assert_array_equal(fits[0].head_coef_, fits[1].head_coef_)
     assert_array_equal(fits[0].transform(X), fits[1].transform(X))
     other = AttentionTransformer(n_heads=2, solver=solver, max_iter=5, random_state=4)
-    assert not np.array_equal(other.fit(X, y).query_weights_, fits[0].query_weights_)
+    assert not np.array_equal(
+        other.fit(X, y).layers_[0]["query"], fits[0].layers_[0]["query"]
+    )
 
 
 @pytest.mark.parametrize("ragged", [False, True])
@@ -194,39 +198,54 @@ def test_results_do_not_depend_on_the_thread_count(ragged):
     for n_threads in (1, 2):
         with threadpool_limits(n_threads):
             est = AttentionTransformer(max_iter=3, random_state=0).fit(X, y)
-            results.append((est.query_weights_, est.transform(X)))
+            results.append((est.layers_[0]["query"], est.transform(X)))
     assert_array_equal(results[0][0], results[1][0])
     assert_array_equal(results[0][1], results[1][1])
 
 
-@pytest.mark.parametrize("solver", ["adam", "lbfgs"])
 @pytest.mark.parametrize("task", ["classification", "regression"])
-def test_float32_training_stays_float32(monkeypatch, solver, task):
-    """No float64 creeps into the parameters or gradients (float64 sample
-    weights and targets included), and the output stays float32."""
-    import skattn._transformer as transformer
+@pytest.mark.parametrize(
+    "options", [dict(), dict(n_layers=2, ff_dim=8, dropout=0.1, pooling="attention")]
+)
+def test_float32_loss_and_gradients_stay_float32(task, options):
+    """No float64 creeps into the gradients (float64 sample weights and targets
+    included)."""
+    from skattn._sequences import sequence_lengths
+    from skattn._training import loss_gradients
 
-    loss_grad, dtypes = transformer.AttentionTransformer._loss_grad, set()
-
-    def spy(self, params, data, rows):
-        loss, grads = loss_grad(self, params, data, rows)
-        dtypes.update(value.dtype for value in [*params.values(), *grads.values()])
-        return loss, grads
-
-    monkeypatch.setattr(transformer.AttentionTransformer, "_loss_grad", spy)
     X, y = order_task(n=40)
+    X = X.astype(np.float32)
     if task == "regression":
         y = y + np.linspace(0, 1, len(y))  # float64 targets
+    est = AttentionTransformer(n_heads=2, max_iter=1, random_state=0, **options)
+    est.fit(X, y)
+    model = est._model(n_outputs=len(est.head_intercept_))
+    params = est._fitted_params(np.float32, model)
+    assert {value.dtype for value in params.values()} == {np.dtype(np.float32)}
+    y_encoded = y if task == "classification" else y[:, None]
+    data = (X, sequence_lengths(X), y_encoded, np.ones(len(y)))
+    dropout = (0.1, 3) if options else None
+    _, grads = loss_gradients(
+        model, params, data, np.arange(40), task=task, alpha=1e-4, dropout=dropout
+    )
+    assert {grad.dtype for grad in grads.values()} == {np.dtype(np.float32)}
+
+
+@pytest.mark.parametrize("solver", ["adam", "lbfgs"])
+@pytest.mark.parametrize("task", ["classification", "regression"])
+def test_float32_training_stays_float32(solver, task):
+    X, y = order_task(n=40)
+    if task == "regression":
+        y = y + np.linspace(0, 1, len(y))
     est = AttentionTransformer(
         n_heads=2, solver=solver, max_iter=3, pooling="attention", random_state=0
     )
     X_new = est.fit_transform(X.astype(np.float32), y, sample_weight=np.ones(len(y)))
     assert X_new.dtype == np.float32
-    assert dtypes == {np.dtype(np.float32)}
-    assert est.query_weights_.dtype == np.float32
+    assert est.layers_[0]["query"].dtype == np.float32
+    assert est.layers_[0]["norm1_weight"].dtype == np.float32
     assert est.head_coef_.dtype == np.float32
-    est = AttentionTransformer(n_heads=2, solver="lbfgs", max_iter=3, random_state=0)
-    assert est.fit(X.astype(np.float32), y).query_weights_.dtype == np.float32
+    assert est.pooling_query_.dtype == np.float32
 
 
 def test_max_iter_reached_warns():
@@ -246,39 +265,35 @@ def test_stops_when_the_loss_stops_improving():
     assert est.n_iter_ == 5  # epoch 1 improves on inf; 4 more exceed n_iter_no_change
 
 
-def test_early_stopping_keeps_the_best_weights(monkeypatch):
-    """The fitted weights are those of the epoch with the best validation score."""
-    snapshots = []
-    score = AttentionTransformer._validation_score
-
-    def recording_score(self, params, data, rows):
-        value = score(self, params, data, rows)
-        snapshots.append((value, params["query"].copy()))
-        return value
-
-    monkeypatch.setattr(AttentionTransformer, "_validation_score", recording_score)
+def test_early_stopping_keeps_the_best_weights():
+    """The kept weights are those of the first epoch with the best validation
+    score: the same as a run stopped right after that epoch (every epoch before
+    it is the same in both runs)."""
     X, y = order_task(n=100)
-    est = AttentionTransformer(
-        n_heads=2, max_iter=40, early_stopping=True, n_iter_no_change=3,
-        learning_rate_init=0.05, random_state=0,
-    ).fit(X, y)  # fmt: skip
-    scores = [value for value, _ in snapshots]
-    assert est.validation_scores_ == scores
+    kwargs = dict(
+        n_heads=2, early_stopping=True, learning_rate_init=0.05, random_state=0
+    )
+    est = AttentionTransformer(max_iter=40, n_iter_no_change=3, **kwargs).fit(X, y)
+    scores = est.validation_scores_
     assert est.best_validation_score_ == max(scores)
     best = int(np.argmax(scores))  # the first epoch reaching the best score
     assert best < len(scores) - 1, "training should run past its best epoch"
-    assert_array_equal(est.query_weights_, snapshots[best][1])
+    short = AttentionTransformer(max_iter=best + 1, n_iter_no_change=50, **kwargs)
+    short.fit(X, y)
+    assert short.validation_scores_ == scores[: best + 1]
+    assert_array_equal(est.layers_[0]["query"], short.layers_[0]["query"])
+    assert_array_equal(est.head_coef_, short.head_coef_)
 
 
 def test_warm_start_continues_from_the_fitted_weights():
     X, y = order_task(n=40)
     est = AttentionTransformer(n_heads=2, max_iter=3, warm_start=True, random_state=0)
     est.fit(X, y)
-    weights, n_iter = est.query_weights_.copy(), est.n_iter_
+    weights, n_iter = est.layers_[0]["query"].copy(), est.n_iter_
     est.fit(X, y)
     assert est.n_iter_ == n_iter + 3
     assert len(est.loss_curve_) == 6
-    assert not np.array_equal(est.query_weights_, weights)
+    assert not np.array_equal(est.layers_[0]["query"], weights)
     cold = AttentionTransformer(n_heads=2, max_iter=3, random_state=0).fit(X, y)
     cold.fit(X, y)
     assert cold.n_iter_ == 3
@@ -310,7 +325,9 @@ def test_sample_weight_zero_equals_dropping_samples_with_lbfgs():
     kwargs = dict(n_heads=2, solver="lbfgs", max_iter=5, random_state=0)
     weighted = AttentionTransformer(**kwargs).fit(X, y, sample_weight=weight)
     dropped = AttentionTransformer(**kwargs).fit(X[weight > 0], y[weight > 0])
-    assert_allclose(weighted.query_weights_, dropped.query_weights_, rtol=1e-6)
+    assert_allclose(
+        weighted.layers_[0]["query"], dropped.layers_[0]["query"], rtol=1e-6
+    )
 
 
 def test_class_weight_scales_the_loss_like_sample_weight():
@@ -318,7 +335,9 @@ def test_class_weight_scales_the_loss_like_sample_weight():
     kwargs = dict(n_heads=2, solver="lbfgs", max_iter=3, random_state=0)
     by_class = AttentionTransformer(class_weight={0: 1.0, 1: 3.0}, **kwargs).fit(X, y)
     by_sample = AttentionTransformer(**kwargs).fit(X, y, sample_weight=1 + 2.0 * y)
-    assert_allclose(by_class.query_weights_, by_sample.query_weights_, rtol=1e-10)
+    assert_allclose(
+        by_class.layers_[0]["query"], by_sample.layers_[0]["query"], rtol=1e-10
+    )
     balanced = AttentionTransformer(class_weight="balanced", **kwargs)
     assert balanced.fit(X, y).n_iter_ >= 1
     with pytest.raises(ValueError, match="applies to classification"):
@@ -345,7 +364,7 @@ def test_ragged_training_ignores_padding():
     est = AttentionTransformer(**kwargs).fit(X, y)
     with __import__("sklearn").config_context(working_memory=1e-5):
         one_by_one = AttentionTransformer(**kwargs).fit(X, y)  # one row per chunk
-    assert_allclose(est.query_weights_, one_by_one.query_weights_, rtol=1e-8)
+    assert_allclose(est.layers_[0]["query"], one_by_one.layers_[0]["query"], rtol=1e-8)
 
 
 def test_verbose_prints_one_line_per_epoch(capsys):
@@ -387,7 +406,7 @@ def test_order_task_needs_attention():
     from skattn.datasets import make_sequence_classification
 
     X, y = make_sequence_classification(
-        n_samples=600, n_tokens=8, embed_dim=8, task="order", random_state=0
+        n_samples=600, n_tokens=8, n_features=8, task="order", random_state=0
     )
     X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=0)
     model = make_pipeline(

@@ -22,22 +22,16 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils._param_validation import InvalidParameterError
 from threadpoolctl import threadpool_limits
 
-import skattn._transformer
 from skattn import AttentionTransformer
-from skattn._model import LAYER_NORM_EPS
+from skattn._layers import LAYER_NORM_EPS
+from skattn._sequences import padded_batches
+from skattn._training import model_row_bytes
 
 POOLINGS = ["mean", "max", "first", "last", "cls", "attention", "flatten"]
 RAGGED_POOLINGS = [pooling for pooling in POOLINGS if pooling != "flatten"]
 POSITIONAL_ENCODINGS = ["sinusoidal", "learned", None]
 PER_TOKEN_METHODS = ["transform_sequences", "attention_weights"]
 METHODS = ["transform", *PER_TOKEN_METHODS]
-WEIGHT_ATTRIBUTES = [
-    "input_weights_",
-    "query_weights_",
-    "key_weights_",
-    "value_weights_",
-    "output_weights_",
-]
 TOLERANCE = {
     np.float64: dict(rtol=1e-12, atol=1e-12),
     np.float32: dict(rtol=2e-5, atol=2e-5),
@@ -118,7 +112,11 @@ def reference_attention(h, est):
 
     Full (T, T) score matrices, one head at a time, softmax in place.
     """
-    q, k, v = (h @ est.query_weights_, h @ est.key_weights_, h @ est.value_weights_)
+    q, k, v = (
+        h @ est.layers_[0]["query"],
+        h @ est.layers_[0]["key"],
+        h @ est.layers_[0]["value"],
+    )
     width = est.head_dim_
     heads = []
     for head in range(est.n_heads):
@@ -129,7 +127,7 @@ def reference_attention(h, est):
         np.exp(scores, out=scores)
         heads.append(scores @ v[:, cols] / scores.sum(axis=1, keepdims=True))
         del scores
-    return np.hstack(heads) @ est.output_weights_
+    return np.hstack(heads) @ est.layers_[0]["output"]
 
 
 def assert_same_outputs(actual, expected, **tolerance):
@@ -145,29 +143,14 @@ def assert_same_outputs(actual, expected, **tolerance):
         assert_allclose(actual, expected, **tolerance)
 
 
-@pytest.fixture
-def forward_calls(monkeypatch):
-    """Record (input batch, per-token output) of every call of the model."""
-    calls = []
-    original = skattn._transformer.forward
-
-    def spy(params, x, lengths, **kwargs):
-        tokens, pooled, cache = original(params, x, lengths, **kwargs)
-        calls.append((x, tokens))
-        return tokens, pooled, cache
-
-    monkeypatch.setattr(skattn._transformer, "forward", spy)
-    return calls
-
-
 # 1. Input formats
 # ----------------
 
 
 @pytest.mark.parametrize("method", ["transform", "transform_sequences"])
-def test_embed_dim_reads_consecutive_columns_as_one_token(method):
+def test_features_per_token_reads_consecutive_columns_as_one_token(method):
     X = make_table(n=6, n_features=12)
-    est = AttentionTransformer(n_heads=2, embed_dim=3, random_state=0)
+    est = AttentionTransformer(n_heads=2, features_per_token=3, random_state=0)
     from_table = getattr(clone(est).fit(X), method)(X)
     X_seq = X.reshape(6, 4, 3)
     from_sequences = getattr(clone(est).fit(X_seq), method)(X_seq)
@@ -246,8 +229,8 @@ def test_n_features_in(X, n_features_in):
     assert est.n_features_in_ == n_features_in
 
 
-def test_n_features_in_of_table_with_embed_dim_counts_columns():
-    est = AttentionTransformer(embed_dim=3, random_state=0).fit(
+def test_n_features_in_of_table_with_features_per_token_counts_columns():
+    est = AttentionTransformer(features_per_token=3, random_state=0).fit(
         make_table(n_features=12)
     )
     assert est.n_features_in_ == 12
@@ -315,27 +298,23 @@ def test_padding_invariance_attention_weights(
 
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("kind", ["3d", "ragged"])
-def test_small_working_memory_gives_same_result_in_several_batches(
-    kind, method, forward_calls
-):
+def test_small_working_memory_gives_same_result_in_several_batches(kind, method):
     X = make_input(kind)
     est = AttentionTransformer(n_heads=2, random_state=0).fit(X)
     expected = getattr(est, method)(X)
-    assert len(forward_calls) == 1  # everything fits in the default budget
-    forward_calls.clear()
-    with config_context(working_memory=0.001):
+    with config_context(working_memory=0.001):  # about one row per batch
         batched = getattr(est, method)(X)
-    assert len(forward_calls) > 1
-    assert sum(len(x) for x, _ in forward_calls) == len(X)
     assert_same_outputs(batched, expected, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("kind", ["3d", "ragged"])
-def test_many_sequences_are_batched_within_working_memory(
-    kind, forward_calls, monkeypatch
-):
+@pytest.mark.parametrize("training", [False, True])
+def test_batches_stay_within_working_memory(kind, training):
+    """The batch plan of a fitted model: every sample once, each batch padded
+    to its own longest sequence and within the budget, consecutive rows of an
+    array as views."""
     rng = np.random.default_rng(0)
-    n, working_memory = 2000, 0.01  # MiB
+    n, budget = 2000, 0.01 * 2**20
     if kind == "3d":
         X = rng.standard_normal((n, 4, 2))
         lengths = np.full(n, 4)
@@ -343,35 +322,37 @@ def test_many_sequences_are_batched_within_working_memory(
         lengths = rng.integers(1, 6, size=n)
         X = [rng.standard_normal((length, 2)) for length in lengths]
     est = AttentionTransformer(n_heads=1, head_dim=2, random_state=0).fit(X)
-    expected = est.transform(X)
+    row_bytes = model_row_bytes(est._model(), X, training=training)
+    plan = list(padded_batches(X, lengths, np.arange(n), row_bytes, budget))
+    assert len(plan) > 1
+    assert_array_equal(
+        np.sort(np.concatenate([rows for rows, _ in plan])), np.arange(n)
+    )
+    for rows, x in plan:
+        assert x.shape == (len(rows), lengths[rows].max(), 2)
+        assert len(rows) == 1 or len(rows) * row_bytes(x.shape[1]) <= budget
+        if kind == "3d":
+            assert np.shares_memory(x, X)
+    assert max(len(rows) for rows, _ in plan) > 1  # not one row at a time
 
-    plans = []
-    original = skattn._transformer.batch_indices
 
-    def spy(sample_lengths, row_bytes, budget_bytes):
-        batches = original(sample_lengths, row_bytes, budget_bytes)
-        plans.append((row_bytes, budget_bytes, batches))
-        return batches
-
-    monkeypatch.setattr(skattn._transformer, "batch_indices", spy)
-    forward_calls.clear()
-    with config_context(working_memory=working_memory):
-        batched = est.transform(X)
-
-    assert_allclose(batched, expected, rtol=1e-12, atol=1e-12)
-    [(row_bytes, budget, batches)] = plans
-    assert budget == working_memory * 2**20
-    assert 1 < len(batches) == len(forward_calls)
-    assert_array_equal(np.sort(np.concatenate(batches)), np.arange(n))
-    for rows in batches:
-        assert len(rows) == 1 or len(rows) * row_bytes(lengths[rows].max()) <= budget
-    # a batch is padded to its own longest sequence only (batches may run side
-    # by side, so the forward calls come in any order)
-    padded_shapes = sorted((len(rows), lengths[rows].max(), 2) for rows in batches)
-    assert sorted(x.shape for x, _ in forward_calls) == padded_shapes
-    for x, tokens in forward_calls:
-        assert x.nbytes + tokens.nbytes <= budget
-    assert max(len(x) for x, _ in forward_calls) > 1  # not one row at a time
+def test_row_bytes_grow_with_depth_width_and_training():
+    X = make_3d(width=4)
+    shallow = AttentionTransformer(n_heads=2, random_state=0).fit(X)._model()
+    deep = (
+        AttentionTransformer(n_heads=2, n_layers=3, ff_dim=32, random_state=0)
+        .fit(X)
+        ._model()
+    )
+    options = dict(n_features=4, itemsize=8)
+    inference = shallow.row_bytes(10, training=False, **options)
+    assert inference == 10 * (4 + 10 * 16 + 2) * 8  # tokens, 10 activations, scores
+    assert shallow.row_bytes(10, training=True, **options) > inference
+    assert deep.row_bytes(10, training=False, **options) > inference
+    assert deep.row_bytes(10, training=True, **options) > 3 * inference
+    assert shallow.row_bytes(10, training=False, weights=True, **options) == (
+        10 * (4 + 10 * 16 + 2 * 10) * 8
+    )
 
 
 def test_blas_thread_count_does_not_change_results():
@@ -708,7 +689,7 @@ def test_default_head_dim_rule(width, n_heads, head_dim):
     est = AttentionTransformer(n_heads=n_heads, random_state=0).fit(X)
     assert est.head_dim_ == head_dim == max(8, math.ceil(width / n_heads))
     assert est.d_model_ == n_heads * head_dim
-    assert est.query_weights_.shape == (est.d_model_, est.d_model_)
+    assert est.layers_[0]["query"].shape == (est.d_model_, est.d_model_)
     assert est.transform(X).shape == (2, est.d_model_)
 
 
@@ -721,6 +702,11 @@ def test_head_dim_given():
     assert est.transform_sequences(X).shape == (5, 6, 15)
 
 
+def fitted_weight(est, name):
+    """The fitted weight given as ``init[name]`` to a one-layer model."""
+    return est.input_weights_ if name == "input" else est.layers_[0][name]
+
+
 def test_init_arrays_are_used_and_copied():
     X = make_3d(width=4)
     rng = np.random.default_rng(1)
@@ -731,10 +717,10 @@ def test_init_arrays_are_used_and_copied():
     expected = est.transform(X)
     for name in init:
         assert_array_equal(init[name], originals[name])  # fit did not modify them
-        assert_array_equal(getattr(est, f"{name}_weights_"), originals[name])
+        assert_array_equal(fitted_weight(est, name), originals[name])
         init[name] += 1.0  # the caller mutates its arrays after fit
     for name in init:
-        assert_array_equal(getattr(est, f"{name}_weights_"), originals[name])
+        assert_array_equal(fitted_weight(est, name), originals[name])
     assert_array_equal(est.transform(X), expected)
 
 
@@ -763,19 +749,25 @@ def test_init_wrong_shape_names_key_and_expected_shape(key, shape, expected):
         est.fit(X)
 
 
-@pytest.mark.parametrize(
-    "key, value", [("query", 1.0), ("key", np.ones(8)), ("value", np.ones((8, 8, 1)))]
-)
-def test_init_value_that_is_not_2d_is_a_value_error(key, value):
+@pytest.mark.parametrize("key, value", [("query", 1.0), ("value", np.ones((8, 8, 1)))])
+def test_init_value_that_is_not_an_array_is_a_value_error(key, value):
     est = AttentionTransformer(n_heads=2, init={key: value})
-    msg = f"init['{key}'] must be a 2D array, got shape {np.shape(value)}"
+    msg = f"init['{key}'] must be a 1D or 2D array, got shape {np.shape(value)}"
+    with pytest.raises(ValueError, match=re.escape(msg)):
+        est.fit(make_3d())
+
+
+def test_init_vector_of_a_matrix_names_the_expected_shape():
+    est = AttentionTransformer(n_heads=2, init={"key": np.ones(8)})
+    msg = "init['key'] has shape (8,), expected (8, 8)"
     with pytest.raises(ValueError, match=re.escape(msg)):
         est.fit(make_3d())
 
 
 def test_init_unknown_key():
     est = AttentionTransformer(init={"query": np.eye(8), "weights": np.eye(8)})
-    with pytest.raises(ValueError, match=r"unknown key\(s\) \['weights'\]"):
+    msg = "init['weights'] is not a parameter of this model; its parameters are"
+    with pytest.raises(ValueError, match=re.escape(msg)):
         est.fit(make_3d())
 
 
@@ -809,7 +801,8 @@ def test_input_projection_iff_width_differs_or_given(
 def _fitted_weights(random_state, pooling="attention"):
     est = AttentionTransformer(n_heads=2, pooling=pooling, random_state=random_state)
     est.fit(make_3d())
-    return [getattr(est, name) for name in [*WEIGHT_ATTRIBUTES, "pooling_query_"]]
+    projections = [est.layers_[0][name] for name in ("query", "key", "value", "output")]
+    return [est.input_weights_, *projections, est.pooling_query_]
 
 
 def test_same_random_state_gives_identical_weights():
@@ -825,8 +818,8 @@ def test_different_random_state_gives_different_weights():
 def test_random_state_instance_draws_new_weights_on_refit():
     X = make_3d()
     est = AttentionTransformer(n_heads=2, random_state=np.random.RandomState(0))
-    first = est.fit(X).query_weights_.copy()
-    assert not np.allclose(est.fit(X).query_weights_, first)
+    first = est.fit(X).layers_[0]["query"].copy()
+    assert not np.allclose(est.fit(X).layers_[0]["query"], first)
 
 
 def test_learned_positions_start_sinusoidal():
@@ -943,26 +936,26 @@ def test_empty_object_array_says_x_is_empty():
         AttentionTransformer().fit(np.empty(0, dtype=object))
 
 
-def test_embed_dim_must_divide_the_number_of_columns():
-    est = AttentionTransformer(embed_dim=4)
-    msg = "embed_dim=4 does not divide the number of columns of X, 6"
+def test_features_per_token_must_divide_the_number_of_columns():
+    est = AttentionTransformer(features_per_token=4)
+    msg = "features_per_token=4 does not divide the number of columns of X, 6"
     with pytest.raises(ValueError, match=re.escape(msg)):
         est.fit(make_table(n_features=6))
 
 
-def test_transform_checks_the_column_count_before_embed_dim():
+def test_transform_checks_the_column_count_before_features_per_token():
     """A table of another width names both widths, as scikit-learn's checks expect,
-    even when embed_dim would not divide it."""
-    est = AttentionTransformer(embed_dim=2).fit(make_table(n_features=6))
+    even when features_per_token would not divide it."""
+    est = AttentionTransformer(features_per_token=2).fit(make_table(n_features=6))
     msg = "X has 5 features, but AttentionTransformer is expecting 6 features"
     with pytest.raises(ValueError, match=re.escape(msg)):
         est.transform(make_table(n_features=5))
 
 
 @pytest.mark.parametrize("kind", ["3d", "ragged"])
-def test_embed_dim_with_sequences_of_another_width(kind):
-    est = AttentionTransformer(embed_dim=2)
-    msg = "embed_dim=2 is for 2D tables only; sequences of width 4"
+def test_features_per_token_with_sequences_of_another_width(kind):
+    est = AttentionTransformer(features_per_token=2)
+    msg = "features_per_token=2 is for 2D tables only; sequences of width 4"
     with pytest.raises(ValueError, match=re.escape(msg)):
         est.fit(make_input(kind))
 
@@ -972,7 +965,7 @@ def test_embed_dim_with_sequences_of_another_width(kind):
     [
         ({"n_heads": 0}, "n_heads"),
         ({"head_dim": 0}, "head_dim"),
-        ({"embed_dim": 0}, "embed_dim"),
+        ({"features_per_token": 0}, "features_per_token"),
         ({"pooling": "bogus"}, "pooling"),
         ({"positional_encoding": "x"}, "positional_encoding"),
         ({"init": "zeros"}, "init"),
@@ -1064,7 +1057,7 @@ def test_caller_input_is_never_modified(kind, n_heads, positional_encoding, pool
     original = _copy_input(X)
     est = AttentionTransformer(
         n_heads=n_heads,
-        embed_dim=8 if kind in ("table", "dataframe") else None,
+        features_per_token=8 if kind in ("table", "dataframe") else None,
         pooling=pooling,
         positional_encoding=positional_encoding,
         random_state=0,
