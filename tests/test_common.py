@@ -32,6 +32,11 @@ CONFIGURATIONS = [
     AttentionTransformer(
         features_per_token=1, class_weight="balanced", early_stopping=True, max_iter=5
     ),
+    AttentionTransformer(n_layers=2, ff_dim=16, dropout=0.1, max_iter=5),
+    AttentionTransformer(
+        n_layers=2, ff_dim=8, norm_first=True, activation="gelu", max_iter=5
+    ),
+    AttentionTransformer(n_layers=3, n_heads=2, objective=None, pooling="cls"),
 ]
 
 

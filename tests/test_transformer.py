@@ -1149,22 +1149,3 @@ def test_get_feature_names_out(pooling, n_out):
     names = est.fit(make_3d()).get_feature_names_out()
     assert names.dtype == object
     assert_array_equal(names, [f"attentiontransformer{i}" for i in range(n_out)])
-
-
-# 11. A long sequence
-# -------------------
-
-
-def test_long_sequence_matches_full_softmax_reference():
-    """T = 8192: the tiled attention equals the full (T, T) softmax of each head."""
-    n_tokens = 8192
-    X = np.random.default_rng(0).standard_normal((1, n_tokens, 8))
-    est = AttentionTransformer(n_heads=2, head_dim=4, random_state=0, **BARE).fit(X)
-    assert est.input_weights_ is None
-    # Thousands of small per-tile products: on a busy machine BLAS threads make
-    # them about 20 times slower (36 s instead of 1.5 s measured on 2 vCPUs).
-    with threadpool_limits(limits=1, user_api="blas"):
-        tokens = est.transform_sequences(X)
-        expected = reference_attention(X[0], est)  # 2 x 0.5 GB of scores
-    assert tokens.shape == (1, n_tokens, 8)
-    assert_allclose(tokens[0], expected, rtol=1e-10, atol=1e-12)

@@ -1,0 +1,390 @@
+"""The encoder stack: depth, feed-forward sublayers, norms, dropout, init, layers."""
+
+import math
+import re
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn import config_context
+from sklearn.base import clone
+from threadpoolctl import threadpool_limits
+
+from skattn import AttentionTransformer
+from skattn._layers import LAYER_NORM_EPS
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+ATTENTION_KEYS = {"query", "key", "value", "output"}
+NORM1_KEYS = {"norm1_weight", "norm1_bias"}
+FEED_FORWARD_KEYS = {"linear1", "linear1_bias", "linear2", "linear2_bias"}
+NORM2_KEYS = {"norm2_weight", "norm2_bias"}
+ALL_KEYS = ATTENTION_KEYS | NORM1_KEYS | FEED_FORWARD_KEYS | NORM2_KEYS
+
+
+def make_ragged(lengths=(3, 7, 1, 5), width=4, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((n, width)) for n in lengths]
+
+
+def order_task(n=120, n_tokens=6, width=4, seed=0):
+    """Label: does symbol 0 come before symbol 1? Same tokens in both classes."""
+    vocabulary = np.random.RandomState(12345).standard_normal((5, width))
+    rng = np.random.RandomState(seed)
+    X = np.empty((n, n_tokens, width))
+    y = np.empty(n, dtype=int)
+    for i in range(n):
+        symbols = rng.randint(2, 5, size=n_tokens)
+        first, second = rng.choice(n_tokens, 2, replace=False)
+        symbols[first], symbols[second] = 0, 1
+        X[i] = vocabulary[symbols] + 0.05 * rng.standard_normal((n_tokens, width))
+        y[i] = first < second
+    return X, y
+
+
+# Fitted weights
+# --------------
+
+
+@pytest.mark.parametrize(
+    "ff_dim, layer_norm, norm_first, keys, final_norm",
+    [
+        (0, True, False, ATTENTION_KEYS | NORM1_KEYS, False),
+        (6, True, False, ALL_KEYS, False),
+        (6, True, True, ALL_KEYS, True),
+        (6, False, True, ATTENTION_KEYS | FEED_FORWARD_KEYS, False),
+        (0, False, False, ATTENTION_KEYS, False),
+    ],
+)  # fmt: skip
+def test_layers_hold_torch_names_and_shapes(
+    ff_dim, layer_norm, norm_first, keys, final_norm
+):
+    est = AttentionTransformer(
+        n_heads=2, n_layers=3, ff_dim=ff_dim, layer_norm=layer_norm,
+        norm_first=norm_first, objective=None, random_state=0,
+    ).fit(make_ragged())  # fmt: skip
+    assert len(est.layers_) == 3
+    shapes = {
+        **dict.fromkeys(ATTENTION_KEYS, (16, 16)),
+        **dict.fromkeys(NORM1_KEYS | NORM2_KEYS, (16,)),
+        "linear1": (16, ff_dim), "linear1_bias": (ff_dim,),
+        "linear2": (ff_dim, 16), "linear2_bias": (16,),
+    }  # fmt: skip
+    for layer in est.layers_:
+        assert set(layer) == keys
+        for name, value in layer.items():
+            assert value.shape == shapes[name], name
+    # each layer is seeded on its own
+    assert not np.allclose(est.layers_[0]["query"], est.layers_[1]["query"])
+    if final_norm:
+        assert_array_equal(est.final_norm_weight_, np.ones(16))
+        assert_array_equal(est.final_norm_bias_, np.zeros(16))
+    else:
+        assert est.final_norm_weight_ is None and est.final_norm_bias_ is None
+
+
+def test_default_model_is_one_attention_layer():
+    est = AttentionTransformer(random_state=0).fit(make_ragged())
+    assert len(est.layers_) == 1
+    assert set(est.layers_[0]) == ATTENTION_KEYS | NORM1_KEYS
+    assert est.final_norm_weight_ is None
+
+
+# init
+# ----
+
+
+def random_layer(rng, keys, d_model=8, ff_dim=5):
+    shapes = {
+        **dict.fromkeys(ATTENTION_KEYS, (d_model, d_model)),
+        **dict.fromkeys(NORM1_KEYS | NORM2_KEYS, (d_model,)),
+        "linear1": (d_model, ff_dim), "linear1_bias": (ff_dim,),
+        "linear2": (ff_dim, d_model), "linear2_bias": (d_model,),
+    }  # fmt: skip
+    return {name: rng.standard_normal(shapes[name]) for name in keys}
+
+
+def test_init_layers_are_used_copied_and_missing_keys_seeded():
+    rng = np.random.default_rng(0)
+    layers = [
+        random_layer(rng, ATTENTION_KEYS | FEED_FORWARD_KEYS),
+        random_layer(rng, {"query", "norm2_weight"}),
+    ]
+    originals = [{k: v.copy() for k, v in layer.items()} for layer in layers]
+    est = AttentionTransformer(
+        n_heads=2, head_dim=4, n_layers=2, ff_dim=5, init={"layers": layers},
+        objective=None, random_state=0,
+    ).fit(make_ragged(width=8))  # fmt: skip
+    for fitted, given in zip(est.layers_, originals, strict=True):
+        for name, value in given.items():
+            assert_array_equal(fitted[name], value)
+    for layer, original in zip(layers, originals, strict=True):
+        for name in layer:
+            assert_array_equal(layer[name], original[name])  # not modified
+            layer[name] += 1.0  # the caller's arrays are not the fitted ones
+    assert_array_equal(est.layers_[1]["query"], originals[1]["query"])
+    seeded = AttentionTransformer(
+        n_heads=2, head_dim=4, n_layers=2, ff_dim=5, objective=None, random_state=0
+    ).fit(make_ragged(width=8))
+    # what init does not give is seeded as without init
+    assert_array_equal(est.layers_[1]["key"], seeded.layers_[1]["key"])
+    assert_array_equal(est.layers_[1]["norm1_weight"], np.ones(8))
+
+
+def test_flat_init_keys_equal_one_layer_list():
+    rng = np.random.default_rng(1)
+    layer = random_layer(rng, ATTENTION_KEYS | NORM1_KEYS)
+    X = make_ragged(width=8)
+    flat = AttentionTransformer(n_heads=2, init=layer, random_state=0).fit(X)
+    nested = AttentionTransformer(n_heads=2, init={"layers": [layer]}, random_state=0)
+    assert_array_equal(nested.fit(X).transform(X), flat.transform(X))
+
+
+@pytest.mark.parametrize(
+    "init, n_layers, message",
+    [
+        ({"layers": [{}]}, 2, "init['layers'] must be a list of n_layers=2 dicts"),
+        ({"layers": {"query": 1}}, 1, "init['layers'] must be a list of n_layers=1"),
+        ({"layers": [np.eye(8)]}, 1, "init['layers'][0] must be a dict of arrays"),
+        ({"query": np.eye(8)}, 2, "init has the key 'query': with n_layers=2"),
+        (
+            {"layers": [{}], "query": np.eye(8)},
+            1,
+            "init has the key 'query': with n_layers=1 or with init['layers']",
+        ),
+        (
+            {"layers": [{}, {"linear1": np.eye(8)}]},
+            2,
+            "init['layers'][1]['linear1'] is not a parameter of this model",
+        ),
+        (
+            {"layers": [{}, {"output": np.eye(6)}]},
+            2,
+            "init['layers'][1]['output'] has shape (6, 6), expected (8, 8)",
+        ),
+        (
+            {"layers": [{"norm1_bias": np.ones((1, 8))}]},
+            1,
+            "init['layers'][0]['norm1_bias'] has shape (1, 8), expected (8,)",
+        ),
+        (
+            {"layers": [{"key": np.full((8, 8), np.nan)}]},
+            1,
+            "Input init['layers'][0]['key'] contains NaN",
+        ),
+    ],
+)
+def test_init_errors_name_the_key(init, n_layers, message):
+    est = AttentionTransformer(n_heads=2, head_dim=4, n_layers=n_layers, init=init)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        est.fit(make_ragged(width=8))
+
+
+def test_init_of_the_first_layer_sets_the_width():
+    init = {"layers": [{}, {"value": np.eye(6)}]}
+    est = AttentionTransformer(n_heads=2, n_layers=2, init=init, random_state=0)
+    msg = "init['layers'][1]['value'] has shape (6, 6), expected (16, 16)"
+    with pytest.raises(ValueError, match=re.escape(msg)):
+        est.fit(make_ragged(width=8))  # the width rule gives 16, layer 1 must follow
+    init = {"layers": [{"value": np.eye(6)}, {}]}
+    est = AttentionTransformer(n_heads=2, n_layers=2, init=init, random_state=0)
+    assert est.fit(make_ragged(width=8)).d_model_ == 6
+
+
+# A numpy reference of the stack
+# ------------------------------
+
+
+def reference_layer(h, layer, n_heads, *, norm_first, activation):
+    """One TransformerEncoderLayer on a sequence h (T, E), with full softmaxes."""
+
+    def norm(z, name):
+        z = (z - z.mean(axis=1, keepdims=True)) / np.sqrt(
+            z.var(axis=1, keepdims=True) + LAYER_NORM_EPS
+        )
+        return z * layer[f"{name}_weight"] + layer[f"{name}_bias"]
+
+    def attention(z):
+        q, k, v = (z @ layer[name] for name in ("query", "key", "value"))
+        width = q.shape[1] // n_heads
+        heads = []
+        for head in range(n_heads):
+            cols = slice(head * width, (head + 1) * width)
+            scores = q[:, cols] @ k[:, cols].T / math.sqrt(width)
+            weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+            weights /= weights.sum(axis=1, keepdims=True)
+            heads.append(weights @ v[:, cols])
+        return np.hstack(heads) @ layer["output"]
+
+    def feed_forward(z):
+        pre = z @ layer["linear1"] + layer["linear1_bias"]
+        if activation == "relu":
+            hidden = np.maximum(pre, 0)
+        else:
+            erf = np.vectorize(math.erf)  # the exact GELU, by the math module
+            hidden = 0.5 * pre * (1 + erf(pre / math.sqrt(2)))
+        return hidden @ layer["linear2"] + layer["linear2_bias"]
+
+    if norm_first:
+        h = h + attention(norm(h, "norm1"))
+        return h + feed_forward(norm(h, "norm2"))
+    h = norm(h + attention(h), "norm1")
+    return norm(h + feed_forward(h), "norm2")
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_stack_matches_numpy_reference(norm_first, activation):
+    """Input projection, positions, two layers with feed-forward sublayers, final
+    norm, mean pooling: against the formulas, one sequence at a time."""
+    X = make_ragged(width=5)
+    est = AttentionTransformer(
+        n_heads=2, head_dim=4, n_layers=2, ff_dim=6, activation=activation,
+        norm_first=norm_first, max_iter=2, random_state=0,
+    ).fit(X, [0, 1, 1, 0])  # fmt: skip
+    tokens = est.transform_sequences(X)
+    for x, out in zip(X, tokens, strict=True):
+        table = np.array(
+            [[math.sin(t / 10000 ** (2 * (j // 2) / 8)) if j % 2 == 0
+              else math.cos(t / 10000 ** (2 * (j // 2) / 8)) for j in range(8)]
+             for t in range(len(x))]
+        )  # fmt: skip
+        h = x @ est.input_weights_ + table
+        for layer in est.layers_:
+            h = reference_layer(
+                h, layer, 2, norm_first=norm_first, activation=activation
+            )
+        if norm_first:
+            h = (h - h.mean(axis=1, keepdims=True)) / np.sqrt(
+                h.var(axis=1, keepdims=True) + LAYER_NORM_EPS
+            ) * est.final_norm_weight_ + est.final_norm_bias_  # fmt: skip
+        assert_allclose(out, h, rtol=1e-10, atol=1e-12)
+    pooled = est.transform(X)
+    assert_allclose(pooled, [t.mean(axis=0) for t in tokens], rtol=1e-12)
+
+
+# attention_weights of a layer
+# ----------------------------
+
+
+def test_attention_weights_of_each_layer():
+    """Layer 0's weights are those of a one-layer model with the same layer 0;
+    every layer's rows sum to 1; negative indices count from the last."""
+    X = make_ragged(width=8)
+    deep = AttentionTransformer(
+        n_heads=2, n_layers=3, ff_dim=4, objective=None, random_state=0
+    ).fit(X)
+    shallow = AttentionTransformer(
+        n_heads=2, init={"layers": [deep.layers_[0]]}, ff_dim=4, objective=None,
+        random_state=0,
+    ).fit(X)  # fmt: skip
+    first = deep.attention_weights(X, layer=0)
+    for a, b in zip(first, shallow.attention_weights(X), strict=True):
+        assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+    last = deep.attention_weights(X)
+    for a, b in zip(last, deep.attention_weights(X, layer=2), strict=True):
+        assert_array_equal(a, b)
+    for a, b in zip(first, deep.attention_weights(X, layer=-3), strict=True):
+        assert_array_equal(a, b)
+    for layer in range(3):
+        for weights, x in zip(deep.attention_weights(X, layer=layer), X, strict=True):
+            assert weights.shape == (2, len(x), len(x))
+            assert_allclose(weights.sum(axis=-1), 1.0, rtol=1e-12)
+    assert not np.allclose(last[1], first[1])
+
+
+@pytest.mark.parametrize("layer", [3, -4, 1.0, "0", None])
+def test_attention_weights_layer_out_of_range(layer):
+    X = make_ragged()
+    est = AttentionTransformer(n_layers=3, objective=None, random_state=0).fit(X)
+    with pytest.raises(
+        ValueError, match=re.escape("layer must be an integer in [-3, 3)")
+    ):
+        est.attention_weights(X, layer=layer)
+
+
+# Dropout
+# -------
+
+
+def test_dropout_fits_are_reproducible_and_change_training():
+    X, y = order_task(n=60)
+    kwargs = dict(n_heads=2, n_layers=2, ff_dim=8, max_iter=3, random_state=0)
+    first = AttentionTransformer(dropout=0.3, **kwargs).fit(X, y)
+    second = AttentionTransformer(dropout=0.3, **kwargs).fit(X, y)
+    assert first.loss_curve_ == second.loss_curve_
+    for a, b in zip(first.layers_, second.layers_, strict=True):
+        for name in a:
+            assert_array_equal(a[name], b[name])
+    plain = AttentionTransformer(dropout=0.0, **kwargs).fit(X, y)
+    assert not np.allclose(plain.layers_[1]["linear1"], first.layers_[1]["linear1"])
+
+
+@pytest.mark.parametrize("ragged", [False, True])
+def test_dropout_does_not_depend_on_threads_or_batches(ragged):
+    """The masks depend on the seed, the sample and the site only: fits on one
+    or two threads, in one batch or one sequence per batch, agree to rounding."""
+    X, y = order_task(n=40, n_tokens=8)
+    if ragged:
+        X = [x[: 3 + i % 6] for i, x in enumerate(X)]
+    est = AttentionTransformer(
+        n_heads=2, n_layers=2, ff_dim=8, dropout=0.4, max_iter=2, random_state=0
+    )
+    results = []
+    for n_threads, working_memory in [(1, 1024), (2, 1024), (1, 1e-5)]:
+        with (
+            threadpool_limits(n_threads),
+            config_context(working_memory=working_memory),
+        ):
+            fitted = clone(est).fit(X, y)
+        results.append((fitted.loss_curve_, fitted.layers_[0]["query"]))
+    for loss_curve, query in results[1:]:
+        assert_allclose(loss_curve, results[0][0], rtol=1e-12)
+        assert_allclose(query, results[0][1], rtol=1e-10, atol=1e-13)
+
+
+def test_transform_never_drops():
+    X, y = order_task(n=40)
+    est = AttentionTransformer(
+        n_heads=2, n_layers=2, ff_dim=8, dropout=0.5, max_iter=2, random_state=0
+    ).fit(X, y)
+    first = est.transform_sequences(X)
+    assert_array_equal(est.transform_sequences(X), first)
+    # the same weights without dropout give the same outputs
+    est.set_params(dropout=0.0)
+    assert_array_equal(est.transform_sequences(X), first)
+
+
+def test_dropout_needs_adam():
+    X, y = order_task(n=20)
+    est = AttentionTransformer(solver="lbfgs", dropout=0.1)
+    with pytest.raises(ValueError, match="dropout=0.1 needs solver='adam'"):
+        est.fit(X, y)
+    est.set_params(objective=None).fit(X, y)  # nothing trained: nothing dropped
+
+
+# Learning
+# --------
+
+
+def test_two_layers_with_feed_forward_learn_the_order_task():
+    """The acceptance test of the encoder: a 2-layer stack with feed-forward
+    sublayers learns make_sequence_classification's order task."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import train_test_split
+    from sklearn.pipeline import make_pipeline
+
+    from skattn.datasets import make_sequence_classification
+
+    X, y = make_sequence_classification(
+        n_samples=600, n_tokens=8, n_features=8, task="order", random_state=0
+    )
+    X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=0)
+    model = make_pipeline(
+        AttentionTransformer(
+            n_layers=2, ff_dim=32, dropout=0.1, learning_rate_init=0.003,
+            max_iter=60, random_state=0,
+        ),
+        LogisticRegression(max_iter=1000),
+    ).fit(X_train, y_train)  # fmt: skip
+    assert model.score(X_test, y_test) >= 0.9
