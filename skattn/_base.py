@@ -243,8 +243,8 @@ class BaseAttention(BaseEstimator):
         n_outputs = 0
         if task is not None:
             n_outputs = len(self.classes_) if task == "classification" else y.shape[1]
-        has_input = "input" in init or n_features != self.d_model_
-        model = self._model(n_outputs=n_outputs, has_input=has_input)
+        projects_input = "input" in init or n_features != self.d_model_
+        model = self._model(n_outputs=n_outputs, projects_input=projects_input)
         specs = model.param_specs()
         for name, value in init.items():
             if name not in specs:
@@ -296,19 +296,19 @@ class BaseAttention(BaseEstimator):
     # The model and its parameters
     # ----------------------------
 
-    def _model(self, n_outputs=0, has_input=None):
+    def _model(self, n_outputs=0, projects_input=None):
         """The model of the fitted widths (see :func:`skattn._model.build_model`).
 
         Parameters
         ----------
         n_outputs : int, default=0
             Outputs of the training head; 0 for none.
-        has_input : bool, default=None
+        projects_input : bool, default=None
             Whether the tokens are projected; None: whether the fitted model
             has an input projection.
         """
-        if has_input is None:
-            has_input = self.input_weights_ is not None
+        if projects_input is None:
+            projects_input = self.input_weights_ is not None
         n_features = self.n_features_in_
         if self._input_kind == TABLE:
             n_features = self.features_per_token or 1
@@ -326,7 +326,7 @@ class BaseAttention(BaseEstimator):
             pooling=self.pooling,
             positional_encoding=self.positional_encoding,
             n_positions=self.max_tokens_,
-            has_input=has_input,
+            projects_input=projects_input,
             n_outputs=n_outputs,
         )
 

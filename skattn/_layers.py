@@ -262,11 +262,11 @@ class InputProjection(Unit):
     tokens (None), which are data.
     """
 
-    def __init__(self, n_features, width):
-        self.n_features, self.width = n_features, width
+    def __init__(self, n_features, d_model):
+        self.n_features, self.d_model = n_features, d_model
 
     def param_specs(self):
-        shape = (self.n_features, self.width)
+        shape = (self.n_features, self.d_model)
         return {"input": ParamSpec(shape, "glorot", True, "input_weights_")}
 
     def forward(self, params, x, context):
@@ -285,26 +285,26 @@ class Positions(Unit):
     table use the sinusoidal encoding.
     """
 
-    def __init__(self, kind, n_positions, width):
-        self.kind, self.n_positions, self.width = kind, n_positions, width
+    def __init__(self, kind, n_positions, d_model):
+        self.kind, self.n_positions, self.d_model = kind, n_positions, d_model
 
     def param_specs(self):
         if self.kind != "learned":
             return {}
-        shape = (self.n_positions, self.width)
+        shape = (self.n_positions, self.d_model)
         return {
             "positions": ParamSpec(shape, "sinusoidal", False, "position_embeddings_")
         }
 
     def forward(self, params, x, context):
-        n_tokens, width = x.shape[1:]
+        n_tokens, d_model = x.shape[1:]
         if self.kind == "learned":
             table = params["positions"][:n_tokens]  # (min(T, T_fit), E)
             if n_tokens > table.shape[0]:
-                beyond = sinusoidal_positions(n_tokens, width, x.dtype)
+                beyond = sinusoidal_positions(n_tokens, d_model, x.dtype)
                 table = np.concatenate([table, beyond[table.shape[0] :]])  # (T, E)
         else:
-            table = sinusoidal_positions(n_tokens, width, x.dtype)  # (T, E)
+            table = sinusoidal_positions(n_tokens, d_model, x.dtype)  # (T, E)
         return x + table, n_tokens  # a new array: never modifies x
 
     def backward(self, params, d_out, n_tokens):
@@ -324,11 +324,11 @@ class ClassToken(Unit):
     class token still attends to every token. Adds one to each length.
     """
 
-    def __init__(self, width):
-        self.width = width
+    def __init__(self, d_model):
+        self.d_model = d_model
 
     def param_specs(self):
-        return {"cls": ParamSpec((self.width,), "normal", True, "cls_token_")}
+        return {"cls": ParamSpec((self.d_model,), "normal", True, "cls_token_")}
 
     def forward(self, params, x, context):
         lengths = context.lengths
@@ -363,14 +363,14 @@ def append_class_token(h, lengths, cls):
 class LayerNorm(Unit):
     """Layer normalisation with gain ``{name}_weight`` and bias ``{name}_bias``."""
 
-    def __init__(self, width, name, attributes=False):
-        self.width, self.name, self.attributes = width, name, attributes
+    def __init__(self, d_model, name, attributes=False):
+        self.d_model, self.name, self.attributes = d_model, name, attributes
 
     def param_specs(self):
         names = (f"{self.name}_weight", f"{self.name}_bias")
         return {
             name: ParamSpec(
-                (self.width,), init, False, f"{name}_" if self.attributes else None
+                (self.d_model,), init, False, f"{name}_" if self.attributes else None
             )
             for name, init in zip(names, ("ones", "zeros"), strict=True)
         }
@@ -393,11 +393,11 @@ class SelfAttention(Unit):
     as in ``torch.nn.MultiheadAttention``.
     """
 
-    def __init__(self, width, n_heads, layer):
-        self.width, self.n_heads, self.layer = width, n_heads, layer
+    def __init__(self, d_model, n_heads, layer):
+        self.d_model, self.n_heads, self.layer = d_model, n_heads, layer
 
     def param_specs(self):
-        shape = (self.width, self.width)
+        shape = (self.d_model, self.d_model)
         return {
             name: ParamSpec(shape, "glorot", True)
             for name in ("query", "key", "value", "output")
@@ -446,17 +446,17 @@ class SelfAttention(Unit):
 class FeedForward(Unit):
     """``linear2(dropout(activation(linear1(x))))``, with biases."""
 
-    def __init__(self, width, ff_dim, activation, layer):
-        self.width, self.ff_dim = width, ff_dim
+    def __init__(self, d_model, ff_dim, activation, layer):
+        self.d_model, self.ff_dim = d_model, ff_dim
         self.activation, self.layer = activation, layer
 
     def param_specs(self):
-        width, ff_dim = self.width, self.ff_dim
+        d_model, ff_dim = self.d_model, self.ff_dim
         return {
-            "linear1": ParamSpec((width, ff_dim), "glorot", True),
+            "linear1": ParamSpec((d_model, ff_dim), "glorot", True),
             "linear1_bias": ParamSpec((ff_dim,), "zeros", False),
-            "linear2": ParamSpec((ff_dim, width), "glorot", True),
-            "linear2_bias": ParamSpec((width,), "zeros", False),
+            "linear2": ParamSpec((ff_dim, d_model), "glorot", True),
+            "linear2_bias": ParamSpec((d_model,), "zeros", False),
         }
 
     def forward(self, params, x, context):
@@ -474,7 +474,7 @@ class FeedForward(Unit):
 
     def backward(self, params, d_out, cache):
         x, pre, hidden, scale = cache
-        d_flat = d_out.reshape(-1, self.width)  # (N*T, E)
+        d_flat = d_out.reshape(-1, self.d_model)  # (N*T, E)
         grads = {
             "linear2": hidden.reshape(-1, self.ff_dim).T @ d_flat,
             "linear2_bias": d_flat.sum(axis=0),
@@ -484,7 +484,7 @@ class FeedForward(Unit):
             d_hidden *= scale
         d_pre = d_hidden * DERIVATIVES[self.activation](pre)  # (N, T, F)
         d_pre_flat = d_pre.reshape(-1, self.ff_dim)  # (N*T, F)
-        grads["linear1"] = x.reshape(-1, self.width).T @ d_pre_flat
+        grads["linear1"] = x.reshape(-1, self.d_model).T @ d_pre_flat
         grads["linear1_bias"] = d_pre_flat.sum(axis=0)
         return project(d_pre, params["linear1"].T), grads  # (N, T, E)
 
@@ -556,7 +556,7 @@ class Sublayer(Unit):
 
 
 def encoder_layer(
-    index, width, *, n_heads, ff_dim, activation, residual, layer_norm, norm_first
+    index, d_model, *, n_heads, ff_dim, activation, residual, layer_norm, norm_first
 ):
     """The sublayers of one ``torch.nn.TransformerEncoderLayer``.
 
@@ -570,8 +570,8 @@ def encoder_layer(
     site = index * N_DROPOUT_SITES
     sublayers = [
         Sublayer(
-            SelfAttention(width, n_heads, index),
-            LayerNorm(width, "norm1") if layer_norm else None,
+            SelfAttention(d_model, n_heads, index),
+            LayerNorm(d_model, "norm1") if layer_norm else None,
             dropout_site=site + ATTENTION_OUTPUT,
             **options,
         )
@@ -579,8 +579,8 @@ def encoder_layer(
     if ff_dim:
         sublayers.append(
             Sublayer(
-                FeedForward(width, ff_dim, activation, index),
-                LayerNorm(width, "norm2") if layer_norm else None,
+                FeedForward(d_model, ff_dim, activation, index),
+                LayerNorm(d_model, "norm2") if layer_norm else None,
                 dropout_site=site + FEED_FORWARD_OUTPUT,
                 **options,
             )

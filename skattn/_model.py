@@ -144,7 +144,7 @@ class Model:
         return activation_bytes(
             n_tokens + (self.units_of(ClassToken) is not None),
             n_features=n_features,
-            d_model=self.pooling.width,
+            d_model=self.pooling.d_model,
             n_heads=self.n_heads,
             itemsize=itemsize,
             n_layers=self.n_layers,
@@ -256,7 +256,7 @@ def build_model(
     pooling,
     positional_encoding,
     n_positions,
-    has_input,
+    projects_input,
     n_outputs=0,
 ):
     """The units of the model, in the order of the forward pass.
@@ -273,7 +273,7 @@ def build_model(
     n_positions : int
         Longest sequence seen in fit: rows of a learned positions table, and the
         length ``pooling="flatten"`` needs.
-    has_input : bool
+    projects_input : bool
         Whether the tokens are projected (D -> E) before the first layer.
     n_outputs : int, default=0
         Outputs of the training head; 0 for no head.
@@ -283,7 +283,7 @@ def build_model(
     model : Model
     """
     units = []
-    if has_input:
+    if projects_input:
         units.append(("", InputProjection(n_features, d_model)))
     if positional_encoding is not None:
         units.append(("", Positions(positional_encoding, n_positions, d_model)))

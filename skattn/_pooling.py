@@ -152,21 +152,21 @@ class Pooling(Unit):
     """The pooling of :data:`POOLINGS` named ``kind`` as a unit of the model.
 
     ``"attention"`` owns a query vector ``pool_query`` of the model width;
-    ``"flatten"`` outputs ``n_tokens * width`` features.
+    ``"flatten"`` outputs ``n_tokens * d_model`` features.
     """
 
-    def __init__(self, kind, width, n_tokens):
-        self.kind, self.width, self.n_tokens = kind, width, n_tokens
+    def __init__(self, kind, d_model, n_tokens):
+        self.kind, self.d_model, self.n_tokens = kind, d_model, n_tokens
 
     @property
     def n_features_out(self):
         """Width of the pooled vector."""
-        return self.width * (self.n_tokens if self.kind == "flatten" else 1)
+        return self.d_model * (self.n_tokens if self.kind == "flatten" else 1)
 
     def param_specs(self):
         if self.kind != "attention":
             return {}
-        spec = ParamSpec((self.width,), "normal", True, "pooling_query_")
+        spec = ParamSpec((self.d_model,), "normal", True, "pooling_query_")
         return {"pool_query": spec}
 
     def forward(self, params, tokens, context):

@@ -61,7 +61,7 @@ def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
 
 
-# Checks that parametrize_with_checks does not run (SKLEARN_NOTES.md).
+# Checks of scikit-learn that parametrize_with_checks does not run by itself.
 EXTRA_CHECKS = [
     check_param_validation,
     check_set_output_transform,

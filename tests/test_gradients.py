@@ -225,7 +225,7 @@ def test_stack_backward(
         n_features=3, d_model=4, n_heads=2, n_layers=n_layers, ff_dim=ff_dim,
         activation=activation, norm_first=norm_first, residual=residual,
         layer_norm=layer_norm, causal=causal, pooling=pooling,
-        positional_encoding=positional_encoding, n_positions=2, has_input=True,
+        positional_encoding=positional_encoding, n_positions=2, projects_input=True,
     )  # fmt: skip
     params = model.init_params(np.random.RandomState(0), np.float64)
     for name in params:  # move norms, biases and positions off their start

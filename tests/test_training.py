@@ -338,8 +338,17 @@ def test_class_weight_scales_the_loss_like_sample_weight():
     assert_allclose(
         by_class.layers_[0]["query"], by_sample.layers_[0]["query"], rtol=1e-10
     )
-    balanced = AttentionTransformer(class_weight="balanced", **kwargs)
-    assert balanced.fit(X, y).n_iter_ >= 1
+    # "balanced": n_samples / (n_classes * count of the sample's class)
+    balanced = AttentionTransformer(class_weight="balanced", **kwargs).fit(X, y)
+    by_count = AttentionTransformer(**kwargs).fit(
+        X, y, sample_weight=len(y) / (2 * np.bincount(y)[y])
+    )
+    assert_allclose(
+        balanced.layers_[0]["query"], by_count.layers_[0]["query"], rtol=1e-10
+    )
+    assert np.bincount(y)[0] != np.bincount(y)[1]  # so that balancing matters
+    unweighted = AttentionTransformer(**kwargs).fit(X, y)
+    assert not np.allclose(balanced.layers_[0]["query"], unweighted.layers_[0]["query"])
     with pytest.raises(ValueError, match="applies to classification"):
         AttentionTransformer(class_weight="balanced").fit(X, y * 0.5 + 0.1)
 
