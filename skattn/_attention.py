@@ -23,7 +23,8 @@ from ._parallel import map_parallel, single_threaded_blas
 from ._sequences import BATCH_BYTES
 
 # A row sum of exponentials below this may have lost precision to underflow: the
-# folded shift (see attention_tile_folded) then hands the tile to the exact path.
+# folded shift (see attention_tile_shift_folded) then hands the tile to the exact
+# path.
 FOLDED_SUM_FLOOR = math.exp(-60.0)
 
 # Scores computed at once per query tile (2**20 float32 are 4 MiB): the fastest
@@ -32,9 +33,9 @@ FOLDED_SUM_FLOOR = math.exp(-60.0)
 TILE_ELEMENTS = 2**20
 
 # The backward pass folds lse and delta into its products (as
-# attention_tile_folded folds the shift) only when there are at least this many
-# keys per query column: the extra column costs a copy of the queries and of
-# dO, worth it only against long rows of scores. At 16 keys and 8 dimensions,
+# attention_tile_shift_folded folds the shift) only when there are at least this
+# many keys per query column: the extra column costs a copy of the queries and
+# of dO, worth it only against long rows of scores. At 16 keys and 8 dimensions,
 # folding made the backward pass 2x slower; at 64 keys and 16 dimensions, 1.4x
 # faster. (The forward pass saves three passes, not two: it always folds.)
 FOLD_MIN_KEYS_PER_DIM = 2
@@ -97,6 +98,154 @@ def masked_scores(q, k_t, allowed, scale, batch_shape):
     if allowed is not None:
         np.copyto(scores, -np.inf, where=~allowed)
     return scores
+
+
+def attention_tile(q, k_t, v, allowed, scale, batch_shape, *, return_weights):
+    """Attention of one tile of queries against all keys: the exact softmax.
+
+    Scores, minus each row's maximum, exponentiated; the row sums normalise
+    the ``(tq, Dv)`` weighted values rather than the ``(tq, Tk)``
+    probabilities. :func:`attention_tile_shift_folded` computes the same
+    faster, and hands the tiles it cannot compute accurately back to this one.
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., tq, Dk)
+        A tile of queries.
+    k_t : ndarray of shape (..., Dk, Tk)
+        Transposed keys.
+    v : ndarray of shape (..., Tk, Dv)
+        Values.
+    allowed : ndarray of bool, broadcastable to (..., tq, Tk), or None
+        True where a query may attend to a key.
+    scale : scalar of the compute dtype
+        Multiplier of the scores.
+    batch_shape : tuple
+        Broadcast leading shape of q, k, v and the mask.
+    return_weights : bool
+        Also return the normalised probabilities.
+
+    Returns
+    -------
+    context : ndarray of shape (..., tq, Dv)
+    lse : ndarray of shape (..., tq)
+    weights : ndarray of shape (..., tq, Tk) or None
+    """
+    scores = masked_scores(q, k_t, allowed, scale, batch_shape)  # (..., tq, Tk)
+    row_max = scores.max(axis=-1, keepdims=True)  # (..., tq, 1)
+    empty = np.isneginf(row_max)  # rows with no allowed key
+    row_max[empty] = 0.0
+    scores -= row_max
+    np.exp(scores, out=scores)  # unnormalised probabilities, each row's max is 1
+    row_sum = scores.sum(axis=-1, keepdims=True)  # (..., tq, 1); >= 1, or 0 if empty
+    context = np.matmul(scores, v)  # (..., tq, Dv)
+    np.divide(context, row_sum, out=context, where=~empty)
+
+    with np.errstate(divide="ignore"):
+        lse = row_max + np.log(row_sum)  # (..., tq, 1)
+    lse[empty] = np.inf
+    if return_weights:
+        np.divide(scores, row_sum, out=scores, where=~empty)
+    return context, lse[..., 0], scores if return_weights else None
+
+
+def append_column(x, column):
+    """``[x, column]`` along the last axis, broadcasting the leading axes.
+
+    Parameters
+    ----------
+    x : ndarray of shape (..., n, d)
+    column : ndarray or scalar, broadcastable to (..., n, 1)
+
+    Returns
+    -------
+    ndarray of shape (..., n, d + 1), a new array in the dtype of ``x``.
+    """
+    column = np.asarray(column, dtype=x.dtype)
+    lead = np.broadcast_shapes(x.shape[:-1], column.shape[:-1])
+    out = np.empty(lead + (x.shape[-1] + 1,), dtype=x.dtype)
+    out[..., :-1] = x
+    out[..., -1:] = column
+    return out
+
+
+def keys_with_ones(k, scale):
+    """Transposed keys times ``scale`` over a row of ones.
+
+    Returns
+    -------
+    k_aug_t : ndarray of shape (..., Dk + 1, Tk)
+        The last row multiplies a column of the queries (a shift per row of
+        scores); ``k_aug_t[..., :-1, :]`` is ``scale * k`` transposed.
+    """
+    k_aug = append_column(k, 1)  # (..., Tk, Dk + 1)
+    k_aug[..., :-1] *= scale
+    return np.swapaxes(k_aug, -1, -2)
+
+
+def fold_keys_values(k, v, scale):
+    """Keys and values extended so that one product also shifts, one also sums.
+
+    Returns
+    -------
+    k_aug_t : ndarray of shape (..., Dk + 1, Tk)
+        Transposed keys times ``scale``, with a row of ones (it multiplies the
+        query's shift).
+    v_aug : ndarray of shape (..., Tk, Dv + 1)
+        Values with a column of ones (it sums the probabilities of a row).
+    k_norm_max : ndarray of shape (..., 1, 1)
+        Largest norm of the scaled keys.
+    """
+    v_aug = append_column(v, 1)  # (..., Tk, Dv + 1)
+    k_norm_max = np.sqrt(np.max(np.einsum("...ij,...ij->...i", k, k), axis=-1))
+    return keys_with_ones(k, scale), v_aug, (k_norm_max * scale)[..., None, None]
+
+
+def attention_tile_shift_folded(q, k_aug_t, v_aug, k_norm_max, allowed, batch_shape):
+    """:func:`attention_tile` with the shift and the row sums folded into the
+    two matrix products.
+
+    The shift of each row is not its maximum score but an upper bound of its
+    scores (Cauchy-Schwarz: ``scale * |q| * max |k|``), which needs no pass
+    over the scores: an extra column of the queries (the negated shift) times
+    a row of ones under the keys makes the first product return shifted
+    scores. An extra column of ones in the values makes the second product
+    return each row's sum of exponentials next to its weighted values. The
+    only pass over the (tq, Tk) scores is one in-place exponential. A loose
+    bound can make a row's sum underflow: then the tile is left to
+    :func:`attention_tile` (returns None).
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., tq, Dk)
+        A tile of queries.
+    k_aug_t, v_aug, k_norm_max
+        From :func:`fold_keys_values`.
+    allowed, batch_shape
+        As for :func:`attention_tile` (the scale is in ``k_aug_t``).
+
+    Returns
+    -------
+    (context, lse, None) or None
+        As :func:`attention_tile`, or None when the tile needs the exact path.
+    """
+    q_norm = np.sqrt(np.einsum("...i,...i->...", q, q))[..., None]  # (..., tq, 1)
+    shift = q_norm * k_norm_max  # (..., tq, 1): >= every scaled score of a row
+    q_aug = append_column(q, -shift)  # (..., tq, Dk + 1)
+    scores = np.matmul(q_aug, k_aug_t)  # (..., tq, Tk): scale * q.k - shift <= 0
+    if scores.shape[:-2] != batch_shape:
+        scores = np.broadcast_to(scores, batch_shape + scores.shape[-2:]).copy()
+    if allowed is not None:
+        np.copyto(scores, -np.inf, where=~allowed)
+    np.exp(scores, out=scores)  # (..., tq, Tk)
+    context_sum = np.matmul(scores, v_aug)  # (..., tq, Dv + 1)
+    row_sum = context_sum[..., -1:]  # (..., tq, 1)
+    if not np.all((row_sum >= FOLDED_SUM_FLOOR) & (row_sum < np.inf)):
+        return None  # underflow (or an empty row, or overflow): exact path
+    context = context_sum[..., :-1]
+    context /= row_sum
+    lse = np.broadcast_to(shift, row_sum.shape) + np.log(row_sum)  # (..., tq, 1)
+    return context, lse[..., 0], None
 
 
 def attention_forward(
@@ -171,7 +320,9 @@ def attention_forward(
         allowed = tile_mask(mask, causal, rows, n_keys)
         tile = None
         if fold:
-            tile = attention_tile_folded(q[..., rows, :], *folded, allowed, batch_shape)
+            tile = attention_tile_shift_folded(
+                q[..., rows, :], *folded, allowed, batch_shape
+            )
         if tile is None:  # not folded, or the folded shift underflowed
             tile = attention_tile(
                 q[..., rows, :],
@@ -189,179 +340,6 @@ def attention_forward(
 
     map_parallel(run_tile, query_tiles(n_queries, n_keys, batch_shape, tile_elements))
     return out, lse, weights
-
-
-def attention_tile(q, k_t, v, allowed, scale, batch_shape, *, return_weights):
-    """Attention of one tile of queries against all keys.
-
-    Parameters
-    ----------
-    q : ndarray of shape (..., tq, Dk)
-        A tile of queries.
-    k_t : ndarray of shape (..., Dk, Tk)
-        Transposed keys.
-    v : ndarray of shape (..., Tk, Dv)
-        Values.
-    allowed : ndarray of bool, broadcastable to (..., tq, Tk), or None
-        True where a query may attend to a key.
-    scale : scalar of the compute dtype
-        Multiplier of the scores.
-    batch_shape : tuple
-        Broadcast leading shape of q, k, v and the mask.
-    return_weights : bool
-        Also return the normalised probabilities.
-
-    Returns
-    -------
-    context : ndarray of shape (..., tq, Dv)
-    lse : ndarray of shape (..., tq)
-    weights : ndarray of shape (..., tq, Tk) or None
-    """
-    scores = masked_scores(q, k_t, allowed, scale, batch_shape)  # (..., tq, Tk)
-    row_max = scores.max(axis=-1, keepdims=True)  # (..., tq, 1)
-    empty = np.isneginf(row_max)  # rows with no allowed key
-    row_max[empty] = 0.0
-    scores -= row_max
-    np.exp(scores, out=scores)  # unnormalised probabilities, each row's max is 1
-    row_sum = scores.sum(axis=-1, keepdims=True)  # (..., tq, 1); >= 1, or 0 if empty
-    context = np.matmul(scores, v)  # (..., tq, Dv)
-    np.divide(context, row_sum, out=context, where=~empty)
-
-    with np.errstate(divide="ignore"):
-        lse = row_max + np.log(row_sum)  # (..., tq, 1)
-    lse[empty] = np.inf
-    if return_weights:
-        np.divide(scores, row_sum, out=scores, where=~empty)
-    return context, lse[..., 0], scores if return_weights else None
-
-
-def append_column(x, column):
-    """``[x, column]`` along the last axis, broadcasting the leading axes.
-
-    Parameters
-    ----------
-    x : ndarray of shape (..., n, d)
-    column : ndarray or scalar, broadcastable to (..., n, 1)
-
-    Returns
-    -------
-    ndarray of shape (..., n, d + 1), a new array in the dtype of ``x``.
-    """
-    column = np.asarray(column, dtype=x.dtype)
-    lead = np.broadcast_shapes(x.shape[:-1], column.shape[:-1])
-    out = np.empty(lead + (x.shape[-1] + 1,), dtype=x.dtype)
-    out[..., :-1] = x
-    out[..., -1:] = column
-    return out
-
-
-def folds(n_keys, n_dims):
-    """Whether to fold row shifts into the products (see FOLD_MIN_KEYS_PER_DIM)."""
-    return n_keys >= FOLD_MIN_KEYS_PER_DIM * (n_dims + 1)
-
-
-def product_plus_rows(a, b_t, rows, fold):
-    """``a @ b + rows``: a product plus one value per row.
-
-    Parameters
-    ----------
-    a : ndarray of shape (..., n, d)
-    b_t : ndarray of shape (..., d, m), or (..., d + 1, m) when ``fold``
-        ``b`` transposed; when ``fold``, over a row of ones (see
-        :func:`keys_with_ones`).
-    rows : ndarray of shape (..., n, 1)
-        Added to each row of the product.
-    fold : bool
-        Add ``rows`` inside the product (``[a, rows] @ b_t``: no pass over the
-        (n, m) result, but a copy of ``a``), or after it.
-
-    Returns
-    -------
-    ndarray of shape (..., n, m), a new array.
-    """
-    if fold:
-        return np.matmul(append_column(a, rows), b_t)
-    product = np.matmul(a, b_t)
-    if product.shape[:-2] != rows.shape[:-2]:  # a broadcasts: a new array
-        return product + rows
-    product += rows
-    return product
-
-
-def keys_with_ones(k, scale):
-    """Transposed keys times ``scale`` over a row of ones.
-
-    Returns
-    -------
-    k_aug_t : ndarray of shape (..., Dk + 1, Tk)
-        The last row multiplies a column of the queries (a shift per row of
-        scores); ``k_aug_t[..., :-1, :]`` is ``scale * k`` transposed.
-    """
-    k_aug = append_column(k, 1)  # (..., Tk, Dk + 1)
-    k_aug[..., :-1] *= scale
-    return np.swapaxes(k_aug, -1, -2)
-
-
-def fold_keys_values(k, v, scale):
-    """Keys and values extended so that one product also shifts, one also sums.
-
-    Returns
-    -------
-    k_aug_t : ndarray of shape (..., Dk + 1, Tk)
-        Transposed keys times ``scale``, with a row of ones (it multiplies the
-        query's shift).
-    v_aug : ndarray of shape (..., Tk, Dv + 1)
-        Values with a column of ones (it sums the probabilities of a row).
-    k_norm_max : ndarray of shape (..., 1, 1)
-        Largest norm of the scaled keys.
-    """
-    v_aug = append_column(v, 1)  # (..., Tk, Dv + 1)
-    k_norm_max = np.sqrt(np.max(np.einsum("...ij,...ij->...i", k, k), axis=-1))
-    return keys_with_ones(k, scale), v_aug, (k_norm_max * scale)[..., None, None]
-
-
-def attention_tile_folded(q, k_aug_t, v_aug, k_norm_max, allowed, batch_shape):
-    """One tile of attention with the shift and the row sums folded into GEMMs.
-
-    Each row is shifted by the Cauchy-Schwarz bound ``scale * |q| * max |k|``
-    of its scores instead of their exact maximum, through an extra column of
-    the queries, so that one product gives shifted scores; an extra column of
-    ones in the values makes the second product return the row sums with the
-    weighted values. The only pass over the (tq, Tk) scores is one in-place
-    exponential. A loose bound can make a row's sum underflow: then the tile
-    is left to :func:`attention_tile` (returns None).
-
-    Parameters
-    ----------
-    q : ndarray of shape (..., tq, Dk)
-        A tile of queries.
-    k_aug_t, v_aug, k_norm_max
-        From :func:`fold_keys_values`.
-    allowed, batch_shape
-        As for :func:`attention_tile` (the scale is in ``k_aug_t``).
-
-    Returns
-    -------
-    (context, lse, None) or None
-        As :func:`attention_tile`, or None when the tile needs the exact path.
-    """
-    q_norm = np.sqrt(np.einsum("...i,...i->...", q, q))[..., None]  # (..., tq, 1)
-    shift = q_norm * k_norm_max  # (..., tq, 1): >= every scaled score of a row
-    q_aug = append_column(q, -shift)  # (..., tq, Dk + 1)
-    scores = np.matmul(q_aug, k_aug_t)  # (..., tq, Tk): scale * q.k - shift <= 0
-    if scores.shape[:-2] != batch_shape:
-        scores = np.broadcast_to(scores, batch_shape + scores.shape[-2:]).copy()
-    if allowed is not None:
-        np.copyto(scores, -np.inf, where=~allowed)
-    np.exp(scores, out=scores)  # (..., tq, Tk)
-    context_sum = np.matmul(scores, v_aug)  # (..., tq, Dv + 1)
-    row_sum = context_sum[..., -1:]  # (..., tq, 1)
-    if not np.all((row_sum >= FOLDED_SUM_FLOOR) & (row_sum < np.inf)):
-        return None  # underflow (or an empty row, or overflow): exact path
-    context = context_sum[..., :-1]
-    context /= row_sum
-    lse = np.broadcast_to(shift, row_sum.shape) + np.log(row_sum)  # (..., tq, 1)
-    return context, lse[..., 0], None
 
 
 def project(x, w):
@@ -389,7 +367,7 @@ def merge_heads(x):
     return x.reshape(*batch, n_tokens, n_heads * head_dim)  # (..., T, H*Dh)
 
 
-def head_mask(mask):
+def mask_with_head_axis(mask):
     """Insert the head axis into a mask broadcastable to ``(..., Tq, Tk)``."""
     if mask is None or mask.ndim < 2:
         return mask
@@ -430,7 +408,7 @@ def multi_head_forward(
         q,
         k,
         v,
-        mask=head_mask(mask),
+        mask=mask_with_head_axis(mask),
         causal=causal,
         tile_elements=tile_elements,
         return_weights=return_weights,
@@ -714,6 +692,48 @@ def sum_to_shape(grad, shape):
     return grad.sum(axis=axes).reshape(shape)
 
 
+def backward_folds_rows(n_keys, n_dims):
+    """Whether the backward pass adds its per-row terms (``-lse``, ``-delta``)
+    inside its products, as an extra column (see FOLD_MIN_KEYS_PER_DIM).
+
+    Parameters
+    ----------
+    n_keys : int
+        Keys per query row.
+    n_dims : int
+        Width of the queries (and keys).
+    """
+    return n_keys >= FOLD_MIN_KEYS_PER_DIM * (n_dims + 1)
+
+
+def matmul_add_rows(a, b_t, rows, fold):
+    """``a @ b_t + rows``: a matrix product plus one value per row.
+
+    Parameters
+    ----------
+    a : ndarray of shape (..., n, d)
+    b_t : ndarray of shape (..., d, m), or (..., d + 1, m) when ``fold``
+        ``b`` transposed; when ``fold``, over a row of ones (see
+        :func:`keys_with_ones`).
+    rows : ndarray of shape (..., n, 1)
+        Added to each row of the product.
+    fold : bool
+        Add ``rows`` inside the product (``[a, rows] @ b_t``: no pass over the
+        (n, m) result, but a copy of ``a``), or after it.
+
+    Returns
+    -------
+    ndarray of shape (..., n, m), a new array.
+    """
+    if fold:
+        return np.matmul(append_column(a, rows), b_t)
+    product = np.matmul(a, b_t)
+    if product.shape[:-2] != rows.shape[:-2]:  # a broadcasts: a new array
+        return product + rows
+    product += rows
+    return product
+
+
 def attention_backward(
     d_out,
     q,
@@ -766,7 +786,7 @@ def attention_backward(
     delta = np.einsum("...i,...i->...", d_out, out)[..., None]  # (..., Tq, 1)
     # scale * q.k - lse and dP - delta, each one product; a row with no
     # allowed key has lse = inf, and is masked anyway
-    fold = folds(n_keys, q.shape[-1])
+    fold = backward_folds_rows(n_keys, q.shape[-1])
     if fold:  # transposed keys and values over a row of ones
         k_t = keys_with_ones(k, scale)  # (..., Dk + 1, Tk)
         k_scaled = np.swapaxes(k_t[..., :-1, :], -1, -2)  # (..., Tk, Dk): scale * k
@@ -781,14 +801,14 @@ def attention_backward(
             q_tile = q[..., rows, :]  # (..., tq, Dk)
             allowed = tile_mask(mask, causal, rows, n_keys)
             # (..., tq, Tk), of the full batch shape: lse has it
-            probs = product_plus_rows(q_tile, k_t, neg_lse[..., rows, :], fold)
+            probs = matmul_add_rows(q_tile, k_t, neg_lse[..., rows, :], fold)
             if allowed is not None:
                 np.copyto(probs, -np.inf, where=~allowed)
             np.exp(probs, out=probs)  # (..., tq, Tk); rows of empty queries are 0
 
             d_tile = d_out[..., rows, :]  # (..., tq, Dv)
             d_v += np.matmul(np.swapaxes(probs, -1, -2), d_tile)  # (..., Tk, Dv)
-            d_scores = product_plus_rows(d_tile, v_t, -delta[..., rows, :], fold)
+            d_scores = matmul_add_rows(d_tile, v_t, -delta[..., rows, :], fold)
             d_scores *= probs  # (..., tq, Tk): gradient of the scaled scores
             d_q[..., rows, :] = np.matmul(d_scores, k_scaled)  # (..., tq, Dk)
             d_k += np.matmul(np.swapaxes(d_scores, -1, -2), q_tile)  # (..., Tk, Dk)
@@ -847,7 +867,7 @@ def multi_head_backward(
         cache["v"],
         cache["context"],
         cache["lse"],
-        mask=head_mask(mask),
+        mask=mask_with_head_axis(mask),
         causal=causal,
         tile_elements=tile_elements,
     )  # d_q, d_k, d_v of shape (..., H, T, Dh)

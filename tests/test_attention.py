@@ -443,7 +443,7 @@ def test_folded_tile_matches_exact_tile(rng):
     exact max-shifted softmax."""
     from skattn._attention import (
         attention_tile,
-        attention_tile_folded,
+        attention_tile_shift_folded,
         fold_keys_values,
     )
 
@@ -452,7 +452,9 @@ def test_folded_tile_matches_exact_tile(rng):
     v = rng.standard_normal((2, 3, 9, 5))
     allowed = rng.random((2, 1, 7, 9)) < 0.8
     allowed[..., 0] = True
-    folded = attention_tile_folded(q, *fold_keys_values(k, v, 0.5), allowed, (2, 3))
+    folded = attention_tile_shift_folded(
+        q, *fold_keys_values(k, v, 0.5), allowed, (2, 3)
+    )
     exact = attention_tile(
         q, np.swapaxes(k, -1, -2), v, allowed, 0.5, (2, 3), return_weights=False
     )
@@ -467,14 +469,14 @@ def test_underflowing_row_sums_take_the_exact_path(rng, monkeypatch):
     import skattn._attention as attention
 
     calls = []
-    folded = attention.attention_tile_folded
+    folded = attention.attention_tile_shift_folded
 
     def spy(*args):
         result = folded(*args)
         calls.append(result is None)
         return result
 
-    monkeypatch.setattr(attention, "attention_tile_folded", spy)
+    monkeypatch.setattr(attention, "attention_tile_shift_folded", spy)
     q = np.zeros((5, 3), dtype=np.float32)
     q[:, 0] = 30.0  # queries along the first axis
     k = rng.standard_normal((12, 3)).astype(np.float32)  # enough keys to fold

@@ -50,9 +50,9 @@ def numeric_gradient(loss, array):
 @pytest.mark.parametrize("tile_elements", [7, 10**6])
 @pytest.mark.parametrize("n_keys", [6, 12])  # row shifts added, or folded
 def test_attention_backward(rng, causal, use_mask, tile_elements, n_keys):
-    from skattn._attention import folds
+    from skattn._attention import backward_folds_rows
 
-    assert folds(n_keys, 3) == (n_keys == 12)
+    assert backward_folds_rows(n_keys, 3) == (n_keys == 12)
     q = rng.standard_normal((2, 5, 3))
     k = rng.standard_normal((2, n_keys, 3))
     v = rng.standard_normal((2, n_keys, 4))
