@@ -367,6 +367,80 @@ def merge_heads(x):
     return x.reshape(*batch, n_tokens, n_heads * head_dim)  # (..., T, H*Dh)
 
 
+def concat_qkv(query, key, value):
+    """Query, key and value blocks side by side along the last axis.
+
+    The one layout of the three projections in this module: their weights
+    ``(D, Wq + Wk + Wv)`` and the gradients of the projected tokens ``(...,
+    T, Wq + Wk + Wv)``; :func:`split_qkv` takes them apart.
+
+    Returns
+    -------
+    ndarray of shape (..., Wq + Wk + Wv), a new array.
+    """
+    return np.concatenate([query, key, value], axis=-1)
+
+
+def split_qkv(qkv, width_query, width_key):
+    """Views of the query, key and value blocks of :func:`concat_qkv`'s layout.
+
+    Parameters
+    ----------
+    qkv : ndarray of shape (..., Wq + Wk + Wv)
+    width_query, width_key : int
+        ``Wq`` and ``Wk``; the value block is the rest.
+
+    Returns
+    -------
+    query, key, value : ndarray of shape (..., Wq), (..., Wk), (..., Wv)
+    """
+    return np.split(qkv, [width_query, width_query + width_key], axis=-1)
+
+
+def project_qkv(x, w_query, w_key, w_value, n_heads):
+    """Queries, keys and values of the tokens ``x``, split into heads.
+
+    Three matrix products, not one with ``concat_qkv(w_query, w_key,
+    w_value)``: with OpenBLAS, the fused float32 product rounds most entries
+    differently from separate products (shapes (6400, 32) @ (32, 96) and
+    (16384, 128) @ (128, 384); float64 agreed on those shapes), and separate
+    products keep the results of the default model unchanged.
+    :func:`project_qkv_backward` does use the fused layout.
+
+    Returns
+    -------
+    q, k : ndarray of shape (..., H, T, Dh)
+    v : ndarray of shape (..., H, T, Dv)
+    """
+    return tuple(split_heads(project(x, w), n_heads) for w in (w_query, w_key, w_value))
+
+
+def project_qkv_backward(d_q, d_k, d_v, x, w_query, w_key, w_value):
+    """Gradients of :func:`project_qkv` with respect to ``x`` and the weights.
+
+    The three projections' gradients side by side (:func:`concat_qkv`), so
+    that the weight gradients and ``d_x`` are one matrix product each.
+
+    Parameters
+    ----------
+    d_q, d_k, d_v : ndarray of shape (..., H, T, Dh) (Dv for ``d_v``)
+        Gradients of the loss with respect to the projected heads.
+    x, w_query, w_key, w_value
+        As given to :func:`project_qkv`.
+
+    Returns
+    -------
+    d_x : ndarray of shape (..., T, D)
+    d_w_query, d_w_key, d_w_value : ndarray, shapes of the weights
+    """
+    d_qkv = concat_qkv(*(merge_heads(d) for d in (d_q, d_k, d_v)))  # (..., T, W)
+    d_qkv = d_qkv.reshape(-1, d_qkv.shape[-1])  # (N*T, Wq + Wk + Wv)
+    d_w_qkv = x.reshape(-1, x.shape[-1]).T @ d_qkv  # (D, Wq + Wk + Wv)
+    w_qkv = concat_qkv(w_query, w_key, w_value)  # (D, Wq + Wk + Wv)
+    d_x = (d_qkv @ w_qkv.T).reshape(x.shape)  # (..., T, D)
+    return d_x, *split_qkv(d_w_qkv, w_query.shape[1], w_key.shape[1])
+
+
 def mask_with_head_axis(mask):
     """Insert the head axis into a mask broadcastable to ``(..., Tq, Tk)``."""
     if mask is None or mask.ndim < 2:
@@ -401,9 +475,7 @@ def multi_head_forward(
         (..., H, T, Dh), ``merged`` of shape (..., T, H*Dh), ``lse`` of shape
         (..., H, T) and ``weights`` of shape (..., H, T, T) or None.
     """
-    q = split_heads(project(x, w_query), n_heads)  # (..., H, T, Dh)
-    k = split_heads(project(x, w_key), n_heads)  # (..., H, T, Dh)
-    v = split_heads(project(x, w_value), n_heads)  # (..., H, T, Dv)
+    q, k, v = project_qkv(x, w_query, w_key, w_value, n_heads)  # (..., H, T, Dh)
     context, lse, weights = attention_forward(
         q,
         k,
@@ -852,7 +924,6 @@ def multi_head_backward(
         ``"query"``, ``"key"``, ``"value"`` of shape (D, H*Dh) and ``"output"``
         (None when ``w_output`` is None).
     """
-    width = x.shape[-1]
     grads = {"output": None}
     if w_output is None:
         d_merged = d_out  # (..., T, H*Dv)
@@ -860,7 +931,7 @@ def multi_head_backward(
         merged = cache["merged"].reshape(-1, w_output.shape[0])  # (N*T, H*Dv)
         grads["output"] = merged.T @ d_out.reshape(-1, w_output.shape[1])
         d_merged = project(d_out, w_output.T)  # (..., T, H*Dv)
-    d_heads = attention_backward(
+    d_q, d_k, d_v = attention_backward(
         split_heads(d_merged, n_heads),
         cache["q"],
         cache["k"],
@@ -870,19 +941,8 @@ def multi_head_backward(
         mask=mask_with_head_axis(mask),
         causal=causal,
         tile_elements=tile_elements,
-    )  # d_q, d_k, d_v of shape (..., H, T, Dh)
-    # The three projections' gradients side by side, so that the weight
-    # gradients and d_x are one matrix product each.
-    w_qkv = np.concatenate([w_query, w_key, w_value], axis=1)  # (D, 3*H*Dh)
-    bounds = np.cumsum([w_query.shape[1], w_key.shape[1]])
-    d_qkv = np.empty(x.shape[:-1] + (w_qkv.shape[1],), dtype=x.dtype)
-    for block, d_block in zip(np.split(d_qkv, bounds, axis=-1), d_heads, strict=True):
-        block_heads = split_heads(block, n_heads)  # (..., H, T, Dh), a view
-        assert np.may_share_memory(block_heads, d_qkv)
-        block_heads[...] = d_block
-    d_qkv = d_qkv.reshape(-1, w_qkv.shape[1])  # (N*T, 3*H*Dh)
-    d_w_qkv = x.reshape(-1, width).T @ d_qkv  # (D, 3*H*Dh)
-    names = ("query", "key", "value")
-    grads.update(zip(names, np.split(d_w_qkv, bounds, axis=1), strict=True))
-    d_x = (d_qkv @ w_qkv.T).reshape(x.shape)  # (..., T, D)
+    )  # (..., H, T, Dh)
+    d_x, grads["query"], grads["key"], grads["value"] = project_qkv_backward(
+        d_q, d_k, d_v, x, w_query, w_key, w_value
+    )  # (..., T, D)
     return d_x, grads
