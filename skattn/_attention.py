@@ -458,7 +458,6 @@ def multi_head_forward(
     n_heads,
     mask=None,
     causal=False,
-    tile_elements=TILE_ELEMENTS,
     return_weights=False,
 ):
     """Multi-head self-attention forward pass, keeping what backward needs.
@@ -482,7 +481,6 @@ def multi_head_forward(
         v,
         mask=mask_with_head_axis(mask),
         causal=causal,
-        tile_elements=tile_elements,
         return_weights=return_weights,
     )  # (..., H, T, Dv)
     merged = merge_heads(context)  # (..., T, H*Dv)
@@ -904,7 +902,6 @@ def multi_head_backward(
     n_heads,
     mask=None,
     causal=False,
-    tile_elements=TILE_ELEMENTS,
 ):
     """Gradients of :func:`multi_head_forward`.
 
@@ -912,7 +909,7 @@ def multi_head_backward(
     ----------
     d_out : ndarray of shape (..., T, d_out)
         Gradient of the loss with respect to the output.
-    x, w_query, w_key, w_value, w_output, n_heads, mask, causal, tile_elements
+    x, w_query, w_key, w_value, w_output, n_heads, mask, causal
         As given to :func:`multi_head_forward`.
     cache : dict
         The cache :func:`multi_head_forward` returned.
@@ -940,7 +937,6 @@ def multi_head_backward(
         cache["lse"],
         mask=mask_with_head_axis(mask),
         causal=causal,
-        tile_elements=tile_elements,
     )  # (..., H, T, Dh)
     d_x, grads["query"], grads["key"], grads["value"] = project_qkv_backward(
         d_q, d_k, d_v, x, w_query, w_key, w_value

@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from ._attention import TILE_ELEMENTS, multi_head_backward, multi_head_forward
+from ._attention import multi_head_backward, multi_head_forward
 from ._pooling import POOLING_BACKWARD, POOLINGS, token_mask
 
 LAYER_NORM_EPS = 1e-5
@@ -237,7 +237,6 @@ def forward(
     residual,
     layer_norm,
     causal,
-    tile_elements=TILE_ELEMENTS,
     return_weights=False,
 ):
     """Forward pass of the block on a right-padded batch.
@@ -258,8 +257,6 @@ def forward(
         Positional encoding.
     residual, layer_norm, causal : bool
         The shape of the block.
-    tile_elements : int, default=TILE_ELEMENTS
-        Score budget per attention tile.
     return_weights : bool, default=False
         Keep the attention weights in the cache (T^2 memory per sequence).
 
@@ -292,7 +289,6 @@ def forward(
         n_heads=n_heads,
         mask=mask,
         causal=causal,
-        tile_elements=tile_elements,
         return_weights=return_weights,
     )  # (N, T, E)
 
@@ -326,7 +322,6 @@ def backward(
     residual,
     layer_norm,
     causal,
-    tile_elements=TILE_ELEMENTS,
 ):
     """Gradients of the block's parameters, in reverse order of :func:`forward`.
 
@@ -334,8 +329,7 @@ def backward(
     ----------
     d_pooled : ndarray of shape (N, n_features_out)
         Gradient of the loss with respect to the pooled output.
-    params, x, n_heads, pooling, positional_encoding, residual, layer_norm, \
-            causal, tile_elements
+    params, x, n_heads, pooling, positional_encoding, residual, layer_norm, causal
         As given to :func:`forward`.
     cache : dict
         The cache :func:`forward` returned.
@@ -364,7 +358,6 @@ def backward(
         n_heads=n_heads,
         mask=cache["mask"],
         causal=causal,
-        tile_elements=tile_elements,
     )  # (N, T, E)
     grads.update(attention_grads)
     if residual:
