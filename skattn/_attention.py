@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from ._parallel import map_parallel, single_threaded_blas
-from ._sequences import BATCH_BYTES, activation_bytes, batch_indices
+from ._sequences import BATCH_BYTES
 
 # A row sum of exponentials below this may have lost precision to underflow: the
 # folded shift (see attention_tile_shift_folded) then hands the tile to the exact
@@ -735,26 +735,17 @@ def multi_head_attention(
         run_chunk(...)  # one sequence, or a mask adding leading axes: at once
     else:
         # cache-sized chunks of the first axis, on the threads the BLAS limit
-        # allows: the batches and the memory estimate of the estimators, each
-        # sequence of the first axis counting once per sequence of the others
-        n_per_row = math.prod(batch_shape[1:])
-        width = max(weights["w_query"].shape[1], weights["w_value"].shape[1])
-
-        def row_bytes(n_tokens):
-            return n_per_row * activation_bytes(
-                n_tokens,
-                n_features=x.shape[-1],
-                d_model=width,
-                n_heads=n_heads,
-                itemsize=dtype.itemsize,
-                return_weights=return_weights,
-            )
-
-        chunks = batch_indices(
-            np.full(batch_shape[0], n_tokens), row_bytes, BATCH_BYTES
+        # allows; memory per chunk (x, q, k, v, folded k and v, context, out)
+        values_per_row = n_tokens * (x.shape[-1] + 8 * weights["w_value"].shape[1])
+        if return_weights:
+            values_per_row += n_heads * n_tokens * n_tokens
+        row_bytes = math.prod(batch_shape[1:]) * values_per_row * dtype.itemsize
+        n_rows = max(1, int(BATCH_BYTES // max(row_bytes, 1)))
+        n_samples = batch_shape[0]
+        map_parallel(
+            run_chunk,
+            (slice(s, min(s + n_rows, n_samples)) for s in range(0, n_samples, n_rows)),
         )
-        # equal lengths: consecutive samples, sliced as views
-        map_parallel(run_chunk, (slice(rows[0], rows[-1] + 1) for rows in chunks))
     return (out, all_weights) if return_weights else out
 
 
