@@ -375,33 +375,51 @@ def test_long_sequence_against_reference(rng):
             assert_allclose(out[row, cols], expected[0], rtol=2e-4, atol=2e-5)
 
 
-def test_32768_tokens_memory_is_linear():
-    """One sequence of 32,768 tokens, width 64, 4 heads: no T x T array.
+def traced_peak(function):
+    """``function()`` and the peak of the memory traced while it ran."""
+    tracemalloc.start()
+    try:
+        result = function()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return result, peak
 
-    A T x T float32 array would be 4 GiB; the query tiles keep the traced peak
-    to a few times the (T, 64) activations, plus a few tiles (4 MiB each) per
-    thread: two threads here, whatever the machine.
+
+def test_memory_is_linear_in_sequence_length():
+    """One sequence of T and of 2T tokens (T = 4096), width 64, 4 heads: no
+    T x T array, and memory growing linearly from T to 2T.
+
+    The 4 heads' float32 scores at 2T would be 1 GiB. The query tiles keep the
+    traced peak to a few (T, 64) activations plus a few tiles (4 MiB each) per
+    thread: two threads here, whatever the machine. Doubling T adds about 8
+    activations of T tokens (tiles do not grow: they get fewer rows); a T x T
+    array would add 12 T^2 bytes per head.
     """
     from threadpoolctl import threadpool_limits
 
     rng = np.random.default_rng(0)
-    n_tokens, d_model, n_heads, head_dim = 32768, 64, 4, 16
-    x = rng.standard_normal((n_tokens, d_model), dtype=np.float32)
+    n_tokens, d_model, n_heads, head_dim = 4096, 64, 4, 16
+    x = rng.standard_normal((2 * n_tokens, d_model), dtype=np.float32)
     w_q, w_k, w_v, w_o = rng.standard_normal((4, d_model, d_model), dtype=np.float32)
     w_q /= 8
     w_k /= 8
-    tracemalloc.start()
-    try:
+    peaks = []
+    for length in (n_tokens, 2 * n_tokens):
         with threadpool_limits(2, user_api="blas"):
-            out = multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads=n_heads)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    activation = n_tokens * d_model * 4  # 8 MiB
-    assert peak < 12 * activation, f"peak {peak / 2**20:.0f} MiB"
-    assert out.shape == (n_tokens, d_model) and out.dtype == np.float32
+            out, peak = traced_peak(
+                lambda length=length: multi_head_attention(
+                    x[:length], w_q, w_k, w_v, w_o, n_heads=n_heads
+                )
+            )
+        peaks.append(peak)
+    activation = n_tokens * d_model * 4  # 1 MiB: (T, 64) float32
+    growth = peaks[1] - peaks[0]
+    assert growth < 12 * activation, f"T to 2T: +{growth / 2**20:.1f} MiB"
+    assert peaks[1] < (2 * n_tokens) ** 2, f"peak {peaks[1] / 2**20:.0f} MiB"
+    assert out.shape == (2 * n_tokens, d_model) and out.dtype == np.float32
 
-    rows = [0, 1, 12345, n_tokens - 1]
+    rows = [0, 1, 2345, 2 * n_tokens - 1]
     heads = []
     for h in range(n_heads):
         cols = slice(h * head_dim, (h + 1) * head_dim)
@@ -463,27 +481,21 @@ def test_folded_tile_matches_exact_tile(rng):
     assert_allclose(folded[1], exact[1], rtol=1e-12)
 
 
-def test_underflowing_row_sums_take_the_exact_path(rng, monkeypatch):
+def test_underflowing_row_sums_take_the_exact_path(rng):
     """A loose Cauchy-Schwarz shift (one long key orthogonal to the queries)
-    makes every exponential underflow; the tile is then redone exactly."""
-    import skattn._attention as attention
+    makes every exponential underflow: the folded tile refuses the tile, and
+    the attention is still exact (the tile is redone by attention_tile)."""
+    from skattn._attention import attention_tile_shift_folded, fold_keys_values
 
-    calls = []
-    folded = attention.attention_tile_shift_folded
-
-    def spy(*args):
-        result = folded(*args)
-        calls.append(result is None)
-        return result
-
-    monkeypatch.setattr(attention, "attention_tile_shift_folded", spy)
     q = np.zeros((5, 3), dtype=np.float32)
     q[:, 0] = 30.0  # queries along the first axis
     k = rng.standard_normal((12, 3)).astype(np.float32)  # enough keys to fold
     k[0] = [0.0, 0.0, 1e3]  # a long key orthogonal to every query
     v = rng.standard_normal((12, 2)).astype(np.float32)
+    scale = np.float32(1 / math.sqrt(3))
+    folded = attention_tile_shift_folded(q, *fold_keys_values(k, v, scale), None, ())
+    assert folded is None  # the folded shift underflowed and was refused
     out = scaled_dot_product_attention(q, k, v)
-    assert calls == [True]  # the folded shift underflowed and was refused
     expected, _ = reference_batched(q.astype(np.float64), k, v)
     assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
     assert np.all(np.isfinite(out))
@@ -515,57 +527,58 @@ def test_tiles_on_two_threads_give_identical_results(rng, return_weights):
             assert_array_equal(one, two)
 
 
+# Sequences of 6 tokens of width 64: 6000 of them (9 MiB of float32 input
+# alone) are more than twice the memory multi_head_attention computes at once
+# (BATCH_BYTES), whatever its estimate of the intermediate arrays.
+N_CHUNKED = 6000
+
+
 @pytest.mark.parametrize(
     "x_shape, mask_shape",
     [
-        ((13, 6, 4), None),
-        ((13, 6, 4), (13, 1, 6)),  # one mask per sequence: sliced with it
-        ((13, 6, 4), (6, 6)),  # one mask for all
-        ((13, 2, 6, 4), (2, 1, 6)),  # mask over a second batch axis
-        ((1, 6, 4), (3, 6, 6)),  # the mask adds batch rows: computed at once
-        ((6, 4), (6, 6)),  # one sequence
+        ((N_CHUNKED, 6, 64), None),
+        ((N_CHUNKED, 6, 64), (N_CHUNKED, 1, 6)),  # one mask per sequence: sliced
+        ((N_CHUNKED, 6, 64), (6, 6)),  # one mask for all
+        ((N_CHUNKED // 2, 2, 6, 64), (2, 1, 6)),  # mask over a second batch axis
+        ((1, 6, 64), (3, 6, 6)),  # the mask adds batch rows: computed at once
+        ((6, 64), (6, 6)),  # one sequence
     ],
 )
 @pytest.mark.parametrize("return_weights", [False, True])
 def test_mha_batch_chunks_do_not_change_results(
-    rng, monkeypatch, x_shape, mask_shape, return_weights
+    rng, x_shape, mask_shape, return_weights
 ):
-    """multi_head_attention computes cache-sized chunks of the first axis (one
-    sequence per chunk here): the same numbers as all sequences at once (to
-    float32 rounding: BLAS may order sums differently for other shapes), and
-    bit for bit the same on one thread and on two (chunks side by side)."""
+    """multi_head_attention computes cache-sized chunks of the first axis (on
+    inputs this large): the same numbers as all sequences at once through the
+    kernel (to float32 rounding: BLAS may round products of other shapes
+    differently), and bit for bit the same on one thread and on two (chunks
+    side by side)."""
     from threadpoolctl import threadpool_limits
 
-    import skattn._attention as attention
+    from skattn._attention import multi_head_forward
+    from skattn._sequences import BATCH_BYTES
 
     x = rng.standard_normal(x_shape).astype(np.float32)
-    w_q, w_k, w_v = rng.standard_normal((3, 4, 4)).astype(np.float32)
+    if x.ndim == 3 and x.shape[0] == N_CHUNKED:
+        assert x.nbytes > 2 * BATCH_BYTES
+    w_q, w_k, w_v = rng.standard_normal((3, 64, 4)).astype(np.float32) / 8
     w_o = rng.standard_normal((4, 3)).astype(np.float32)
     mask = None if mask_shape is None else rng.random(mask_shape) < 0.7
     kwargs = dict(n_heads=2, mask=mask, causal=True, return_weights=return_weights)
-    whole = multi_head_attention(x, w_q, w_k, w_v, w_o, **kwargs)
-    monkeypatch.setattr(attention, "BATCH_BYTES", 1)
-    calls, forward = [], attention.multi_head_forward
-
-    def spy(x, *args, **kwargs):
-        calls.append(x.shape)
-        return forward(x, *args, **kwargs)
-
-    monkeypatch.setattr(attention, "multi_head_forward", spy)
+    whole_out, cache = multi_head_forward(x, w_q, w_k, w_v, w_o, **kwargs)
+    whole = (whole_out, cache["weights"]) if return_weights else (whole_out,)
     chunked = []
     for n_threads in (1, 2):
         with threadpool_limits(n_threads, user_api="blas"):
             result = multi_head_attention(x, w_q, w_k, w_v, w_o, **kwargs)
         chunked.append(result if return_weights else (result,))
-    whole = whole if return_weights else (whole,)
     for one, two, want in zip(*chunked, whole, strict=True):
         assert one.dtype == np.float32
+        assert one.shape == want.shape
         assert_allclose(one, want, rtol=1e-5, atol=1e-6)
         assert_array_equal(one, two)
     batch = np.broadcast_shapes(x_shape[:-2], () if mask is None else mask_shape[:-2])
     assert whole[0].shape == batch + (x_shape[-2], 3)
-    at_once = len(x_shape) < 3 or len(mask_shape or ()) > len(x_shape)
-    assert len(calls) == 2 * (1 if at_once else batch[0])
 
 
 @pytest.mark.parametrize("limit", [1, 2])
