@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from ._dropout import INDEX_BITS, grid_index, keep_scale
 from ._parallel import map_parallel, single_threaded_blas
 from ._sequences import BATCH_BYTES
 
@@ -100,7 +101,79 @@ def masked_scores(q, k_t, allowed, scale, batch_shape):
     return scores
 
 
-def attention_tile(q, k_t, v, allowed, scale, batch_shape, *, return_weights):
+def check_dropout(dropout, n_keys):
+    """Attention dropout as ``(p, keys)``, or None when nothing is dropped.
+
+    Parameters
+    ----------
+    dropout : None or (float, array-like of uint64)
+        The probability ``p`` in [0, 1) of dropping an attention weight and the
+        stream keys, one per attention (broadcast over its batch axes).
+    n_keys : int
+        Keys per query: the element indices of the masks
+        (:func:`skattn._dropout.grid_index`) have room for ``2**21`` keys.
+
+    Returns
+    -------
+    None or (float, ndarray of dtype uint64)
+        None for ``dropout=None`` or ``p == 0``: no dropout, and the kernels
+        compute exactly what they compute without the argument.
+    """
+    if dropout is None:
+        return None
+    p, keys = dropout
+    p = float(p)
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"The dropout probability must be in [0, 1), got {p!r}.")
+    if p == 0.0:
+        return None
+    keys = np.asarray(keys)
+    if keys.dtype != np.uint64:
+        raise TypeError(f"Dropout keys must be of dtype uint64, got {keys.dtype}.")
+    if n_keys > 2**INDEX_BITS:
+        raise ValueError(
+            f"Attention dropout handles up to 2**{INDEX_BITS} keys, got {n_keys}."
+        )
+    return p, keys
+
+
+def dropout_multipliers(dropout, rows, n_keys, batch_shape, dtype):
+    """Inverted-dropout multipliers of the attention weights of a query tile.
+
+    Element (query ``i``, key ``j``) of batch element ``b`` is multiplied by
+    ``keep_scale(keys[b], i << 21 | j, p)`` (see :mod:`skattn._dropout`): a
+    pure function of the key and the indices, so the same whatever the tiles,
+    the batch, the padding after the keys or the threads.
+
+    Parameters
+    ----------
+    dropout : (float, ndarray of uint64)
+        From :func:`check_dropout`; the keys broadcast to ``batch_shape``.
+    rows : slice
+        The query rows of the tile.
+    n_keys : int
+        Number of keys.
+    batch_shape : tuple
+        Leading shape of the attention.
+    dtype : dtype
+        dtype of the multipliers.
+
+    Returns
+    -------
+    multipliers : ndarray of shape batch_shape + (tq, Tk)
+        0 (dropped) or ``1 / (1 - p)`` (kept).
+    """
+    p, keys = dropout
+    keys = np.broadcast_to(keys, batch_shape)[..., None, None]  # (..., 1, 1)
+    # grid_index of rows 0..tq-1, moved to the tile's first row
+    index = grid_index(rows.stop - rows.start, n_keys)  # (tq, Tk)
+    index += np.uint64(rows.start) << np.uint64(INDEX_BITS)
+    return keep_scale(keys, index, p, dtype)
+
+
+def attention_tile(
+    q, k_t, v, allowed, scale, batch_shape, *, return_weights, multipliers=None
+):
     """Attention of one tile of queries against all keys: the exact softmax.
 
     Scores, minus each row's maximum, exponentiated; the row sums normalise
@@ -124,11 +197,16 @@ def attention_tile(q, k_t, v, allowed, scale, batch_shape, *, return_weights):
         Broadcast leading shape of q, k, v and the mask.
     return_weights : bool
         Also return the normalised probabilities.
+    multipliers : ndarray, broadcastable to (..., tq, Tk), default=None
+        Dropout multipliers of the probabilities (see
+        :func:`dropout_multipliers`), applied after their row sums are taken;
+        the weights returned are then the dropped ones.
 
     Returns
     -------
     context : ndarray of shape (..., tq, Dv)
     lse : ndarray of shape (..., tq)
+        Of the scores, whatever the dropout.
     weights : ndarray of shape (..., tq, Tk) or None
     """
     scores = masked_scores(q, k_t, allowed, scale, batch_shape)  # (..., tq, Tk)
@@ -138,6 +216,8 @@ def attention_tile(q, k_t, v, allowed, scale, batch_shape, *, return_weights):
     scores -= row_max
     np.exp(scores, out=scores)  # unnormalised probabilities, each row's max is 1
     row_sum = scores.sum(axis=-1, keepdims=True)  # (..., tq, 1); >= 1, or 0 if empty
+    if multipliers is not None:
+        scores *= multipliers  # dropout of the weights, after the softmax's sums
     context = np.matmul(scores, v)  # (..., tq, Dv)
     np.divide(context, row_sum, out=context, where=~empty)
 
@@ -258,6 +338,7 @@ def attention_forward(
     scale=None,
     tile_elements=TILE_ELEMENTS,
     return_weights=False,
+    dropout=None,
 ):
     """Scaled dot-product attention computed in query tiles.
 
@@ -265,6 +346,10 @@ def attention_forward(
     once, so memory is linear in the number of keys. Each tile is a max-shifted
     softmax; the normalisation is applied once to the ``(Tq, Dv)`` output rather
     than to the ``(Tq, Tk)`` probabilities.
+
+    Dropout, when set, drops attention weights where
+    ``torch.nn.MultiheadAttention(dropout=p)`` does: after the softmax, before
+    the product with the values, keeping the others times ``1 / (1 - p)``.
 
     Parameters
     ----------
@@ -284,6 +369,13 @@ def attention_forward(
         Budget of scores per tile; results do not depend on it.
     return_weights : bool, default=False
         Also return the normalised attention weights (this costs Tq * Tk memory).
+    dropout : None or (float, ndarray of uint64), default=None
+        ``(p, keys)``: drop each attention weight with probability ``p`` in
+        [0, 1). ``keys`` (stream keys, see :func:`skattn._dropout.stream_keys`)
+        broadcast to the batch shape, one key per attention; element (query
+        ``i``, key ``j``) of batch element ``b`` is multiplied by
+        ``keep_scale(keys[b], i << 21 | j, p)``, whatever the tiles (see
+        :func:`dropout_multipliers`). None or ``p == 0``: no dropout.
 
     Returns
     -------
@@ -291,13 +383,19 @@ def attention_forward(
         Weighted values; zeros for a query row with no allowed key.
     lse : ndarray of shape (..., Tq)
         Log-sum-exp of each row of scaled scores over the allowed keys; +inf for a
-        row with no allowed key, so that ``exp(scores - lse)`` is 0 there.
+        row with no allowed key, so that ``exp(scores - lse)`` is 0 there. It
+        does not depend on the dropout.
     weights : ndarray of shape (..., Tq, Tk) or None
-        Attention weights, when ``return_weights`` is True.
+        Attention weights, when ``return_weights`` is True; with dropout, the
+        dropped and rescaled weights that multiplied the values (as
+        ``torch.nn.MultiheadAttention`` returns them).
     """
     dtype = q.dtype
     n_queries, n_keys = q.shape[-2], k.shape[-2]
     batch_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    dropout = check_dropout(dropout, n_keys)
+    if dropout is not None:
+        batch_shape = np.broadcast_shapes(batch_shape, dropout[1].shape)
     if mask is not None:
         batch_shape = np.broadcast_shapes(batch_shape, mask.shape[:-2])
         mask = np.broadcast_to(mask, batch_shape + (n_queries, n_keys))
@@ -312,7 +410,8 @@ def attention_forward(
         weights = np.empty(batch_shape + (n_queries, n_keys), dtype=dtype)
 
     k_t = np.swapaxes(k, -1, -2)  # (..., Dk, Tk)
-    fold = not return_weights  # faster from 16 keys and 8 dimensions on
+    # faster from 16 keys and 8 dimensions on; dropout takes the exact tile
+    fold = not return_weights and dropout is None
     if fold:
         folded = fold_keys_values(k, v, scale)
 
@@ -324,6 +423,11 @@ def attention_forward(
                 q[..., rows, :], *folded, allowed, batch_shape
             )
         if tile is None:  # not folded, or the folded shift underflowed
+            multipliers = None
+            if dropout is not None:
+                multipliers = dropout_multipliers(
+                    dropout, rows, n_keys, batch_shape, dtype
+                )
             tile = attention_tile(
                 q[..., rows, :],
                 k_t,
@@ -332,6 +436,7 @@ def attention_forward(
                 scale,
                 batch_shape,
                 return_weights=return_weights,
+                multipliers=multipliers,
             )
         context, tile_lse, tile_weights = tile
         out[..., rows, :], lse[..., rows] = context, tile_lse
@@ -459,11 +564,20 @@ def multi_head_forward(
     mask=None,
     causal=False,
     return_weights=False,
+    dropout=None,
 ):
     """Multi-head self-attention forward pass, keeping what backward needs.
 
     All arrays must already be in one floating dtype. See
-    :func:`multi_head_attention` for the meaning of the arguments.
+    :func:`multi_head_attention` for the meaning of the arguments but
+    ``dropout``.
+
+    Parameters
+    ----------
+    dropout : None or (float, ndarray of uint64), default=None
+        ``(p, keys)``: attention dropout (see :func:`attention_forward`), with
+        one stream key per sequence and head: ``keys`` broadcastable to
+        ``x.shape[:-2] + (n_heads,)``.
 
     Returns
     -------
@@ -482,6 +596,7 @@ def multi_head_forward(
         mask=mask_with_head_axis(mask),
         causal=causal,
         return_weights=return_weights,
+        dropout=dropout,
     )  # (..., H, T, Dv)
     merged = merge_heads(context)  # (..., T, H*Dv)
     out = merged if w_output is None else project(merged, w_output)  # (..., T, d_out)
@@ -816,6 +931,7 @@ def attention_backward(
     causal=False,
     scale=None,
     tile_elements=TILE_ELEMENTS,
+    dropout=None,
 ):
     """Gradients of :func:`attention_forward` with respect to q, k and v.
 
@@ -823,11 +939,15 @@ def attention_backward(
     memory stays linear in the number of keys. Uses the identity
     ``rowsum(dP * P) = rowsum(dO * O)`` (Dao et al., 2022) for the softmax.
 
+    With dropout, the multipliers ``M`` of a tile are recomputed from the keys:
+    ``O = (P * M) V`` gives ``dV = (P * M)^T dO`` and ``dP = (dO V^T) * M``,
+    and the identity still holds with the dropped output ``O``.
+
     Parameters
     ----------
     d_out : ndarray of shape (..., Tq, Dv)
         Gradient of the loss with respect to the output.
-    q, k, v, mask, causal, scale, tile_elements
+    q, k, v, mask, causal, scale, tile_elements, dropout
         As given to :func:`attention_forward`.
     out : ndarray of shape (..., Tq, Dv)
         Output of :func:`attention_forward`.
@@ -845,6 +965,7 @@ def attention_backward(
     batch_shape = lse.shape[:-1]
     if mask is not None:
         mask = np.broadcast_to(mask, batch_shape + (n_queries, n_keys))
+    dropout = check_dropout(dropout, n_keys)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     scale = dtype.type(scale)
@@ -856,7 +977,7 @@ def attention_backward(
     delta = np.einsum("...i,...i->...", d_out, out)[..., None]  # (..., Tq, 1)
     # scale * q.k - lse and dP - delta, each one product; a row with no
     # allowed key has lse = inf, and is masked anyway
-    fold = backward_folds_rows(n_keys, q.shape[-1])
+    fold = dropout is None and backward_folds_rows(n_keys, q.shape[-1])
     if fold:  # transposed keys and values over a row of ones
         k_t = keys_with_ones(k, scale)  # (..., Dk + 1, Tk)
         k_scaled = np.swapaxes(k_t[..., :-1, :], -1, -2)  # (..., Tk, Dk): scale * k
@@ -877,8 +998,17 @@ def attention_backward(
             np.exp(probs, out=probs)  # (..., tq, Tk); rows of empty queries are 0
 
             d_tile = d_out[..., rows, :]  # (..., tq, Dv)
-            d_v += np.matmul(np.swapaxes(probs, -1, -2), d_tile)  # (..., Tk, Dv)
-            d_scores = matmul_add_rows(d_tile, v_t, -delta[..., rows, :], fold)
+            if dropout is None:
+                d_v += np.matmul(np.swapaxes(probs, -1, -2), d_tile)  # (..., Tk, Dv)
+                d_scores = matmul_add_rows(d_tile, v_t, -delta[..., rows, :], fold)
+            else:
+                multipliers = dropout_multipliers(
+                    dropout, rows, n_keys, batch_shape, dtype
+                )  # (..., tq, Tk)
+                dropped = probs * multipliers  # (..., tq, Tk)
+                d_v += np.matmul(np.swapaxes(dropped, -1, -2), d_tile)  # (..., Tk, Dv)
+                d_scores = np.matmul(d_tile, v_t) * multipliers  # (..., tq, Tk)
+                d_scores -= delta[..., rows, :]
             d_scores *= probs  # (..., tq, Tk): gradient of the scaled scores
             d_q[..., rows, :] = np.matmul(d_scores, k_scaled)  # (..., tq, Dk)
             d_k += np.matmul(np.swapaxes(d_scores, -1, -2), q_tile)  # (..., Tk, Dk)
@@ -902,6 +1032,7 @@ def multi_head_backward(
     n_heads,
     mask=None,
     causal=False,
+    dropout=None,
 ):
     """Gradients of :func:`multi_head_forward`.
 
@@ -909,7 +1040,7 @@ def multi_head_backward(
     ----------
     d_out : ndarray of shape (..., T, d_out)
         Gradient of the loss with respect to the output.
-    x, w_query, w_key, w_value, w_output, n_heads, mask, causal
+    x, w_query, w_key, w_value, w_output, n_heads, mask, causal, dropout
         As given to :func:`multi_head_forward`.
     cache : dict
         The cache :func:`multi_head_forward` returned.
@@ -937,6 +1068,7 @@ def multi_head_backward(
         cache["lse"],
         mask=mask_with_head_axis(mask),
         causal=causal,
+        dropout=dropout,
     )  # (..., H, T, Dh)
     d_x, grads["query"], grads["key"], grads["value"] = project_qkv_backward(
         d_q, d_k, d_v, x, w_query, w_key, w_value
