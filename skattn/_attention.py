@@ -3,7 +3,9 @@
 Pure functions on arrays: nothing here imports scikit-learn or knows about an
 estimator. Forward functions return what the backward pass will need (the
 per-row log-sum-exp of the scores), so that probabilities can be recomputed tile
-by tile instead of being stored.
+by tile instead of being stored. Attention dropout is recomputed the same way:
+its masks are a pure function of a stream key per attention and of the (query,
+key) indices (see :mod:`skattn._dropout`).
 
 Shape legend used in the comments: N samples (or any leading batch dimensions),
 T tokens (Tq queries, Tk keys), D token width, H heads, Dh head width.
@@ -638,8 +640,8 @@ def scaled_dot_product_attention(
     """Scaled dot-product attention, ``softmax(Q K^T * scale) V``.
 
     Works like ``torch.nn.functional.scaled_dot_product_attention`` on numpy
-    arrays. Scores are computed in query tiles of about a mebibyte, so memory
-    is linear in the sequence length unless ``return_weights=True``.
+    arrays. Scores are computed in query tiles of about a million scores, so
+    memory is linear in the sequence length unless ``return_weights=True``.
 
     Parameters
     ----------
