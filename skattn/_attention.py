@@ -3,7 +3,9 @@
 Pure functions on arrays: nothing here imports scikit-learn or knows about an
 estimator. Forward functions return what the backward pass will need (the
 per-row log-sum-exp of the scores), so that probabilities can be recomputed tile
-by tile instead of being stored.
+by tile instead of being stored. Attention dropout is recomputed the same way:
+its masks are a pure function of a stream key per attention and of the (query,
+key) indices (see :mod:`skattn._dropout`).
 
 Shape legend used in the comments: N samples (or any leading batch dimensions),
 T tokens (Tq queries, Tk keys), D token width, H heads, Dh head width.
@@ -19,11 +21,13 @@ import math
 
 import numpy as np
 
+from ._dropout import INDEX_BITS, grid_index, keep_scale
 from ._parallel import map_parallel, single_threaded_blas
 from ._sequences import BATCH_BYTES
 
 # A row sum of exponentials below this may have lost precision to underflow: the
-# folded shift (see attention_tile_folded) then hands the tile to the exact path.
+# folded shift (see attention_tile_shift_folded) then hands the tile to the exact
+# path.
 FOLDED_SUM_FLOOR = math.exp(-60.0)
 
 # Scores computed at once per query tile (2**20 float32 are 4 MiB): the fastest
@@ -32,9 +36,9 @@ FOLDED_SUM_FLOOR = math.exp(-60.0)
 TILE_ELEMENTS = 2**20
 
 # The backward pass folds lse and delta into its products (as
-# attention_tile_folded folds the shift) only when there are at least this many
-# keys per query column: the extra column costs a copy of the queries and of
-# dO, worth it only against long rows of scores. At 16 keys and 8 dimensions,
+# attention_tile_shift_folded folds the shift) only when there are at least this
+# many keys per query column: the extra column costs a copy of the queries and
+# of dO, worth it only against long rows of scores. At 16 keys and 8 dimensions,
 # folding made the backward pass 2x slower; at 64 keys and 16 dimensions, 1.4x
 # faster. (The forward pass saves three passes, not two: it always folds.)
 FOLD_MIN_KEYS_PER_DIM = 2
@@ -99,100 +103,85 @@ def masked_scores(q, k_t, allowed, scale, batch_shape):
     return scores
 
 
-def attention_forward(
-    q,
-    k,
-    v,
-    *,
-    mask=None,
-    causal=False,
-    scale=None,
-    tile_elements=TILE_ELEMENTS,
-    return_weights=False,
-):
-    """Scaled dot-product attention computed in query tiles.
-
-    The scores of at most about ``tile_elements`` (query, key) pairs exist at
-    once, so memory is linear in the number of keys. Each tile is a max-shifted
-    softmax; the normalisation is applied once to the ``(Tq, Dv)`` output rather
-    than to the ``(Tq, Tk)`` probabilities.
+def check_dropout(dropout, n_keys):
+    """Attention dropout as ``(p, keys)``, or None when nothing is dropped.
 
     Parameters
     ----------
-    q : ndarray of shape (..., Tq, Dk)
-        Queries, already in the compute dtype.
-    k : ndarray of shape (..., Tk, Dk)
-        Keys.
-    v : ndarray of shape (..., Tk, Dv)
-        Values.
-    mask : ndarray of bool, broadcastable to (..., Tq, Tk), default=None
-        True where a query may attend to a key.
-    causal : bool, default=False
-        Also forbid keys after the query (see :func:`causal_tile`).
-    scale : float, default=None
-        Multiplier of the scores; None means ``1 / sqrt(Dk)``.
-    tile_elements : int, default=TILE_ELEMENTS
-        Budget of scores per tile; results do not depend on it.
-    return_weights : bool, default=False
-        Also return the normalised attention weights (this costs Tq * Tk memory).
+    dropout : None or (float, array-like of uint64)
+        The probability ``p`` in [0, 1) of dropping an attention weight and the
+        stream keys, one per attention (broadcast over its batch axes).
+    n_keys : int
+        Keys per query: the element indices of the masks
+        (:func:`skattn._dropout.grid_index`) have room for ``2**21`` keys.
 
     Returns
     -------
-    out : ndarray of shape (..., Tq, Dv)
-        Weighted values; zeros for a query row with no allowed key.
-    lse : ndarray of shape (..., Tq)
-        Log-sum-exp of each row of scaled scores over the allowed keys; +inf for a
-        row with no allowed key, so that ``exp(scores - lse)`` is 0 there.
-    weights : ndarray of shape (..., Tq, Tk) or None
-        Attention weights, when ``return_weights`` is True.
+    None or (float, ndarray of dtype uint64)
+        None for ``dropout=None`` or ``p == 0``: no dropout, and the kernels
+        compute exactly what they compute without the argument.
     """
-    dtype = q.dtype
-    n_queries, n_keys = q.shape[-2], k.shape[-2]
-    batch_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    if mask is not None:
-        batch_shape = np.broadcast_shapes(batch_shape, mask.shape[:-2])
-        mask = np.broadcast_to(mask, batch_shape + (n_queries, n_keys))
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[-1])
-    scale = dtype.type(scale)  # a float64 scalar would promote float32 arrays
-
-    out = np.empty(batch_shape + (n_queries, v.shape[-1]), dtype=dtype)
-    lse = np.empty(batch_shape + (n_queries,), dtype=dtype)
-    weights = None
-    if return_weights:
-        weights = np.empty(batch_shape + (n_queries, n_keys), dtype=dtype)
-
-    k_t = np.swapaxes(k, -1, -2)  # (..., Dk, Tk)
-    fold = not return_weights  # faster from 16 keys and 8 dimensions on
-    if fold:
-        folded = fold_keys_values(k, v, scale)
-
-    def run_tile(rows):
-        allowed = tile_mask(mask, causal, rows, n_keys)
-        tile = None
-        if fold:
-            tile = attention_tile_folded(q[..., rows, :], *folded, allowed, batch_shape)
-        if tile is None:  # not folded, or the folded shift underflowed
-            tile = attention_tile(
-                q[..., rows, :],
-                k_t,
-                v,
-                allowed,
-                scale,
-                batch_shape,
-                return_weights=return_weights,
-            )
-        context, tile_lse, tile_weights = tile
-        out[..., rows, :], lse[..., rows] = context, tile_lse
-        if return_weights:
-            weights[..., rows, :] = tile_weights
-
-    map_parallel(run_tile, query_tiles(n_queries, n_keys, batch_shape, tile_elements))
-    return out, lse, weights
+    if dropout is None:
+        return None
+    p, keys = dropout
+    p = float(p)
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"The dropout probability must be in [0, 1), got {p!r}.")
+    if p == 0.0:
+        return None
+    keys = np.asarray(keys)
+    if keys.dtype != np.uint64:
+        raise TypeError(f"Dropout keys must be of dtype uint64, got {keys.dtype}.")
+    if n_keys > 2**INDEX_BITS:
+        raise ValueError(
+            f"Attention dropout handles up to 2**{INDEX_BITS} keys, got {n_keys}."
+        )
+    return p, keys
 
 
-def attention_tile(q, k_t, v, allowed, scale, batch_shape, *, return_weights):
-    """Attention of one tile of queries against all keys.
+def dropout_multipliers(dropout, rows, n_keys, batch_shape, dtype):
+    """Inverted-dropout multipliers of the attention weights of a query tile.
+
+    Element (query ``i``, key ``j``) of batch element ``b`` is multiplied by
+    ``keep_scale(keys[b], i << 21 | j, p)`` (see :mod:`skattn._dropout`): a
+    pure function of the key and the indices, so the same whatever the tiles,
+    the batch, the padding after the keys or the threads.
+
+    Parameters
+    ----------
+    dropout : (float, ndarray of uint64)
+        From :func:`check_dropout`; the keys broadcast to ``batch_shape``.
+    rows : slice
+        The query rows of the tile.
+    n_keys : int
+        Number of keys.
+    batch_shape : tuple
+        Leading shape of the attention.
+    dtype : dtype
+        dtype of the multipliers.
+
+    Returns
+    -------
+    multipliers : ndarray of shape batch_shape + (tq, Tk)
+        0 (dropped) or ``1 / (1 - p)`` (kept).
+    """
+    p, keys = dropout
+    keys = np.broadcast_to(keys, batch_shape)[..., None, None]  # (..., 1, 1)
+    # grid_index of rows 0..tq-1, moved to the tile's first row
+    index = grid_index(rows.stop - rows.start, n_keys)  # (tq, Tk)
+    index += np.uint64(rows.start) << np.uint64(INDEX_BITS)
+    return keep_scale(keys, index, p, dtype)
+
+
+def attention_tile(
+    q, k_t, v, allowed, scale, batch_shape, *, return_weights, multipliers=None
+):
+    """Attention of one tile of queries against all keys: the exact softmax.
+
+    Scores, minus each row's maximum, exponentiated; the row sums normalise
+    the ``(tq, Dv)`` weighted values rather than the ``(tq, Tk)``
+    probabilities. :func:`attention_tile_shift_folded` computes the same
+    faster, and hands the tiles it cannot compute accurately back to this one.
 
     Parameters
     ----------
@@ -210,11 +199,16 @@ def attention_tile(q, k_t, v, allowed, scale, batch_shape, *, return_weights):
         Broadcast leading shape of q, k, v and the mask.
     return_weights : bool
         Also return the normalised probabilities.
+    multipliers : ndarray, broadcastable to (..., tq, Tk), default=None
+        Dropout multipliers of the probabilities (see
+        :func:`dropout_multipliers`), applied after their row sums are taken;
+        the weights returned are then the dropped ones.
 
     Returns
     -------
     context : ndarray of shape (..., tq, Dv)
     lse : ndarray of shape (..., tq)
+        Of the scores, whatever the dropout.
     weights : ndarray of shape (..., tq, Tk) or None
     """
     scores = masked_scores(q, k_t, allowed, scale, batch_shape)  # (..., tq, Tk)
@@ -224,6 +218,8 @@ def attention_tile(q, k_t, v, allowed, scale, batch_shape, *, return_weights):
     scores -= row_max
     np.exp(scores, out=scores)  # unnormalised probabilities, each row's max is 1
     row_sum = scores.sum(axis=-1, keepdims=True)  # (..., tq, 1); >= 1, or 0 if empty
+    if multipliers is not None:
+        scores *= multipliers  # dropout of the weights, after the softmax's sums
     context = np.matmul(scores, v)  # (..., tq, Dv)
     np.divide(context, row_sum, out=context, where=~empty)
 
@@ -253,39 +249,6 @@ def append_column(x, column):
     out[..., :-1] = x
     out[..., -1:] = column
     return out
-
-
-def folds(n_keys, n_dims):
-    """Whether to fold row shifts into the products (see FOLD_MIN_KEYS_PER_DIM)."""
-    return n_keys >= FOLD_MIN_KEYS_PER_DIM * (n_dims + 1)
-
-
-def product_plus_rows(a, b_t, rows, fold):
-    """``a @ b + rows``: a product plus one value per row.
-
-    Parameters
-    ----------
-    a : ndarray of shape (..., n, d)
-    b_t : ndarray of shape (..., d, m), or (..., d + 1, m) when ``fold``
-        ``b`` transposed; when ``fold``, over a row of ones (see
-        :func:`keys_with_ones`).
-    rows : ndarray of shape (..., n, 1)
-        Added to each row of the product.
-    fold : bool
-        Add ``rows`` inside the product (``[a, rows] @ b_t``: no pass over the
-        (n, m) result, but a copy of ``a``), or after it.
-
-    Returns
-    -------
-    ndarray of shape (..., n, m), a new array.
-    """
-    if fold:
-        return np.matmul(append_column(a, rows), b_t)
-    product = np.matmul(a, b_t)
-    if product.shape[:-2] != rows.shape[:-2]:  # a broadcasts: a new array
-        return product + rows
-    product += rows
-    return product
 
 
 def keys_with_ones(k, scale):
@@ -320,16 +283,19 @@ def fold_keys_values(k, v, scale):
     return keys_with_ones(k, scale), v_aug, (k_norm_max * scale)[..., None, None]
 
 
-def attention_tile_folded(q, k_aug_t, v_aug, k_norm_max, allowed, batch_shape):
-    """One tile of attention with the shift and the row sums folded into GEMMs.
+def attention_tile_shift_folded(q, k_aug_t, v_aug, k_norm_max, allowed, batch_shape):
+    """:func:`attention_tile` with the shift and the row sums folded into the
+    two matrix products.
 
-    Each row is shifted by the Cauchy-Schwarz bound ``scale * |q| * max |k|``
-    of its scores instead of their exact maximum, through an extra column of
-    the queries, so that one product gives shifted scores; an extra column of
-    ones in the values makes the second product return the row sums with the
-    weighted values. The only pass over the (tq, Tk) scores is one in-place
-    exponential. A loose bound can make a row's sum underflow: then the tile
-    is left to :func:`attention_tile` (returns None).
+    The shift of each row is not its maximum score but an upper bound of its
+    scores (Cauchy-Schwarz: ``scale * |q| * max |k|``), which needs no pass
+    over the scores: an extra column of the queries (the negated shift) times
+    a row of ones under the keys makes the first product return shifted
+    scores. An extra column of ones in the values makes the second product
+    return each row's sum of exponentials next to its weighted values. The
+    only pass over the (tq, Tk) scores is one in-place exponential. A loose
+    bound can make a row's sum underflow: then the tile is left to
+    :func:`attention_tile` (returns None).
 
     Parameters
     ----------
@@ -364,6 +330,125 @@ def attention_tile_folded(q, k_aug_t, v_aug, k_norm_max, allowed, batch_shape):
     return context, lse[..., 0], None
 
 
+def attention_forward(
+    q,
+    k,
+    v,
+    *,
+    mask=None,
+    causal=False,
+    scale=None,
+    tile_elements=TILE_ELEMENTS,
+    return_weights=False,
+    dropout=None,
+):
+    """Scaled dot-product attention computed in query tiles.
+
+    The scores of at most about ``tile_elements`` (query, key) pairs exist at
+    once, so memory is linear in the number of keys. Each tile is a max-shifted
+    softmax; the normalisation is applied once to the ``(Tq, Dv)`` output rather
+    than to the ``(Tq, Tk)`` probabilities.
+
+    Dropout, when set, drops attention weights where
+    ``torch.nn.MultiheadAttention(dropout=p)`` does: after the softmax, before
+    the product with the values, keeping the others times ``1 / (1 - p)``.
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., Tq, Dk)
+        Queries, already in the compute dtype.
+    k : ndarray of shape (..., Tk, Dk)
+        Keys.
+    v : ndarray of shape (..., Tk, Dv)
+        Values.
+    mask : ndarray of bool, broadcastable to (..., Tq, Tk), default=None
+        True where a query may attend to a key.
+    causal : bool, default=False
+        Also forbid keys after the query (see :func:`causal_tile`).
+    scale : float, default=None
+        Multiplier of the scores; None means ``1 / sqrt(Dk)``.
+    tile_elements : int, default=TILE_ELEMENTS
+        Budget of scores per tile; results do not depend on it.
+    return_weights : bool, default=False
+        Also return the normalised attention weights (this costs Tq * Tk memory).
+    dropout : None or (float, ndarray of uint64), default=None
+        ``(p, keys)``: drop each attention weight with probability ``p`` in
+        [0, 1). ``keys`` (stream keys, see :func:`skattn._dropout.stream_keys`)
+        broadcast to the batch shape, one key per attention; element (query
+        ``i``, key ``j``) of batch element ``b`` is multiplied by
+        ``keep_scale(keys[b], i << 21 | j, p)``, whatever the tiles (see
+        :func:`dropout_multipliers`). None or ``p == 0``: no dropout.
+
+    Returns
+    -------
+    out : ndarray of shape (..., Tq, Dv)
+        Weighted values; zeros for a query row with no allowed key.
+    lse : ndarray of shape (..., Tq)
+        Log-sum-exp of each row of scaled scores over the allowed keys; +inf for a
+        row with no allowed key, so that ``exp(scores - lse)`` is 0 there. It
+        does not depend on the dropout.
+    weights : ndarray of shape (..., Tq, Tk) or None
+        Attention weights, when ``return_weights`` is True; with dropout, the
+        dropped and rescaled weights that multiplied the values (as
+        ``torch.nn.MultiheadAttention`` returns them).
+    """
+    dtype = q.dtype
+    n_queries, n_keys = q.shape[-2], k.shape[-2]
+    batch_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    dropout = check_dropout(dropout, n_keys)
+    if dropout is not None:
+        batch_shape = np.broadcast_shapes(batch_shape, dropout[1].shape)
+    if mask is not None:
+        batch_shape = np.broadcast_shapes(batch_shape, mask.shape[:-2])
+        mask = np.broadcast_to(mask, batch_shape + (n_queries, n_keys))
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    scale = dtype.type(scale)  # a float64 scalar would promote float32 arrays
+
+    out = np.empty(batch_shape + (n_queries, v.shape[-1]), dtype=dtype)
+    lse = np.empty(batch_shape + (n_queries,), dtype=dtype)
+    weights = None
+    if return_weights:
+        weights = np.empty(batch_shape + (n_queries, n_keys), dtype=dtype)
+
+    k_t = np.swapaxes(k, -1, -2)  # (..., Dk, Tk)
+    # faster from 16 keys and 8 dimensions on; dropout takes the exact tile
+    fold = not return_weights and dropout is None
+    if fold:
+        folded = fold_keys_values(k, v, scale)
+
+    def run_tile(rows):
+        allowed = tile_mask(mask, causal, rows, n_keys)
+        tile = None
+        if fold:
+            tile = attention_tile_shift_folded(
+                q[..., rows, :], *folded, allowed, batch_shape
+            )
+        if tile is None:  # not folded, or the folded shift underflowed
+            multipliers = None
+            if dropout is not None:
+                multipliers = dropout_multipliers(
+                    dropout, rows, n_keys, batch_shape, dtype
+                )
+            tile = attention_tile(
+                q[..., rows, :],
+                k_t,
+                v,
+                allowed,
+                scale,
+                batch_shape,
+                return_weights=return_weights,
+                multipliers=multipliers,
+            )
+        context, tile_lse, tile_weights = tile
+        out[..., rows, :], lse[..., rows] = context, tile_lse
+        if return_weights:
+            weights[..., rows, :] = tile_weights
+
+    map_parallel(run_tile, query_tiles(n_queries, n_keys, batch_shape, tile_elements))
+    return out, lse, weights
+
+
 def project(x, w):
     """``x @ w`` over the last axis of ``x``, as one 2-D matrix product.
 
@@ -389,7 +474,81 @@ def merge_heads(x):
     return x.reshape(*batch, n_tokens, n_heads * head_dim)  # (..., T, H*Dh)
 
 
-def head_mask(mask):
+def concat_qkv(query, key, value):
+    """Query, key and value blocks side by side along the last axis.
+
+    The one layout of the three projections in this module: their weights
+    ``(D, Wq + Wk + Wv)`` and the gradients of the projected tokens ``(...,
+    T, Wq + Wk + Wv)``; :func:`split_qkv` takes them apart.
+
+    Returns
+    -------
+    ndarray of shape (..., Wq + Wk + Wv), a new array.
+    """
+    return np.concatenate([query, key, value], axis=-1)
+
+
+def split_qkv(qkv, width_query, width_key):
+    """Views of the query, key and value blocks of :func:`concat_qkv`'s layout.
+
+    Parameters
+    ----------
+    qkv : ndarray of shape (..., Wq + Wk + Wv)
+    width_query, width_key : int
+        ``Wq`` and ``Wk``; the value block is the rest.
+
+    Returns
+    -------
+    query, key, value : ndarray of shape (..., Wq), (..., Wk), (..., Wv)
+    """
+    return np.split(qkv, [width_query, width_query + width_key], axis=-1)
+
+
+def project_qkv(x, w_query, w_key, w_value, n_heads):
+    """Queries, keys and values of the tokens ``x``, split into heads.
+
+    Three matrix products, not one with ``concat_qkv(w_query, w_key,
+    w_value)``: with OpenBLAS, the fused float32 product rounds most entries
+    differently from separate products (shapes (6400, 32) @ (32, 96) and
+    (16384, 128) @ (128, 384); float64 agreed on those shapes), and separate
+    products keep the results of the default model unchanged.
+    :func:`project_qkv_backward` does use the fused layout.
+
+    Returns
+    -------
+    q, k : ndarray of shape (..., H, T, Dh)
+    v : ndarray of shape (..., H, T, Dv)
+    """
+    return tuple(split_heads(project(x, w), n_heads) for w in (w_query, w_key, w_value))
+
+
+def project_qkv_backward(d_q, d_k, d_v, x, w_query, w_key, w_value):
+    """Gradients of :func:`project_qkv` with respect to ``x`` and the weights.
+
+    The three projections' gradients side by side (:func:`concat_qkv`), so
+    that the weight gradients and ``d_x`` are one matrix product each.
+
+    Parameters
+    ----------
+    d_q, d_k, d_v : ndarray of shape (..., H, T, Dh) (Dv for ``d_v``)
+        Gradients of the loss with respect to the projected heads.
+    x, w_query, w_key, w_value
+        As given to :func:`project_qkv`.
+
+    Returns
+    -------
+    d_x : ndarray of shape (..., T, D)
+    d_w_query, d_w_key, d_w_value : ndarray, shapes of the weights
+    """
+    d_qkv = concat_qkv(*(merge_heads(d) for d in (d_q, d_k, d_v)))  # (..., T, W)
+    d_qkv = d_qkv.reshape(-1, d_qkv.shape[-1])  # (N*T, Wq + Wk + Wv)
+    d_w_qkv = x.reshape(-1, x.shape[-1]).T @ d_qkv  # (D, Wq + Wk + Wv)
+    w_qkv = concat_qkv(w_query, w_key, w_value)  # (D, Wq + Wk + Wv)
+    d_x = (d_qkv @ w_qkv.T).reshape(x.shape)  # (..., T, D)
+    return d_x, *split_qkv(d_w_qkv, w_query.shape[1], w_key.shape[1])
+
+
+def mask_with_head_axis(mask):
     """Insert the head axis into a mask broadcastable to ``(..., Tq, Tk)``."""
     if mask is None or mask.ndim < 2:
         return mask
@@ -406,13 +565,21 @@ def multi_head_forward(
     n_heads,
     mask=None,
     causal=False,
-    tile_elements=TILE_ELEMENTS,
     return_weights=False,
+    dropout=None,
 ):
     """Multi-head self-attention forward pass, keeping what backward needs.
 
     All arrays must already be in one floating dtype. See
-    :func:`multi_head_attention` for the meaning of the arguments.
+    :func:`multi_head_attention` for the meaning of the arguments but
+    ``dropout``.
+
+    Parameters
+    ----------
+    dropout : None or (float, ndarray of uint64), default=None
+        ``(p, keys)``: attention dropout (see :func:`attention_forward`), with
+        one stream key per sequence and head: ``keys`` broadcastable to
+        ``x.shape[:-2] + (n_heads,)``.
 
     Returns
     -------
@@ -423,17 +590,15 @@ def multi_head_forward(
         (..., H, T, Dh), ``merged`` of shape (..., T, H*Dh), ``lse`` of shape
         (..., H, T) and ``weights`` of shape (..., H, T, T) or None.
     """
-    q = split_heads(project(x, w_query), n_heads)  # (..., H, T, Dh)
-    k = split_heads(project(x, w_key), n_heads)  # (..., H, T, Dh)
-    v = split_heads(project(x, w_value), n_heads)  # (..., H, T, Dv)
+    q, k, v = project_qkv(x, w_query, w_key, w_value, n_heads)  # (..., H, T, Dh)
     context, lse, weights = attention_forward(
         q,
         k,
         v,
-        mask=head_mask(mask),
+        mask=mask_with_head_axis(mask),
         causal=causal,
-        tile_elements=tile_elements,
         return_weights=return_weights,
+        dropout=dropout,
     )  # (..., H, T, Dv)
     merged = merge_heads(context)  # (..., T, H*Dv)
     out = merged if w_output is None else project(merged, w_output)  # (..., T, d_out)
@@ -475,8 +640,8 @@ def scaled_dot_product_attention(
     """Scaled dot-product attention, ``softmax(Q K^T * scale) V``.
 
     Works like ``torch.nn.functional.scaled_dot_product_attention`` on numpy
-    arrays. Scores are computed in query tiles of about a mebibyte, so memory
-    is linear in the sequence length unless ``return_weights=True``.
+    arrays. Scores are computed in query tiles of about a million scores, so
+    memory is linear in the sequence length unless ``return_weights=True``.
 
     Parameters
     ----------
@@ -714,6 +879,48 @@ def sum_to_shape(grad, shape):
     return grad.sum(axis=axes).reshape(shape)
 
 
+def backward_folds_rows(n_keys, n_dims):
+    """Whether the backward pass adds its per-row terms (``-lse``, ``-delta``)
+    inside its products, as an extra column (see FOLD_MIN_KEYS_PER_DIM).
+
+    Parameters
+    ----------
+    n_keys : int
+        Keys per query row.
+    n_dims : int
+        Width of the queries (and keys).
+    """
+    return n_keys >= FOLD_MIN_KEYS_PER_DIM * (n_dims + 1)
+
+
+def matmul_add_rows(a, b_t, rows, fold):
+    """``a @ b_t + rows``: a matrix product plus one value per row.
+
+    Parameters
+    ----------
+    a : ndarray of shape (..., n, d)
+    b_t : ndarray of shape (..., d, m), or (..., d + 1, m) when ``fold``
+        ``b`` transposed; when ``fold``, over a row of ones (see
+        :func:`keys_with_ones`).
+    rows : ndarray of shape (..., n, 1)
+        Added to each row of the product.
+    fold : bool
+        Add ``rows`` inside the product (``[a, rows] @ b_t``: no pass over the
+        (n, m) result, but a copy of ``a``), or after it.
+
+    Returns
+    -------
+    ndarray of shape (..., n, m), a new array.
+    """
+    if fold:
+        return np.matmul(append_column(a, rows), b_t)
+    product = np.matmul(a, b_t)
+    if product.shape[:-2] != rows.shape[:-2]:  # a broadcasts: a new array
+        return product + rows
+    product += rows
+    return product
+
+
 def attention_backward(
     d_out,
     q,
@@ -726,6 +933,7 @@ def attention_backward(
     causal=False,
     scale=None,
     tile_elements=TILE_ELEMENTS,
+    dropout=None,
 ):
     """Gradients of :func:`attention_forward` with respect to q, k and v.
 
@@ -733,11 +941,15 @@ def attention_backward(
     memory stays linear in the number of keys. Uses the identity
     ``rowsum(dP * P) = rowsum(dO * O)`` (Dao et al., 2022) for the softmax.
 
+    With dropout, the multipliers ``M`` of a tile are recomputed from the keys:
+    ``O = (P * M) V`` gives ``dV = (P * M)^T dO`` and ``dP = (dO V^T) * M``,
+    and the identity still holds with the dropped output ``O``.
+
     Parameters
     ----------
     d_out : ndarray of shape (..., Tq, Dv)
         Gradient of the loss with respect to the output.
-    q, k, v, mask, causal, scale, tile_elements
+    q, k, v, mask, causal, scale, tile_elements, dropout
         As given to :func:`attention_forward`.
     out : ndarray of shape (..., Tq, Dv)
         Output of :func:`attention_forward`.
@@ -755,6 +967,7 @@ def attention_backward(
     batch_shape = lse.shape[:-1]
     if mask is not None:
         mask = np.broadcast_to(mask, batch_shape + (n_queries, n_keys))
+    dropout = check_dropout(dropout, n_keys)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     scale = dtype.type(scale)
@@ -766,7 +979,7 @@ def attention_backward(
     delta = np.einsum("...i,...i->...", d_out, out)[..., None]  # (..., Tq, 1)
     # scale * q.k - lse and dP - delta, each one product; a row with no
     # allowed key has lse = inf, and is masked anyway
-    fold = folds(n_keys, q.shape[-1])
+    fold = dropout is None and backward_folds_rows(n_keys, q.shape[-1])
     if fold:  # transposed keys and values over a row of ones
         k_t = keys_with_ones(k, scale)  # (..., Dk + 1, Tk)
         k_scaled = np.swapaxes(k_t[..., :-1, :], -1, -2)  # (..., Tk, Dk): scale * k
@@ -781,14 +994,23 @@ def attention_backward(
             q_tile = q[..., rows, :]  # (..., tq, Dk)
             allowed = tile_mask(mask, causal, rows, n_keys)
             # (..., tq, Tk), of the full batch shape: lse has it
-            probs = product_plus_rows(q_tile, k_t, neg_lse[..., rows, :], fold)
+            probs = matmul_add_rows(q_tile, k_t, neg_lse[..., rows, :], fold)
             if allowed is not None:
                 np.copyto(probs, -np.inf, where=~allowed)
             np.exp(probs, out=probs)  # (..., tq, Tk); rows of empty queries are 0
 
             d_tile = d_out[..., rows, :]  # (..., tq, Dv)
-            d_v += np.matmul(np.swapaxes(probs, -1, -2), d_tile)  # (..., Tk, Dv)
-            d_scores = product_plus_rows(d_tile, v_t, -delta[..., rows, :], fold)
+            if dropout is None:
+                d_v += np.matmul(np.swapaxes(probs, -1, -2), d_tile)  # (..., Tk, Dv)
+                d_scores = matmul_add_rows(d_tile, v_t, -delta[..., rows, :], fold)
+            else:
+                multipliers = dropout_multipliers(
+                    dropout, rows, n_keys, batch_shape, dtype
+                )  # (..., tq, Tk)
+                dropped = probs * multipliers  # (..., tq, Tk)
+                d_v += np.matmul(np.swapaxes(dropped, -1, -2), d_tile)  # (..., Tk, Dv)
+                d_scores = np.matmul(d_tile, v_t) * multipliers  # (..., tq, Tk)
+                d_scores -= delta[..., rows, :]
             d_scores *= probs  # (..., tq, Tk): gradient of the scaled scores
             d_q[..., rows, :] = np.matmul(d_scores, k_scaled)  # (..., tq, Dk)
             d_k += np.matmul(np.swapaxes(d_scores, -1, -2), q_tile)  # (..., Tk, Dk)
@@ -812,7 +1034,7 @@ def multi_head_backward(
     n_heads,
     mask=None,
     causal=False,
-    tile_elements=TILE_ELEMENTS,
+    dropout=None,
 ):
     """Gradients of :func:`multi_head_forward`.
 
@@ -820,7 +1042,7 @@ def multi_head_backward(
     ----------
     d_out : ndarray of shape (..., T, d_out)
         Gradient of the loss with respect to the output.
-    x, w_query, w_key, w_value, w_output, n_heads, mask, causal, tile_elements
+    x, w_query, w_key, w_value, w_output, n_heads, mask, causal, dropout
         As given to :func:`multi_head_forward`.
     cache : dict
         The cache :func:`multi_head_forward` returned.
@@ -832,7 +1054,6 @@ def multi_head_backward(
         ``"query"``, ``"key"``, ``"value"`` of shape (D, H*Dh) and ``"output"``
         (None when ``w_output`` is None).
     """
-    width = x.shape[-1]
     grads = {"output": None}
     if w_output is None:
         d_merged = d_out  # (..., T, H*Dv)
@@ -840,29 +1061,18 @@ def multi_head_backward(
         merged = cache["merged"].reshape(-1, w_output.shape[0])  # (N*T, H*Dv)
         grads["output"] = merged.T @ d_out.reshape(-1, w_output.shape[1])
         d_merged = project(d_out, w_output.T)  # (..., T, H*Dv)
-    d_heads = attention_backward(
+    d_q, d_k, d_v = attention_backward(
         split_heads(d_merged, n_heads),
         cache["q"],
         cache["k"],
         cache["v"],
         cache["context"],
         cache["lse"],
-        mask=head_mask(mask),
+        mask=mask_with_head_axis(mask),
         causal=causal,
-        tile_elements=tile_elements,
-    )  # d_q, d_k, d_v of shape (..., H, T, Dh)
-    # The three projections' gradients side by side, so that the weight
-    # gradients and d_x are one matrix product each.
-    w_qkv = np.concatenate([w_query, w_key, w_value], axis=1)  # (D, 3*H*Dh)
-    bounds = np.cumsum([w_query.shape[1], w_key.shape[1]])
-    d_qkv = np.empty(x.shape[:-1] + (w_qkv.shape[1],), dtype=x.dtype)
-    for block, d_block in zip(np.split(d_qkv, bounds, axis=-1), d_heads, strict=True):
-        block_heads = split_heads(block, n_heads)  # (..., H, T, Dh), a view
-        assert np.may_share_memory(block_heads, d_qkv)
-        block_heads[...] = d_block
-    d_qkv = d_qkv.reshape(-1, w_qkv.shape[1])  # (N*T, 3*H*Dh)
-    d_w_qkv = x.reshape(-1, width).T @ d_qkv  # (D, 3*H*Dh)
-    names = ("query", "key", "value")
-    grads.update(zip(names, np.split(d_w_qkv, bounds, axis=1), strict=True))
-    d_x = (d_qkv @ w_qkv.T).reshape(x.shape)  # (..., T, D)
+        dropout=dropout,
+    )  # (..., H, T, Dh)
+    d_x, grads["query"], grads["key"], grads["value"] = project_qkv_backward(
+        d_q, d_k, d_v, x, w_query, w_key, w_value
+    )  # (..., T, D)
     return d_x, grads

@@ -1,6 +1,7 @@
 """Tests of the attention kernels against hand-worked values and a loop reference."""
 
 import ast
+import itertools
 import math
 import tracemalloc
 from pathlib import Path
@@ -11,7 +12,13 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 import skattn
 from skattn import multi_head_attention, scaled_dot_product_attention
-from skattn._attention import attention_forward, causal_tile
+from skattn._attention import (
+    attention_backward,
+    attention_forward,
+    causal_tile,
+    multi_head_backward,
+    multi_head_forward,
+)
 
 # The textbook example: three tokens, d = 2.
 Q_TEXTBOOK = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
@@ -375,33 +382,51 @@ def test_long_sequence_against_reference(rng):
             assert_allclose(out[row, cols], expected[0], rtol=2e-4, atol=2e-5)
 
 
-def test_32768_tokens_memory_is_linear():
-    """One sequence of 32,768 tokens, width 64, 4 heads: no T x T array.
+def traced_peak(function):
+    """``function()`` and the peak of the memory traced while it ran."""
+    tracemalloc.start()
+    try:
+        result = function()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return result, peak
 
-    A T x T float32 array would be 4 GiB; the query tiles keep the traced peak
-    to a few times the (T, 64) activations, plus a few tiles (4 MiB each) per
-    thread: two threads here, whatever the machine.
+
+def test_memory_is_linear_in_sequence_length():
+    """One sequence of T and of 2T tokens (T = 4096), width 64, 4 heads: no
+    T x T array, and memory growing linearly from T to 2T.
+
+    The 4 heads' float32 scores at 2T would be 1 GiB. The query tiles keep the
+    traced peak to a few (T, 64) activations plus a few tiles (4 MiB each) per
+    thread: two threads here, whatever the machine. Doubling T adds about 8
+    activations of T tokens (tiles do not grow: they get fewer rows); a T x T
+    array would add 12 T^2 bytes per head.
     """
     from threadpoolctl import threadpool_limits
 
     rng = np.random.default_rng(0)
-    n_tokens, d_model, n_heads, head_dim = 32768, 64, 4, 16
-    x = rng.standard_normal((n_tokens, d_model), dtype=np.float32)
+    n_tokens, d_model, n_heads, head_dim = 4096, 64, 4, 16
+    x = rng.standard_normal((2 * n_tokens, d_model), dtype=np.float32)
     w_q, w_k, w_v, w_o = rng.standard_normal((4, d_model, d_model), dtype=np.float32)
     w_q /= 8
     w_k /= 8
-    tracemalloc.start()
-    try:
+    peaks = []
+    for length in (n_tokens, 2 * n_tokens):
         with threadpool_limits(2, user_api="blas"):
-            out = multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads=n_heads)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    activation = n_tokens * d_model * 4  # 8 MiB
-    assert peak < 12 * activation, f"peak {peak / 2**20:.0f} MiB"
-    assert out.shape == (n_tokens, d_model) and out.dtype == np.float32
+            out, peak = traced_peak(
+                lambda length=length: multi_head_attention(
+                    x[:length], w_q, w_k, w_v, w_o, n_heads=n_heads
+                )
+            )
+        peaks.append(peak)
+    activation = n_tokens * d_model * 4  # 1 MiB: (T, 64) float32
+    growth = peaks[1] - peaks[0]
+    assert growth < 12 * activation, f"T to 2T: +{growth / 2**20:.1f} MiB"
+    assert peaks[1] < (2 * n_tokens) ** 2, f"peak {peaks[1] / 2**20:.0f} MiB"
+    assert out.shape == (2 * n_tokens, d_model) and out.dtype == np.float32
 
-    rows = [0, 1, 12345, n_tokens - 1]
+    rows = [0, 1, 2345, 2 * n_tokens - 1]
     heads = []
     for h in range(n_heads):
         cols = slice(h * head_dim, (h + 1) * head_dim)
@@ -443,7 +468,7 @@ def test_folded_tile_matches_exact_tile(rng):
     exact max-shifted softmax."""
     from skattn._attention import (
         attention_tile,
-        attention_tile_folded,
+        attention_tile_shift_folded,
         fold_keys_values,
     )
 
@@ -452,7 +477,9 @@ def test_folded_tile_matches_exact_tile(rng):
     v = rng.standard_normal((2, 3, 9, 5))
     allowed = rng.random((2, 1, 7, 9)) < 0.8
     allowed[..., 0] = True
-    folded = attention_tile_folded(q, *fold_keys_values(k, v, 0.5), allowed, (2, 3))
+    folded = attention_tile_shift_folded(
+        q, *fold_keys_values(k, v, 0.5), allowed, (2, 3)
+    )
     exact = attention_tile(
         q, np.swapaxes(k, -1, -2), v, allowed, 0.5, (2, 3), return_weights=False
     )
@@ -461,39 +488,36 @@ def test_folded_tile_matches_exact_tile(rng):
     assert_allclose(folded[1], exact[1], rtol=1e-12)
 
 
-def test_underflowing_row_sums_take_the_exact_path(rng, monkeypatch):
+def test_underflowing_row_sums_take_the_exact_path(rng):
     """A loose Cauchy-Schwarz shift (one long key orthogonal to the queries)
-    makes every exponential underflow; the tile is then redone exactly."""
-    import skattn._attention as attention
+    makes every exponential underflow: the folded tile refuses the tile, and
+    the attention is still exact (the tile is redone by attention_tile)."""
+    from skattn._attention import attention_tile_shift_folded, fold_keys_values
 
-    calls = []
-    folded = attention.attention_tile_folded
-
-    def spy(*args):
-        result = folded(*args)
-        calls.append(result is None)
-        return result
-
-    monkeypatch.setattr(attention, "attention_tile_folded", spy)
     q = np.zeros((5, 3), dtype=np.float32)
     q[:, 0] = 30.0  # queries along the first axis
     k = rng.standard_normal((12, 3)).astype(np.float32)  # enough keys to fold
     k[0] = [0.0, 0.0, 1e3]  # a long key orthogonal to every query
     v = rng.standard_normal((12, 2)).astype(np.float32)
+    scale = np.float32(1 / math.sqrt(3))
+    folded = attention_tile_shift_folded(q, *fold_keys_values(k, v, scale), None, ())
+    assert folded is None  # the folded shift underflowed and was refused
     out = scaled_dot_product_attention(q, k, v)
-    assert calls == [True]  # the folded shift underflowed and was refused
     expected, _ = reference_batched(q.astype(np.float64), k, v)
     assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
     assert np.all(np.isfinite(out))
 
 
 @pytest.mark.parametrize("return_weights", [False, True])
-def test_tiles_on_two_threads_give_identical_results(rng, return_weights):
-    """Tiles computed side by side (BLAS limit 2) equal tiles one by one."""
+@pytest.mark.parametrize("p", [0.0, 0.3])
+def test_tiles_on_two_threads_give_identical_results(rng, return_weights, p):
+    """Tiles computed side by side (BLAS limit 2) equal tiles one by one, and
+    so do their dropout masks."""
     from threadpoolctl import threadpool_limits
 
     q, k, v = rng.standard_normal((3, 2, 300, 8)).astype(np.float32)
     mask = rng.random((2, 1, 300)) < 0.9
+    dropout = (p, rng.integers(0, 2**63, size=2, dtype=np.uint64))
     results = []
     for n_threads in (1, 2):
         with threadpool_limits(n_threads, user_api="blas"):
@@ -506,6 +530,7 @@ def test_tiles_on_two_threads_give_identical_results(rng, return_weights):
                     causal=True,
                     tile_elements=1000,
                     return_weights=return_weights,
+                    dropout=dropout,
                 )  # fmt: skip
             )
     for one, two in zip(*results, strict=True):
@@ -513,57 +538,58 @@ def test_tiles_on_two_threads_give_identical_results(rng, return_weights):
             assert_array_equal(one, two)
 
 
+# Sequences of 6 tokens of width 64: 6000 of them (9 MiB of float32 input
+# alone) are more than twice the memory multi_head_attention computes at once
+# (BATCH_BYTES), whatever its estimate of the intermediate arrays.
+N_CHUNKED = 6000
+
+
 @pytest.mark.parametrize(
     "x_shape, mask_shape",
     [
-        ((13, 6, 4), None),
-        ((13, 6, 4), (13, 1, 6)),  # one mask per sequence: sliced with it
-        ((13, 6, 4), (6, 6)),  # one mask for all
-        ((13, 2, 6, 4), (2, 1, 6)),  # mask over a second batch axis
-        ((1, 6, 4), (3, 6, 6)),  # the mask adds batch rows: computed at once
-        ((6, 4), (6, 6)),  # one sequence
+        ((N_CHUNKED, 6, 64), None),
+        ((N_CHUNKED, 6, 64), (N_CHUNKED, 1, 6)),  # one mask per sequence: sliced
+        ((N_CHUNKED, 6, 64), (6, 6)),  # one mask for all
+        ((N_CHUNKED // 2, 2, 6, 64), (2, 1, 6)),  # mask over a second batch axis
+        ((1, 6, 64), (3, 6, 6)),  # the mask adds batch rows: computed at once
+        ((6, 64), (6, 6)),  # one sequence
     ],
 )
 @pytest.mark.parametrize("return_weights", [False, True])
 def test_mha_batch_chunks_do_not_change_results(
-    rng, monkeypatch, x_shape, mask_shape, return_weights
+    rng, x_shape, mask_shape, return_weights
 ):
-    """multi_head_attention computes cache-sized chunks of the first axis (one
-    sequence per chunk here): the same numbers as all sequences at once (to
-    float32 rounding: BLAS may order sums differently for other shapes), and
-    bit for bit the same on one thread and on two (chunks side by side)."""
+    """multi_head_attention computes cache-sized chunks of the first axis (on
+    inputs this large): the same numbers as all sequences at once through the
+    kernel (to float32 rounding: BLAS may round products of other shapes
+    differently), and bit for bit the same on one thread and on two (chunks
+    side by side)."""
     from threadpoolctl import threadpool_limits
 
-    import skattn._attention as attention
+    from skattn._attention import multi_head_forward
+    from skattn._sequences import BATCH_BYTES
 
     x = rng.standard_normal(x_shape).astype(np.float32)
-    w_q, w_k, w_v = rng.standard_normal((3, 4, 4)).astype(np.float32)
+    if x.ndim == 3 and x.shape[0] == N_CHUNKED:
+        assert x.nbytes > 2 * BATCH_BYTES
+    w_q, w_k, w_v = rng.standard_normal((3, 64, 4)).astype(np.float32) / 8
     w_o = rng.standard_normal((4, 3)).astype(np.float32)
     mask = None if mask_shape is None else rng.random(mask_shape) < 0.7
     kwargs = dict(n_heads=2, mask=mask, causal=True, return_weights=return_weights)
-    whole = multi_head_attention(x, w_q, w_k, w_v, w_o, **kwargs)
-    monkeypatch.setattr(attention, "BATCH_BYTES", 1)
-    calls, forward = [], attention.multi_head_forward
-
-    def spy(x, *args, **kwargs):
-        calls.append(x.shape)
-        return forward(x, *args, **kwargs)
-
-    monkeypatch.setattr(attention, "multi_head_forward", spy)
+    whole_out, cache = multi_head_forward(x, w_q, w_k, w_v, w_o, **kwargs)
+    whole = (whole_out, cache["weights"]) if return_weights else (whole_out,)
     chunked = []
     for n_threads in (1, 2):
         with threadpool_limits(n_threads, user_api="blas"):
             result = multi_head_attention(x, w_q, w_k, w_v, w_o, **kwargs)
         chunked.append(result if return_weights else (result,))
-    whole = whole if return_weights else (whole,)
     for one, two, want in zip(*chunked, whole, strict=True):
         assert one.dtype == np.float32
+        assert one.shape == want.shape
         assert_allclose(one, want, rtol=1e-5, atol=1e-6)
         assert_array_equal(one, two)
     batch = np.broadcast_shapes(x_shape[:-2], () if mask is None else mask_shape[:-2])
     assert whole[0].shape == batch + (x_shape[-2], 3)
-    at_once = len(x_shape) < 3 or len(mask_shape or ()) > len(x_shape)
-    assert len(calls) == 2 * (1 if at_once else batch[0])
 
 
 @pytest.mark.parametrize("limit", [1, 2])
@@ -607,3 +633,218 @@ def test_omp_num_threads_caps_the_tile_threads():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "1"
+
+
+# Attention dropout: a multiplier per (query, key), a pure function of the
+# stream key of the attention and of the indices (see skattn._dropout).
+
+
+def random_keys(rng, shape):
+    """Stream keys: uint64, like skattn._dropout.stream_keys gives."""
+    return rng.integers(0, 2**63, size=shape, dtype=np.uint64)
+
+
+def dropout_reference(q, k, v, mask, causal, p, keys):
+    """(P * M) V with the full (Tq, Tk) multipliers M of skattn._dropout."""
+    from skattn._dropout import grid_index, keep_scale
+
+    _, weights = reference_batched(q, k, v, mask, causal)
+    index = grid_index(q.shape[-2], k.shape[-2])
+    multipliers = keep_scale(keys[..., None, None], index, p, np.dtype(np.float64))
+    dropped = weights * multipliers
+    return dropped @ v, dropped
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("use_mask", [False, True])
+def test_dropout_matches_reference(rng, causal, use_mask):
+    """Weights dropped after the softmax (their row sums are those of the
+    undropped weights), the kept ones times 1 / (1 - p), then times V."""
+    q = rng.standard_normal((2, 3, 7, 4))
+    k = rng.standard_normal((2, 3, 9, 4))
+    v = rng.standard_normal((2, 3, 9, 5))
+    mask = rng.random((2, 1, 7, 9)) < 0.8 if use_mask else None
+    keys = random_keys(rng, (2, 3))
+    out, lse, weights = attention_forward(
+        q, k, v, mask=mask, causal=causal, return_weights=True, dropout=(0.4, keys)
+    )
+    expected_out, expected_weights = dropout_reference(q, k, v, mask, causal, 0.4, keys)
+    assert_allclose(out, expected_out, rtol=1e-12, atol=1e-14)
+    assert_allclose(weights, expected_weights, rtol=1e-12, atol=1e-15)
+    # lse is that of the scores, dropout or not
+    _, lse_undropped, _ = attention_forward(q, k, v, mask=mask, causal=causal)
+    assert_allclose(lse, lse_undropped, rtol=1e-13)
+    # the weights returned are those that multiplied the values
+    assert_allclose(out, weights @ v, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("tile_elements", [1, 5, 7 * 11, 13 * 31, 10**9])
+def test_dropout_mask_does_not_depend_on_tiles(rng, tile_elements):
+    """The same weights are dropped whatever the query tiles, and the results
+    agree with one tile."""
+    q = rng.standard_normal((2, 3, 29, 4))
+    k = rng.standard_normal((2, 3, 31, 4))
+    v = rng.standard_normal((2, 3, 31, 5))
+    mask = rng.random((2, 1, 29, 31)) < 0.8
+    dropout = (0.3, random_keys(rng, (2, 3)))
+    kwargs = dict(mask=mask, causal=True, return_weights=True, dropout=dropout)
+    expected = attention_forward(q, k, v, tile_elements=10**9, **kwargs)
+    result = attention_forward(q, k, v, tile_elements=tile_elements, **kwargs)
+    assert_array_equal(result[2] == 0, expected[2] == 0)
+    for got, want in zip(result, expected, strict=True):
+        assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    d_out = rng.standard_normal(expected[0].shape)
+    grads = [
+        attention_backward(
+            d_out,
+            q,
+            k,
+            v,
+            *expected[:2],
+            mask=mask,
+            causal=True,
+            tile_elements=elements,
+            dropout=dropout,
+        )  # fmt: skip
+        for elements in (tile_elements, 10**9)
+    ]
+    for got, want in zip(*grads, strict=True):
+        assert_allclose(got, want, rtol=1e-11, atol=1e-13)
+
+
+def test_dropout_rate_is_close_to_p(rng):
+    """On 512 x 512 weights, the share dropped is p to within 5 standard
+    deviations, and the kept weights are scaled by exactly 1 / (1 - p)."""
+    q, k, v = rng.standard_normal((3, 512, 4)).astype(np.float32)
+    p = 0.2
+    _, _, weights = attention_forward(
+        q, k, v, return_weights=True, dropout=(p, random_keys(rng, ()))
+    )
+    _, _, undropped = attention_forward(q, k, v, return_weights=True)
+    assert np.all(undropped > 0)  # so that 0 means dropped
+    dropped = weights == 0
+    n = dropped.size
+    assert abs(dropped.mean() - p) < 5 * math.sqrt(p * (1 - p) / n)
+    assert_allclose(weights[~dropped], undropped[~dropped] / (1 - p), rtol=1e-6)
+
+
+def test_dropout_zero_is_no_dropout_bit_for_bit(rng):
+    """p = 0 computes exactly what no dropout computes (folded tiles included),
+    forward and backward, for one attention and for multi-head attention."""
+    q, k, v, d_out = rng.standard_normal((4, 2, 3, 40, 8)).astype(np.float32)
+    mask = rng.random((2, 1, 1, 40)) < 0.8
+    zero = (0.0, random_keys(rng, (2, 3)))
+    for return_weights in (False, True):
+        kwargs = dict(mask=mask, causal=True, return_weights=return_weights)
+        plain = attention_forward(q, k, v, **kwargs)
+        with_zero = attention_forward(q, k, v, dropout=zero, **kwargs)
+        for a, b in zip(plain, with_zero, strict=True):
+            assert (a is None and b is None) or np.array_equal(a, b)
+    out, lse, _ = plain
+    kwargs = dict(mask=mask, causal=True)
+    grads = attention_backward(d_out, q, k, v, out, lse, **kwargs)
+    grads_zero = attention_backward(d_out, q, k, v, out, lse, dropout=zero, **kwargs)
+    for a, b in zip(grads, grads_zero, strict=True):
+        assert_array_equal(a, b)
+
+    x = rng.standard_normal((2, 20, 8)).astype(np.float32)
+    arrays = (x, *(rng.standard_normal((4, 8, 8)).astype(np.float32) / 3))
+    zero = (0.0, random_keys(rng, (2, 2)))  # per sample and head
+    kwargs = dict(n_heads=2, mask=rng.random((2, 1, 20)) < 0.8, causal=True)
+    out, cache = multi_head_forward(*arrays, **kwargs)
+    out_zero, cache_zero = multi_head_forward(*arrays, dropout=zero, **kwargs)
+    assert_array_equal(out, out_zero)
+    d_out = rng.standard_normal(out.shape).astype(np.float32)
+    d_x, grads = multi_head_backward(d_out, *arrays, cache, **kwargs)
+    d_x_zero, grads_zero = multi_head_backward(
+        d_out, *arrays, cache_zero, dropout=zero, **kwargs
+    )
+    assert_array_equal(d_x, d_x_zero)
+    for name in grads:
+        assert_array_equal(grads[name], grads_zero[name])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dropout_keeps_empty_rows_zero(rng, dtype):
+    """A query with no allowed key still gets zeros (and zero gradients)."""
+    q, k, v = rng.standard_normal((3, 2, 6, 3)).astype(dtype)
+    mask = np.ones((2, 6, 6), bool)
+    mask[0, 2] = False
+    mask[1, :, 0] = False  # causal: query 0 of sample 1 has no key left
+    dropout = (0.5, random_keys(rng, (2,)))
+    out, lse, weights = attention_forward(
+        q, k, v, mask=mask, causal=True, return_weights=True, dropout=dropout
+    )
+    assert np.all(np.isfinite(out)) and np.all(np.isfinite(weights))
+    for sample, row in ((0, 2), (1, 0)):
+        assert_array_equal(out[sample, row], 0)
+        assert_array_equal(weights[sample, row], 0)
+        assert lse[sample, row] == np.inf
+    d_q, d_k, d_v = attention_backward(
+        np.ones_like(out), q, k, v, out, lse, mask=mask, causal=True, dropout=dropout
+    )
+    assert all(np.all(np.isfinite(grad)) for grad in (d_q, d_k, d_v))
+    assert_array_equal(d_q[0, 2], 0)
+    assert_array_equal(d_q[1, 0], 0)
+
+
+def test_dropout_keys_give_each_sample_and_head_its_mask(rng):
+    """multi_head_forward takes one key per (sample, head): different keys drop
+    different weights of the same scores, equal keys the same weights."""
+    x = np.broadcast_to(rng.standard_normal((1, 16, 4)), (3, 16, 4))  # 3 copies
+    w_q, w_k, w_v = rng.standard_normal((3, 4, 4))
+    kwargs = dict(n_heads=2, return_weights=True)
+
+    def dropped(keys):
+        _, cache = multi_head_forward(
+            x, w_q, w_k, w_v, None, dropout=(0.5, keys), **kwargs
+        )
+        return cache["weights"] == 0  # (3, 2, 16, 16)
+
+    keys = random_keys(rng, (3, 2))
+    masks = dropped(keys)
+    pairs = [(n, h) for n in range(3) for h in range(2)]
+    for a, b in itertools.combinations(pairs, 2):
+        assert not np.array_equal(masks[a], masks[b]), (a, b)
+    # one key per sample, the same for both heads; one per head for all samples
+    same_heads = dropped(keys[:, :1])
+    assert_array_equal(same_heads[:, 0], same_heads[:, 1])
+    assert_array_equal(same_heads[:, 0], masks[:, 0])
+    same_samples = dropped(keys[0])
+    assert_array_equal(same_samples[0], same_samples[2])
+    assert_array_equal(same_samples, np.broadcast_to(masks[0], (3, 2, 16, 16)))
+
+
+def test_dropout_does_not_depend_on_padding(rng):
+    """A sequence padded with masked keys and extra queries gets the same
+    outputs and the same dropped weights on its own tokens."""
+    n_tokens, n_padded = 5, 9
+    x = rng.standard_normal((1, n_padded, 4))
+    w_q, w_k, w_v, w_o = rng.standard_normal((4, 4, 4))
+    keys = random_keys(rng, (1, 2))
+    mask = (np.arange(n_padded) < n_tokens)[None, None, :]  # (1, 1, T): key padding
+    kwargs = dict(n_heads=2, causal=True, return_weights=True, dropout=(0.3, keys))
+    alone, cache_alone = multi_head_forward(
+        x[:, :n_tokens], w_q, w_k, w_v, w_o, **kwargs
+    )
+    padded, cache_padded = multi_head_forward(
+        x, w_q, w_k, w_v, w_o, mask=mask, **kwargs
+    )
+    assert_allclose(padded[:, :n_tokens], alone, rtol=1e-12, atol=1e-14)
+    weights = cache_padded["weights"][..., :n_tokens, :]
+    assert_array_equal(weights[..., n_tokens:], 0)
+    assert_allclose(weights[..., :n_tokens], cache_alone["weights"], rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "dropout, error, match",
+    [
+        ((1.0, np.zeros(2, np.uint64)), ValueError, r"must be in \[0, 1\), got 1.0"),
+        ((-0.1, np.zeros(2, np.uint64)), ValueError, r"must be in \[0, 1\)"),
+        ((0.1, np.zeros(2, np.int64)), TypeError, "must be of dtype uint64"),
+    ],
+)
+def test_dropout_rejects_bad_arguments(dropout, error, match):
+    q = np.ones((2, 3, 2))
+    with pytest.raises(error, match=match):
+        attention_forward(q, q, q, dropout=dropout)
