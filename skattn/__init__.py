@@ -3,7 +3,8 @@
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-from ._attention import multi_head_attention, scaled_dot_product_attention
+from ._attention import scaled_dot_product_attention
+from ._multi_head import multi_head_attention
 from ._transformer import AttentionTransformer
 
 __version__ = "0.1.0.dev0"

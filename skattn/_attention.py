@@ -23,7 +23,6 @@ import numpy as np
 
 from ._dropout import INDEX_BITS, grid_index, keep_scale
 from ._parallel import map_parallel, single_threaded_blas
-from ._sequences import BATCH_BYTES
 
 # A row sum of exponentials below this may have lost precision to underflow: the
 # folded shift (see attention_tile_shift_folded) then hands the tile to the exact
@@ -449,423 +448,6 @@ def attention_forward(
     return out, lse, weights
 
 
-def project(x, w):
-    """``x @ w`` over the last axis of ``x``, as one 2-D matrix product.
-
-    A stacked product of a 3-D ``x`` with a transposed ``w`` runs one small
-    GEMM per sample; flattening the leading axes makes it one GEMM (2.6x
-    faster for (256, 32, 64) tokens here).
-    """
-    flat = x.reshape(-1, x.shape[-1]) @ w  # (N*T, d_out)
-    return flat.reshape(x.shape[:-1] + (w.shape[1],))
-
-
-def split_heads(x, n_heads):
-    """View ``(..., T, H * Dh)`` as ``(..., H, T, Dh)`` without copying."""
-    *batch, n_tokens, width = x.shape
-    x = x.reshape(*batch, n_tokens, n_heads, width // n_heads)  # (..., T, H, Dh)
-    return np.swapaxes(x, -2, -3)  # (..., H, T, Dh)
-
-
-def merge_heads(x):
-    """Inverse of :func:`split_heads`: ``(..., H, T, Dh)`` to ``(..., T, H * Dh)``."""
-    *batch, n_heads, n_tokens, head_dim = x.shape
-    x = np.swapaxes(x, -2, -3)  # (..., T, H, Dh)
-    return x.reshape(*batch, n_tokens, n_heads * head_dim)  # (..., T, H*Dh)
-
-
-def concat_qkv(query, key, value):
-    """Query, key and value blocks side by side along the last axis.
-
-    The one layout of the three projections in this module: their weights
-    ``(D, Wq + Wk + Wv)`` and the gradients of the projected tokens ``(...,
-    T, Wq + Wk + Wv)``; :func:`split_qkv` takes them apart.
-
-    Returns
-    -------
-    ndarray of shape (..., Wq + Wk + Wv), a new array.
-    """
-    return np.concatenate([query, key, value], axis=-1)
-
-
-def split_qkv(qkv, width_query, width_key):
-    """Views of the query, key and value blocks of :func:`concat_qkv`'s layout.
-
-    Parameters
-    ----------
-    qkv : ndarray of shape (..., Wq + Wk + Wv)
-    width_query, width_key : int
-        ``Wq`` and ``Wk``; the value block is the rest.
-
-    Returns
-    -------
-    query, key, value : ndarray of shape (..., Wq), (..., Wk), (..., Wv)
-    """
-    return np.split(qkv, [width_query, width_query + width_key], axis=-1)
-
-
-def project_qkv(x, w_query, w_key, w_value, n_heads):
-    """Queries, keys and values of the tokens ``x``, split into heads.
-
-    Three matrix products, not one with ``concat_qkv(w_query, w_key,
-    w_value)``: with OpenBLAS, the fused float32 product rounds most entries
-    differently from separate products (shapes (6400, 32) @ (32, 96) and
-    (16384, 128) @ (128, 384); float64 agreed on those shapes), and separate
-    products keep the results of the default model unchanged.
-    :func:`project_qkv_backward` does use the fused layout.
-
-    Returns
-    -------
-    q, k : ndarray of shape (..., H, T, Dh)
-    v : ndarray of shape (..., H, T, Dv)
-    """
-    return tuple(split_heads(project(x, w), n_heads) for w in (w_query, w_key, w_value))
-
-
-def project_qkv_backward(d_q, d_k, d_v, x, w_query, w_key, w_value):
-    """Gradients of :func:`project_qkv` with respect to ``x`` and the weights.
-
-    The three projections' gradients side by side (:func:`concat_qkv`), so
-    that the weight gradients and ``d_x`` are one matrix product each.
-
-    Parameters
-    ----------
-    d_q, d_k, d_v : ndarray of shape (..., H, T, Dh) (Dv for ``d_v``)
-        Gradients of the loss with respect to the projected heads.
-    x, w_query, w_key, w_value
-        As given to :func:`project_qkv`.
-
-    Returns
-    -------
-    d_x : ndarray of shape (..., T, D)
-    d_w_query, d_w_key, d_w_value : ndarray, shapes of the weights
-    """
-    d_qkv = concat_qkv(*(merge_heads(d) for d in (d_q, d_k, d_v)))  # (..., T, W)
-    d_qkv = d_qkv.reshape(-1, d_qkv.shape[-1])  # (N*T, Wq + Wk + Wv)
-    d_w_qkv = x.reshape(-1, x.shape[-1]).T @ d_qkv  # (D, Wq + Wk + Wv)
-    w_qkv = concat_qkv(w_query, w_key, w_value)  # (D, Wq + Wk + Wv)
-    d_x = (d_qkv @ w_qkv.T).reshape(x.shape)  # (..., T, D)
-    return d_x, *split_qkv(d_w_qkv, w_query.shape[1], w_key.shape[1])
-
-
-def mask_with_head_axis(mask):
-    """Insert the head axis into a mask broadcastable to ``(..., Tq, Tk)``."""
-    if mask is None or mask.ndim < 2:
-        return mask
-    return np.expand_dims(mask, -3)  # (..., 1, Tq, Tk)
-
-
-def multi_head_forward(
-    x,
-    w_query,
-    w_key,
-    w_value,
-    w_output,
-    *,
-    n_heads,
-    mask=None,
-    causal=False,
-    return_weights=False,
-    dropout=None,
-):
-    """Multi-head self-attention forward pass, keeping what backward needs.
-
-    All arrays must already be in one floating dtype. See
-    :func:`multi_head_attention` for the meaning of the arguments but
-    ``dropout``.
-
-    Parameters
-    ----------
-    dropout : None or (float, ndarray of uint64), default=None
-        ``(p, keys)``: attention dropout (see :func:`attention_forward`), with
-        one stream key per sequence and head: ``keys`` broadcastable to
-        ``x.shape[:-2] + (n_heads,)``.
-
-    Returns
-    -------
-    out : ndarray of shape (..., T, d_out)
-        Output (the merged context when ``w_output`` is None).
-    cache : dict
-        ``q``, ``k``, ``v`` of shape (..., H, T, Dh), ``context`` of shape
-        (..., H, T, Dh), ``merged`` of shape (..., T, H*Dh), ``lse`` of shape
-        (..., H, T) and ``weights`` of shape (..., H, T, T) or None.
-    """
-    q, k, v = project_qkv(x, w_query, w_key, w_value, n_heads)  # (..., H, T, Dh)
-    context, lse, weights = attention_forward(
-        q,
-        k,
-        v,
-        mask=mask_with_head_axis(mask),
-        causal=causal,
-        return_weights=return_weights,
-        dropout=dropout,
-    )  # (..., H, T, Dv)
-    merged = merge_heads(context)  # (..., T, H*Dv)
-    out = merged if w_output is None else project(merged, w_output)  # (..., T, d_out)
-    cache = dict(
-        q=q, k=k, v=v, context=context, merged=merged, lse=lse, weights=weights
-    )
-    return out, cache
-
-
-def _as_mask(mask, n_queries, n_keys):
-    """Check a user mask: boolean, broadcastable to (..., Tq, Tk); at least 2-D."""
-    if mask is None:
-        return None
-    mask = np.asarray(mask)
-    if mask.dtype != bool:
-        raise TypeError(
-            f"mask must be a boolean array (True = may attend), got dtype {mask.dtype}."
-        )
-    try:
-        np.broadcast_shapes(mask.shape, (n_queries, n_keys))
-    except ValueError:
-        raise ValueError(
-            f"mask of shape {mask.shape} does not broadcast to (..., T_q, T_k) = "
-            f"(..., {n_queries}, {n_keys})."
-        ) from None
-    return mask.reshape((1,) * (2 - mask.ndim) + mask.shape) if mask.ndim < 2 else mask
-
-
-def _check_ndim(array, name, min_ndim=2):
-    if array.ndim < min_ndim:
-        raise ValueError(
-            f"{name} must have at least {min_ndim} dimensions, got shape {array.shape}."
-        )
-
-
-def scaled_dot_product_attention(
-    query, key, value, *, mask=None, causal=False, scale=None, return_weights=False
-):
-    """Scaled dot-product attention, ``softmax(Q K^T * scale) V``.
-
-    Works like ``torch.nn.functional.scaled_dot_product_attention`` on numpy
-    arrays. Scores are computed in query tiles of about a million scores, so
-    memory is linear in the sequence length unless ``return_weights=True``.
-
-    Parameters
-    ----------
-    query : array-like of shape (..., T_q, d_k)
-        Queries.
-    key : array-like of shape (..., T_k, d_k)
-        Keys.
-    value : array-like of shape (..., T_k, d_v)
-        Values.
-    mask : array-like of bool, broadcastable to (..., T_q, T_k), default=None
-        True where a query may attend to a key. A key-padding mask of shape
-        ``(n, 1, T_k)`` or ``(n, T_k)``-like broadcasts over the queries.
-    causal : bool, default=False
-        Query ``i`` attends only to keys ``j <= i`` (combined with ``mask``).
-    scale : float, default=None
-        Multiplier of the scores; None means ``1 / sqrt(d_k)``.
-    return_weights : bool, default=False
-        Also return the attention weights.
-
-    Returns
-    -------
-    output : ndarray of shape (..., T_q, d_v)
-        The attention output, in the common floating dtype of the inputs
-        (float32 stays float32; integers become float64). A query row with no
-        allowed key gives zeros.
-    weights : ndarray of shape (..., T_q, T_k)
-        Only when ``return_weights=True``. Each row sums to 1 over the allowed
-        keys (0 for a row with no allowed key).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from skattn import scaled_dot_product_attention
-    >>> q = k = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
-    >>> v = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
-    >>> out, w = scaled_dot_product_attention(q, k, v, return_weights=True)
-    >>> print(np.round(w, 3))
-    [[0.401 0.198 0.401]
-     [0.198 0.401 0.401]
-     [0.248 0.248 0.503]]
-    >>> print(np.round(out, 3))
-    [[3.    4.   ]
-     [3.407 4.407]
-     [3.51  4.51 ]]
-    """
-    query, key, value = np.asarray(query), np.asarray(key), np.asarray(value)
-    for array, name in ((query, "query"), (key, "key"), (value, "value")):
-        _check_ndim(array, name)
-    if query.shape[-1] != key.shape[-1]:
-        raise ValueError(
-            f"query and key must have the same last dimension d_k, got "
-            f"{query.shape[-1]} and {key.shape[-1]}."
-        )
-    if key.shape[-2] != value.shape[-2]:
-        raise ValueError(
-            f"key and value must have the same number of tokens T_k, got "
-            f"{key.shape[-2]} and {value.shape[-2]}."
-        )
-    mask = _as_mask(mask, query.shape[-2], key.shape[-2])
-    dtype = compute_dtype(query, key, value)
-    query, key, value = (a.astype(dtype, copy=False) for a in (query, key, value))
-    out, _, weights = attention_forward(
-        query,
-        key,
-        value,
-        mask=mask,
-        causal=causal,
-        scale=scale,
-        return_weights=return_weights,
-    )
-    return (out, weights) if return_weights else out
-
-
-def multi_head_attention(
-    x,
-    w_query,
-    w_key,
-    w_value,
-    w_output=None,
-    *,
-    n_heads,
-    mask=None,
-    causal=False,
-    return_weights=False,
-):
-    """Multi-head self-attention: the bare layer, without biases or residual.
-
-    Computes ``Q = x W_q``, ``K = x W_k``, ``V = x W_v``, splits each into
-    ``n_heads`` consecutive column blocks, applies
-    :func:`scaled_dot_product_attention` to each head, concatenates the heads
-    and multiplies by ``W_o``.
-
-    Parameters
-    ----------
-    x : array-like of shape (..., T, D)
-        Token sequences.
-    w_query, w_key : array-like of shape (D, n_heads * head_dim)
-        Query and key projections (``x @ W`` convention).
-    w_value : array-like of shape (D, n_heads * head_dim_v)
-        Value projection; usually ``head_dim_v == head_dim``.
-    w_output : array-like of shape (n_heads * head_dim_v, d_out), default=None
-        Output projection; None returns the concatenated heads.
-    n_heads : int
-        Number of heads; must divide the projection widths.
-    mask : array-like of bool, broadcastable to (..., T, T), default=None
-        True where a query token may attend to a key token; the same mask is
-        used by every head.
-    causal : bool, default=False
-        Token ``i`` attends only to tokens ``j <= i``.
-    return_weights : bool, default=False
-        Also return the attention weights of every head.
-
-    Returns
-    -------
-    output : ndarray of shape (..., T, d_out)
-        In the dtype of ``x`` (float64 for integer ``x``); the weight matrices are
-        cast to it.
-    weights : ndarray of shape (..., n_heads, T, T)
-        Only when ``return_weights=True``.
-
-    Notes
-    -----
-    The sequences of the first axis are computed in chunks of about 4 MiB of
-    intermediate arrays, which stay in the CPU's caches,
-    side by side on as many threads as the BLAS thread limit allows; each
-    sequence's attention runs in query tiles, so memory stays linear in ``T``
-    unless ``return_weights`` is set.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from skattn import multi_head_attention
-    >>> rng = np.random.default_rng(0)
-    >>> x = rng.standard_normal((2, 5, 8)).astype(np.float32)
-    >>> w_q, w_k, w_v = rng.standard_normal((3, 8, 8)) / np.sqrt(8)
-    >>> out, w = multi_head_attention(x, w_q, w_k, w_v, n_heads=2,
-    ...                               return_weights=True)
-    >>> out.shape, out.dtype, w.shape
-    ((2, 5, 8), dtype('float32'), (2, 2, 5, 5))
-    """
-    x = np.asarray(x)
-    _check_ndim(x, "x")
-    dtype = compute_dtype(x)
-    x = x.astype(dtype, copy=False)
-    if not isinstance(n_heads, (int, np.integer)) or n_heads < 1:
-        raise ValueError(f"n_heads must be a positive integer, got {n_heads!r}.")
-    weights = {}
-    for name, w in (("w_query", w_query), ("w_key", w_key), ("w_value", w_value)):
-        w = np.asarray(w)
-        if w.ndim != 2 or w.shape[0] != x.shape[-1]:
-            raise ValueError(
-                f"{name} must have shape (D, n_heads * head_dim) with D = "
-                f"{x.shape[-1]}, got {w.shape}."
-            )
-        if w.shape[1] % n_heads:
-            raise ValueError(
-                f"n_heads={n_heads} must divide the width of {name}, got {w.shape[1]}."
-            )
-        weights[name] = w.astype(dtype, copy=False)
-    if weights["w_query"].shape != weights["w_key"].shape:
-        raise ValueError(
-            f"w_query and w_key must have the same shape, got "
-            f"{weights['w_query'].shape} and {weights['w_key'].shape}."
-        )
-    if w_output is not None:
-        w_output = np.asarray(w_output)
-        if w_output.ndim != 2 or w_output.shape[0] != weights["w_value"].shape[1]:
-            raise ValueError(
-                f"w_output must have shape ({weights['w_value'].shape[1]}, d_out), "
-                f"got {w_output.shape}."
-            )
-        w_output = w_output.astype(dtype, copy=False)
-    mask = _as_mask(mask, x.shape[-2], x.shape[-2])
-    n_tokens = x.shape[-2]
-    batch_shape = x.shape[:-2]
-    if mask is not None:
-        batch_shape = np.broadcast_shapes(batch_shape, mask.shape[:-2])
-    width_out = (weights["w_value"] if w_output is None else w_output).shape[1]
-    out = np.empty(batch_shape + (n_tokens, width_out), dtype=dtype)
-    all_weights = None
-    if return_weights:
-        all_weights = np.empty(batch_shape + (n_heads, n_tokens, n_tokens), dtype)
-
-    def chunk_of(array, rows):
-        """The rows ``rows`` of the first batch axis, unless ``array`` broadcasts."""
-        if array is None or array.ndim < x.ndim or array.shape[0] == 1:
-            return array
-        return array[rows]
-
-    def run_chunk(rows):
-        """The sequences ``rows`` of the first axis (all of them for 2-D x)."""
-        chunk_out, cache = multi_head_forward(
-            chunk_of(x, rows),
-            weights["w_query"],
-            weights["w_key"],
-            weights["w_value"],
-            w_output,
-            n_heads=n_heads,
-            mask=chunk_of(mask, rows),
-            causal=causal,
-            return_weights=return_weights,
-        )
-        out[rows] = chunk_out
-        if return_weights:
-            all_weights[rows] = cache["weights"]
-
-    if x.ndim < 3 or (mask is not None and mask.ndim > x.ndim):
-        run_chunk(...)  # one sequence, or a mask adding leading axes: at once
-    else:
-        # cache-sized chunks of the first axis, on the threads the BLAS limit
-        # allows; memory per chunk (x, q, k, v, folded k and v, context, out)
-        values_per_row = n_tokens * (x.shape[-1] + 8 * weights["w_value"].shape[1])
-        if return_weights:
-            values_per_row += n_heads * n_tokens * n_tokens
-        row_bytes = math.prod(batch_shape[1:]) * values_per_row * dtype.itemsize
-        n_rows = max(1, int(BATCH_BYTES // max(row_bytes, 1)))
-        n_samples = batch_shape[0]
-        map_parallel(
-            run_chunk,
-            (slice(s, min(s + n_rows, n_samples)) for s in range(0, n_samples, n_rows)),
-        )
-    return (out, all_weights) if return_weights else out
-
-
 def sum_to_shape(grad, shape):
     """Sum a gradient over the dimensions its array was broadcast along."""
     if grad.shape == shape:
@@ -1022,57 +604,108 @@ def attention_backward(
     )
 
 
-def multi_head_backward(
-    d_out,
-    x,
-    w_query,
-    w_key,
-    w_value,
-    w_output,
-    cache,
-    *,
-    n_heads,
-    mask=None,
-    causal=False,
-    dropout=None,
+def _as_mask(mask, n_queries, n_keys):
+    """Check a user mask: boolean, broadcastable to (..., Tq, Tk); at least 2-D."""
+    if mask is None:
+        return None
+    mask = np.asarray(mask)
+    if mask.dtype != bool:
+        raise TypeError(
+            f"mask must be a boolean array (True = may attend), got dtype {mask.dtype}."
+        )
+    try:
+        np.broadcast_shapes(mask.shape, (n_queries, n_keys))
+    except ValueError:
+        raise ValueError(
+            f"mask of shape {mask.shape} does not broadcast to (..., T_q, T_k) = "
+            f"(..., {n_queries}, {n_keys})."
+        ) from None
+    return mask.reshape((1,) * (2 - mask.ndim) + mask.shape) if mask.ndim < 2 else mask
+
+
+def _check_ndim(array, name, min_ndim=2):
+    if array.ndim < min_ndim:
+        raise ValueError(
+            f"{name} must have at least {min_ndim} dimensions, got shape {array.shape}."
+        )
+
+
+def scaled_dot_product_attention(
+    query, key, value, *, mask=None, causal=False, scale=None, return_weights=False
 ):
-    """Gradients of :func:`multi_head_forward`.
+    """Scaled dot-product attention, ``softmax(Q K^T * scale) V``.
+
+    Works like ``torch.nn.functional.scaled_dot_product_attention`` on numpy
+    arrays. Scores are computed in query tiles of about a million scores, so
+    memory is linear in the sequence length unless ``return_weights=True``.
 
     Parameters
     ----------
-    d_out : ndarray of shape (..., T, d_out)
-        Gradient of the loss with respect to the output.
-    x, w_query, w_key, w_value, w_output, n_heads, mask, causal, dropout
-        As given to :func:`multi_head_forward`.
-    cache : dict
-        The cache :func:`multi_head_forward` returned.
+    query : array-like of shape (..., T_q, d_k)
+        Queries.
+    key : array-like of shape (..., T_k, d_k)
+        Keys.
+    value : array-like of shape (..., T_k, d_v)
+        Values.
+    mask : array-like of bool, broadcastable to (..., T_q, T_k), default=None
+        True where a query may attend to a key. A key-padding mask of shape
+        ``(n, 1, T_k)`` or ``(n, T_k)``-like broadcasts over the queries.
+    causal : bool, default=False
+        Query ``i`` attends only to keys ``j <= i`` (combined with ``mask``).
+    scale : float, default=None
+        Multiplier of the scores; None means ``1 / sqrt(d_k)``.
+    return_weights : bool, default=False
+        Also return the attention weights.
 
     Returns
     -------
-    d_x : ndarray of shape (..., T, D)
-    grads : dict
-        ``"query"``, ``"key"``, ``"value"`` of shape (D, H*Dh) and ``"output"``
-        (None when ``w_output`` is None).
+    output : ndarray of shape (..., T_q, d_v)
+        The attention output, in the common floating dtype of the inputs
+        (float32 stays float32; integers become float64). A query row with no
+        allowed key gives zeros.
+    weights : ndarray of shape (..., T_q, T_k)
+        Only when ``return_weights=True``. Each row sums to 1 over the allowed
+        keys (0 for a row with no allowed key).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skattn import scaled_dot_product_attention
+    >>> q = k = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    >>> v = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    >>> out, w = scaled_dot_product_attention(q, k, v, return_weights=True)
+    >>> print(np.round(w, 3))
+    [[0.401 0.198 0.401]
+     [0.198 0.401 0.401]
+     [0.248 0.248 0.503]]
+    >>> print(np.round(out, 3))
+    [[3.    4.   ]
+     [3.407 4.407]
+     [3.51  4.51 ]]
     """
-    grads = {"output": None}
-    if w_output is None:
-        d_merged = d_out  # (..., T, H*Dv)
-    else:
-        merged = cache["merged"].reshape(-1, w_output.shape[0])  # (N*T, H*Dv)
-        grads["output"] = merged.T @ d_out.reshape(-1, w_output.shape[1])
-        d_merged = project(d_out, w_output.T)  # (..., T, H*Dv)
-    d_q, d_k, d_v = attention_backward(
-        split_heads(d_merged, n_heads),
-        cache["q"],
-        cache["k"],
-        cache["v"],
-        cache["context"],
-        cache["lse"],
-        mask=mask_with_head_axis(mask),
+    query, key, value = np.asarray(query), np.asarray(key), np.asarray(value)
+    for array, name in ((query, "query"), (key, "key"), (value, "value")):
+        _check_ndim(array, name)
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(
+            f"query and key must have the same last dimension d_k, got "
+            f"{query.shape[-1]} and {key.shape[-1]}."
+        )
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(
+            f"key and value must have the same number of tokens T_k, got "
+            f"{key.shape[-2]} and {value.shape[-2]}."
+        )
+    mask = _as_mask(mask, query.shape[-2], key.shape[-2])
+    dtype = compute_dtype(query, key, value)
+    query, key, value = (a.astype(dtype, copy=False) for a in (query, key, value))
+    out, _, weights = attention_forward(
+        query,
+        key,
+        value,
+        mask=mask,
         causal=causal,
-        dropout=dropout,
-    )  # (..., H, T, Dh)
-    d_x, grads["query"], grads["key"], grads["value"] = project_qkv_backward(
-        d_q, d_k, d_v, x, w_query, w_key, w_value
-    )  # (..., T, D)
-    return d_x, grads
+        scale=scale,
+        return_weights=return_weights,
+    )
+    return (out, weights) if return_weights else out

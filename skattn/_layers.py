@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import erf
 
-from ._attention import multi_head_backward, multi_head_forward, project
 from ._dropout import grid_index, keep_scale, stream_keys
+from ._multi_head import multi_head_backward, multi_head_forward, project
 
 LAYER_NORM_EPS = 1e-5
 
@@ -420,7 +420,7 @@ class SelfAttention(Unit):
             mask=mask,
             causal=context.causal,
             return_weights=keep_weights,
-            **({} if dropout is None else {"dropout": dropout}),
+            dropout=dropout,
         )  # (N, T, E)
         if keep_weights:
             context.weights = cache["weights"]  # (N, H, T, T)
@@ -439,7 +439,7 @@ class SelfAttention(Unit):
             n_heads=self.n_heads,
             mask=mask,
             causal=causal,
-            **({} if dropout is None else {"dropout": dropout}),
+            dropout=dropout,
         )
 
 

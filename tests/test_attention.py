@@ -16,9 +16,8 @@ from skattn._attention import (
     attention_backward,
     attention_forward,
     causal_tile,
-    multi_head_backward,
-    multi_head_forward,
 )
+from skattn._multi_head import multi_head_backward, multi_head_forward
 
 # The textbook example: three tokens, d = 2.
 Q_TEXTBOOK = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
@@ -439,9 +438,13 @@ def test_memory_is_linear_in_sequence_length():
 KERNEL_MODULES = [
     "_attention",
     "_dropout",
+    "_head",
+    "_layers",
+    "_model",
+    "_multi_head",
+    "_optimizers",
     "_parallel",
     "_pooling",
-    "_model",
     "_sequences",
 ]
 
@@ -566,7 +569,7 @@ def test_mha_batch_chunks_do_not_change_results(
     side by side)."""
     from threadpoolctl import threadpool_limits
 
-    from skattn._attention import multi_head_forward
+    from skattn._multi_head import multi_head_forward
     from skattn._sequences import BATCH_BYTES
 
     x = rng.standard_normal(x_shape).astype(np.float32)

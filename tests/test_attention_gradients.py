@@ -11,9 +11,8 @@ from skattn._attention import (
     attention_backward,
     attention_forward,
     backward_folds_rows,
-    multi_head_backward,
-    multi_head_forward,
 )
+from skattn._multi_head import multi_head_backward, multi_head_forward
 
 EPS = 1e-6
 

@@ -52,6 +52,11 @@ def expected_failed_checks(estimator):
             "the validation split is drawn over samples: repeating a sample is "
             "not the same as doubling its weight."
         )
+    if estimator.dropout:
+        expected["check_sample_weight_equivalence_on_dense_data"] = (
+            "dropout draws a mask per sample: a repeated sample gets two masks, "
+            "a sample of weight 2 one."
+        )
     return expected
 
 
