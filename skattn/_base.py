@@ -31,7 +31,13 @@ from ._model import (
 )
 from ._parallel import single_threaded_blas
 from ._pooling import POOLINGS
-from ._sequences import map_batches, sequence_lengths, sequences_dtype, token_width
+from ._sequences import (
+    map_batches,
+    sequence_lengths,
+    sequences_dtype,
+    token_moments,
+    token_width,
+)
 from ._training import batch_budget, fit_adam, fit_lbfgs, model_row_bytes
 from ._validation import (
     TABLE,
@@ -56,6 +62,7 @@ class BaseAttention(BaseEstimator):
         "n_heads": [Interval(Integral, 1, None, closed="left")],
         "head_dim": [Interval(Integral, 1, None, closed="left"), None],
         "features_per_token": [Interval(Integral, 1, None, closed="left"), None],
+        "scale_tokens": ["boolean"],
         "n_layers": [Interval(Integral, 1, None, closed="left")],
         "ff_dim": [Interval(Integral, 0, None, closed="left")],
         "activation": [StrOptions(set(ACTIVATIONS))],
@@ -135,7 +142,7 @@ class BaseAttention(BaseEstimator):
 
         if first_pass:
             self._random_state = check_random_state(self.random_state)
-            self._initialize(sequences, lengths, task, y)
+            self._initialize(sequences, lengths, task, y, sample_weight)
         if task is None:
             return self
         model = self._model(n_outputs=len(self.head_intercept_))
@@ -228,7 +235,7 @@ class BaseAttention(BaseEstimator):
             )
         return (y - self._target_mean) / self._target_scale
 
-    def _initialize(self, sequences, lengths, task=None, y=None):
+    def _initialize(self, sequences, lengths, task=None, y=None, sample_weight=None):
         """Resolve the model's width, seed its parameters, reset training state."""
         n_features = token_width(sequences)
         init, labels = {}, {}
@@ -264,6 +271,10 @@ class BaseAttention(BaseEstimator):
                     f"{self.d_model_})."
                 )
         params = model.init_params(self._random_state, sequences_dtype(sequences), init)
+        if self.scale_tokens:
+            params["token_mean"], params["token_scale"] = token_moments(
+                sequences, sample_weight, per_position=self._input_kind == TABLE
+            )
         self._store_params(params, model)
         self.n_iter_ = 0
         self.t_ = 0
@@ -312,6 +323,11 @@ class BaseAttention(BaseEstimator):
         n_features = self.n_features_in_
         if self._input_kind == TABLE:
             n_features = self.features_per_token or 1
+        token_shape = None
+        if self.scale_tokens:  # per column of a table, per feature of sequences
+            token_shape = (n_features,)
+            if self._input_kind == TABLE:
+                token_shape = (self.max_tokens_, n_features)
         return build_model(
             n_features=n_features,
             d_model=self.d_model_,
@@ -327,6 +343,7 @@ class BaseAttention(BaseEstimator):
             positional_encoding=self.positional_encoding,
             n_positions=self.max_tokens_,
             projects_input=projects_input,
+            token_shape=token_shape,
             n_outputs=n_outputs,
         )
 

@@ -57,12 +57,16 @@ class ParamSpec:
     attribute : str or None
         Fitted attribute of the estimator holding it; None for the parameters
         of an encoder layer, which live in ``layers_``.
+    trainable : bool
+        Whether training changes it; statistics of the data (the token
+        standardisation) are fixed in fit, not learned.
     """
 
     shape: tuple
     init: str
     penalized: bool
     attribute: str | None = None
+    trainable: bool = True
 
 
 def sinusoidal_positions(n_tokens, width, dtype=np.float64):
@@ -255,11 +259,36 @@ class Unit:
         raise NotImplementedError
 
 
+class TokenScaler(Unit):
+    """Standardised tokens, ``(x - token_mean) / token_scale``.
+
+    The statistics are fixed in fit (see ``skattn._sequences.token_moments``),
+    never trained: per feature of the tokens, shape ``(D,)``, or per position and
+    feature, ``(T, D)``, for the columns of a table. The first unit of a model:
+    its backward pass returns no gradient for the tokens (None).
+    """
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+    def param_specs(self):
+        return {
+            "token_mean": ParamSpec(self.shape, "zeros", False, "token_mean_", False),
+            "token_scale": ParamSpec(self.shape, "ones", False, "token_scale_", False),
+        }
+
+    def forward(self, params, x, context):
+        return (x - params["token_mean"]) / params["token_scale"], None
+
+    def backward(self, params, d_out, cache):
+        return None, {}
+
+
 class InputProjection(Unit):
     """Tokens of width D projected to the model width E: ``x @ W``.
 
-    The first unit of a model: its backward pass returns no gradient for the
-    tokens (None), which are data.
+    Its backward pass returns no gradient for the tokens (None), which are
+    data, or standardised data.
     """
 
     def __init__(self, n_features, d_model):

@@ -38,6 +38,7 @@ from ._layers import (
     InputProjection,
     LayerNorm,
     Positions,
+    TokenScaler,
     encoder_layer,
     glorot_uniform,
     sinusoidal_positions,
@@ -50,6 +51,8 @@ LAYER_PREFIX = "layers."
 # Fitted attributes of the parameters outside the encoder layers (those live in
 # ``layers_``); None when the model has no such parameter.
 OPTIONAL_ATTRIBUTES = (
+    "token_mean_",
+    "token_scale_",
     "input_weights_",
     "position_embeddings_",
     "cls_token_",
@@ -101,6 +104,10 @@ class Model:
             for prefix, unit, _ in self._steps
             for name, spec in unit.param_specs().items()
         }
+
+    def trainable_names(self):
+        """Names of the parameters that training changes, in seeding order."""
+        return [name for name, spec in self.param_specs().items() if spec.trainable]
 
     def init_params(self, rng, dtype, init=None):
         """Seed the parameters.
@@ -222,8 +229,8 @@ class Model:
         Returns
         -------
         grads : dict of str to ndarray
-            One gradient per parameter of the units and the pooling, by global
-            name.
+            One gradient per trainable parameter of the units and the pooling,
+            by global name.
         """
         grads = {}
         d = d_pooled
@@ -257,6 +264,7 @@ def build_model(
     positional_encoding,
     n_positions,
     projects_input,
+    token_shape=None,
     n_outputs=0,
 ):
     """The units of the model, in the order of the forward pass.
@@ -275,6 +283,9 @@ def build_model(
         length ``pooling="flatten"`` needs.
     projects_input : bool
         Whether the tokens are projected (D -> E) before the first layer.
+    token_shape : tuple or None, default=None
+        Shape of the token standardisation's statistics, ``(D,)`` or ``(T, D)``;
+        None for no standardisation.
     n_outputs : int, default=0
         Outputs of the training head; 0 for no head.
 
@@ -283,6 +294,8 @@ def build_model(
     model : Model
     """
     units = []
+    if token_shape is not None:
+        units.append(("", TokenScaler(token_shape)))
     if projects_input:
         units.append(("", InputProjection(n_features, d_model)))
     if positional_encoding is not None:

@@ -224,3 +224,56 @@ def map_batches(function, sequences, lengths, rows, row_bytes, budget_bytes):
     """
     batches = padded_batches(sequences, lengths, rows, row_bytes, budget_bytes)
     yield from map_in_groups(lambda item: function(*item), batches)
+
+
+def token_moments(sequences, sample_weight=None, *, per_position=False):
+    """Mean and standard deviation of the token features over the valid tokens.
+
+    Every token of sample ``i`` counts with weight ``sample_weight[i]``, so that
+    a weight of 2 is a repeated sample. Accumulated in float64, a block of
+    samples at a time.
+
+    Parameters
+    ----------
+    sequences : ndarray of shape (n_samples, n_tokens, n_features) or list
+        Checked sequences.
+    sample_weight : ndarray of shape (n_samples,), default=None
+        Non-negative weights; None weighs every sample 1.
+    per_position : bool, default=False
+        Statistics per position and feature, of shape ``(n_tokens, n_features)``
+        (the columns of a table; every sequence has one length), instead of per
+        feature over all positions, ``(n_features,)``.
+
+    Returns
+    -------
+    mean, scale : ndarray of shape (n_features,) or (n_tokens, n_features)
+        In the dtype of the sequences; a feature that does not vary gets scale
+        1, as in :class:`~sklearn.preprocessing.StandardScaler`.
+    """
+    n_samples = len(sequences)
+    weights = np.ones(n_samples) if sample_weight is None else sample_weight
+    axes = 0 if per_position else (0, 1)
+
+    def blocks():
+        """Float64 blocks of samples with the weight of each of their tokens."""
+        for start in range(0, n_samples, 256):
+            rows = slice(start, min(start + 256, n_samples))
+            if isinstance(sequences, np.ndarray):
+                block, lengths = sequences[rows], None
+            else:
+                block, lengths = pad_sequences(sequences[rows], np.float64)
+            w = np.asarray(weights[rows], dtype=np.float64)[:, None]  # (b, 1)
+            if lengths is not None:  # padded tokens weigh nothing
+                w = w * (np.arange(block.shape[1]) < lengths[:, None])
+            w = np.broadcast_to(w, block.shape[:2])[:, :, None]  # (b, T, 1)
+            yield block.astype(np.float64), w
+
+    # two passes, so that a large mean does not cancel the variance's digits
+    total = sum(np.sum(w * block, axis=axes) for block, w in blocks())
+    count = sum(np.sum(w, axis=axes) for _, w in blocks())
+    mean = total / count
+    variance = sum(np.sum(w * (block - mean) ** 2, axis=axes) for block, w in blocks())
+    scale = np.sqrt(variance / count)
+    scale[scale <= 1e-12 * np.maximum(np.abs(mean), 1.0)] = 1.0
+    dtype = sequences_dtype(sequences)
+    return mean.astype(dtype), scale.astype(dtype)

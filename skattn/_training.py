@@ -78,6 +78,7 @@ def loss_gradients(model, params, data, rows, *, task, alpha, dropout=None):
     -------
     loss : float
     grads : dict of str to ndarray
+        By name, for every trainable parameter.
     """
     sequences, all_lengths, all_y, all_weights = data
     total_weight = float(all_weights[rows].sum())
@@ -99,7 +100,7 @@ def loss_gradients(model, params, data, rows, *, task, alpha, dropout=None):
         return fraction * batch_loss, batch_grads
 
     loss = 0.0
-    grads = {name: np.zeros_like(value) for name, value in params.items()}
+    grads = {name: np.zeros_like(params[name]) for name in model.trainable_names()}
     row_bytes = model_row_bytes(model, sequences, training=True)
     for batch_loss, batch_grads in map_batches(
         batch_loss_grad, sequences, all_lengths, rows, row_bytes, batch_budget()
@@ -174,8 +175,9 @@ def fit_adam(est, model, params, data, incremental):
     else:
         batch_size = min(est.batch_size, n_train)
     if not incremental or not hasattr(est, "_optimizer"):
+        trainable = {name: params[name] for name in model.trainable_names()}
         est._optimizer = AdamOptimizer(
-            params, est.learning_rate_init, est.beta_1, est.beta_2, est.epsilon
+            trainable, est.learning_rate_init, est.beta_1, est.beta_2, est.epsilon
         )
     options = dict(task=est.target_type_, alpha=est.alpha)
     best_params = None
@@ -251,7 +253,7 @@ def update_no_improvement_count(est, score):
 
 def fit_lbfgs(est, model, params, data):
     """Full-batch L-BFGS-B on the packed parameter vector (like NCA's ``fit``)."""
-    names = sorted(params)
+    names = sorted(model.trainable_names())
     shapes = [params[name].shape for name in names]
     sizes = [math.prod(shape) for shape in shapes]
     dtype = params[names[0]].dtype
@@ -267,7 +269,9 @@ def fit_lbfgs(est, model, params, data):
         }
 
     def loss_grad(theta):
-        loss, grads = loss_gradients(model, unpack(theta), data, rows, **options)
+        loss, grads = loss_gradients(
+            model, {**params, **unpack(theta)}, data, rows, **options
+        )
         flat = np.concatenate([grads[name].ravel() for name in names])
         return loss, flat.astype(np.float64)
 

@@ -46,6 +46,14 @@ class AttentionTransformer(
         None: 1, each column is a scalar token (as in FT-Transformer). Must divide
         the number of columns.
 
+    scale_tokens : bool, default=False
+        Standardise the tokens with statistics learned in fit:
+        ``(x - token_mean_) / token_scale_``, per feature over all the valid
+        tokens of the training sequences (padding excluded), or per column for
+        a table, weighted by ``sample_weight``. The same as a
+        :class:`~sklearn.preprocessing.StandardScaler` in front, which cannot
+        read 3D arrays or ragged lists.
+
     n_layers : int, default=1
         Number of encoder layers stacked.
 
@@ -217,6 +225,11 @@ class AttentionTransformer(
         Length of the longest sequence seen in fit (for a table, its number of
         tokens).
 
+    token_mean_, token_scale_ : ndarray of shape (n_token_features,) or \
+            (max_tokens_, n_token_features), or None
+        Statistics of the token standardisation (``scale_tokens``): per feature
+        of the tokens, or per column (position and feature) of a table.
+
     input_weights_ : ndarray of shape (n_token_features, d_model_) or None
         Input projection; None when the tokens enter unprojected.
 
@@ -365,6 +378,7 @@ class AttentionTransformer(
         head_dim=None,
         *,
         features_per_token=None,
+        scale_tokens=False,
         n_layers=1,
         ff_dim=0,
         activation="relu",
@@ -398,6 +412,7 @@ class AttentionTransformer(
         self.n_heads = n_heads
         self.head_dim = head_dim
         self.features_per_token = features_per_token
+        self.scale_tokens = scale_tokens
         self.n_layers = n_layers
         self.ff_dim = ff_dim
         self.activation = activation

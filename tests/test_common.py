@@ -37,6 +37,7 @@ CONFIGURATIONS = [
         n_layers=2, ff_dim=8, norm_first=True, activation="gelu", max_iter=5
     ),
     AttentionTransformer(n_layers=3, n_heads=2, objective=None, pooling="cls"),
+    AttentionTransformer(scale_tokens=True, max_iter=5),
 ]
 
 

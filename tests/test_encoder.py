@@ -388,3 +388,50 @@ def test_two_layers_with_feed_forward_learn_the_order_task():
         LogisticRegression(max_iter=1000),
     ).fit(X_train, y_train)  # fmt: skip
     assert model.score(X_test, y_test) >= 0.9
+
+
+# Token standardisation
+# ---------------------
+
+
+@pytest.mark.parametrize("kind", ["3d", "ragged", "table"])
+def test_scale_tokens_equals_standardised_input(kind):
+    """scale_tokens=True is the same model as standardising the tokens by hand
+    (per feature of sequences, padding excluded; per column of a table)."""
+    rng = np.random.default_rng(0)
+    scale = np.array([1.0, 10.0, 100.0, 0.1])
+    if kind == "table":
+        X = rng.standard_normal((30, 4)) * scale + [5, -3, 0, 1]
+        mean, std = X.mean(axis=0), X.std(axis=0)
+        standardised = (X - mean) / std
+    else:
+        lengths = [6] * 30 if kind == "3d" else rng.integers(1, 9, size=30)
+        X = [rng.standard_normal((n, 4)) * scale + [5, -3, 0, 1] for n in lengths]
+        tokens = np.vstack(X)
+        mean, std = tokens.mean(axis=0), tokens.std(axis=0)
+        standardised = [(x - mean) / std for x in X]
+        if kind == "3d":
+            X, standardised = np.stack(X), np.stack(standardised)
+    y = np.arange(30) % 2
+    kwargs = dict(n_heads=2, max_iter=3, random_state=0)
+    scaled = AttentionTransformer(scale_tokens=True, **kwargs).fit(X, y)
+    by_hand = AttentionTransformer(**kwargs).fit(standardised, y)
+    assert_allclose(scaled.token_mean_.ravel(), mean, rtol=1e-12)
+    assert_allclose(scaled.token_scale_.ravel(), std, rtol=1e-12)
+    assert_allclose(scaled.transform(X), by_hand.transform(standardised), rtol=1e-9)
+    plain = AttentionTransformer(**kwargs).fit(X, y)
+    assert plain.token_mean_ is None and plain.token_scale_ is None
+
+
+def test_scale_tokens_weighs_samples_and_keeps_constant_features():
+    X = [np.array([[1.0, 2.0], [3.0, 2.0]]), np.array([[5.0, 2.0]])]
+    est = AttentionTransformer(scale_tokens=True, objective=None).fit(
+        X, sample_weight=[1.0, 2.0]
+    )
+    # tokens 1 and 3 weigh 1, token 5 weighs 2: mean 3.5, variance 2.75
+    assert_allclose(est.token_mean_, [3.5, 2.0])
+    assert_allclose(est.token_scale_, [math.sqrt(2.75), 1.0])  # constant: 1
+    X32 = [x.astype(np.float32) for x in X]
+    est32 = clone(est).fit(X32)
+    assert est32.token_mean_.dtype == np.float32
+    assert est32.transform(X32).dtype == np.float32

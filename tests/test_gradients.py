@@ -252,7 +252,13 @@ def test_stack_backward(
     [
         dict(pooling="mean"),
         dict(pooling="cls"),
-        dict(pooling="attention", n_layers=2, ff_dim=3, norm_first=True),
+        dict(
+            pooling="attention",
+            n_layers=2,
+            ff_dim=3,
+            norm_first=True,
+            scale_tokens=True,
+        ),
     ],
     ids=["mean", "cls", "deep"],
 )
@@ -284,7 +290,9 @@ def test_training_loss_gradient(rng, task, options):
     def loss():
         return loss_gradients(model, params, data, rows, task=task, alpha=0.3)[0]
 
-    assert set(grads) == set(params)
-    for name, array in params.items():
+    assert set(grads) == set(model.trainable_names())
+    assert ("token_mean" in params) == bool(options.get("scale_tokens"))
+    for name in grads:
+        array = params[name]
         numeric = numeric_gradient(loss, array)
         assert relative_error(grads[name], numeric) < 1e-6, name
