@@ -5,6 +5,7 @@ import re
 
 import numpy as np
 import pytest
+from helpers import order_task
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import config_context
 from sklearn.base import clone
@@ -25,21 +26,6 @@ ALL_KEYS = ATTENTION_KEYS | NORM1_KEYS | FEED_FORWARD_KEYS | NORM2_KEYS
 def make_ragged(lengths=(3, 7, 1, 5), width=4, seed=0):
     rng = np.random.default_rng(seed)
     return [rng.standard_normal((n, width)) for n in lengths]
-
-
-def order_task(n=120, n_tokens=6, width=4, seed=0):
-    """Label: does symbol 0 come before symbol 1? Same tokens in both classes."""
-    vocabulary = np.random.RandomState(12345).standard_normal((5, width))
-    rng = np.random.RandomState(seed)
-    X = np.empty((n, n_tokens, width))
-    y = np.empty(n, dtype=int)
-    for i in range(n):
-        symbols = rng.randint(2, 5, size=n_tokens)
-        first, second = rng.choice(n_tokens, 2, replace=False)
-        symbols[first], symbols[second] = 0, 1
-        X[i] = vocabulary[symbols] + 0.05 * rng.standard_normal((n_tokens, width))
-        y[i] = first < second
-    return X, y
 
 
 # Fitted weights

@@ -7,6 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
+from helpers import numeric_gradient, relative_error
 
 from skattn._layers import (
     ClassToken,
@@ -22,35 +23,6 @@ from skattn._layers import (
 from skattn._model import build_model
 from skattn._pooling import POOLINGS, Pooling
 from skattn._sequences import pad_sequences
-
-EPS = 1e-6
-
-
-def relative_error(analytic, numeric):
-    """Largest difference relative to the largest gradient entry.
-
-    Differences below the finite differences' own noise (rounding of the loss
-    divided by 2 * EPS, up to about 1e-9 here) count as none: a gradient that is
-    exactly zero, such as a causal first token's query, has nothing to compare.
-    """
-    difference = np.abs(analytic - numeric).max()
-    if difference < 1e-8:
-        return 0.0
-    return difference / max(np.abs(analytic).max(), np.abs(numeric).max())
-
-
-def numeric_gradient(loss, array):
-    """Central differences of ``loss()`` with respect to every entry of array."""
-    grad = np.zeros_like(array)
-    for index in np.ndindex(*array.shape):
-        saved = array[index]
-        array[index] = saved + EPS
-        plus = loss()
-        array[index] = saved - EPS
-        minus = loss()
-        array[index] = saved
-        grad[index] = (plus - minus) / (2 * EPS)
-    return grad
 
 
 def ragged_batch(rng, lengths, width):

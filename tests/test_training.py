@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+from helpers import order_task
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
@@ -15,21 +16,6 @@ from skattn._head import cross_entropy_loss, squared_loss
 from skattn._optimizers import AdamOptimizer
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-
-
-def order_task(n=120, n_tokens=6, width=4, seed=0):
-    """Label: does symbol 0 come before symbol 1? Same tokens in both classes."""
-    vocabulary = np.random.RandomState(12345).standard_normal((5, width))
-    rng = np.random.RandomState(seed)
-    X = np.empty((n, n_tokens, width))
-    y = np.empty(n, dtype=int)
-    for i in range(n):
-        symbols = rng.randint(2, 5, size=n_tokens)
-        first, second = rng.choice(n_tokens, 2, replace=False)
-        symbols[first], symbols[second] = 0, 1
-        X[i] = vocabulary[symbols] + 0.05 * rng.standard_normal((n_tokens, width))
-        y[i] = first < second
-    return X, y
 
 
 def test_cross_entropy_by_hand():
