@@ -1,4 +1,10 @@
-"""Attention kernels in plain numpy.
+"""Scaled dot-product attention in plain numpy: query tiles, forward, backward.
+
+The plain exact tile (:func:`attention_tile`) comes first, then the faster tile
+that folds the softmax shift and the row sums into its two matrix products, the
+tiled forward pass, the backward pass, and the public
+:func:`scaled_dot_product_attention`. Multi-head attention builds on these in
+``_multi_head.py``.
 
 Pure functions on arrays: nothing here imports scikit-learn or knows about an
 estimator. Forward functions return what the backward pass will need (the
