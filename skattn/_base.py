@@ -63,6 +63,7 @@ class BaseAttention(BaseEstimator):
         "head_dim": [Interval(Integral, 1, None, closed="left"), None],
         "features_per_token": [Interval(Integral, 1, None, closed="left"), None],
         "scale_tokens": ["boolean"],
+        "patch_size": [Interval(Integral, 1, None, closed="left"), None],
         "n_layers": [Interval(Integral, 1, None, closed="left")],
         "ff_dim": [Interval(Integral, 0, None, closed="left")],
         "activation": [StrOptions(set(ACTIVATIONS))],
@@ -237,7 +238,7 @@ class BaseAttention(BaseEstimator):
 
     def _initialize(self, sequences, lengths, task=None, y=None, sample_weight=None):
         """Resolve the model's width, seed its parameters, reset training state."""
-        n_features = token_width(sequences)
+        n_features = token_width(sequences) * (self.patch_size or 1)  # model tokens
         init, labels = {}, {}
         if not isinstance(self.init, str):
             init, labels = flat_init(check_init(self.init, self.n_layers))
@@ -341,7 +342,8 @@ class BaseAttention(BaseEstimator):
             causal=self.causal,
             pooling=self.pooling,
             positional_encoding=self.positional_encoding,
-            n_positions=self.max_tokens_,
+            n_positions=self._n_model_tokens(self.max_tokens_),
+            patch_size=self.patch_size,
             projects_input=projects_input,
             token_shape=token_shape,
             n_outputs=n_outputs,
@@ -428,7 +430,7 @@ class BaseAttention(BaseEstimator):
             ):
                 values = tokens if layer is None else weights
                 for row, value in zip(rows, values, strict=True):
-                    n_tokens = len(sequences[row]) + extra
+                    n_tokens = self._n_model_tokens(len(sequences[row])) + extra
                     if layer is None:
                         results[row] = value[:n_tokens].copy()
                     else:
@@ -450,8 +452,12 @@ class BaseAttention(BaseEstimator):
     def _n_features_out(self):
         """Number of output features, for ``get_feature_names_out``."""
         if self.pooling == "flatten":
-            return self.max_tokens_ * self.d_model_
+            return self._n_model_tokens(self.max_tokens_) * self.d_model_
         return self.d_model_
+
+    def _n_model_tokens(self, n_tokens):
+        """Tokens the model sees for a sequence of ``n_tokens``: its patches."""
+        return -(-n_tokens // self.patch_size) if self.patch_size else n_tokens
 
 
 def _init_key(name):

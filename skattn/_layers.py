@@ -284,6 +284,33 @@ class TokenScaler(Unit):
         return None, {}
 
 
+class Patches(Unit):
+    """Non-overlapping patches of ``size`` consecutive tokens as tokens.
+
+    ``(N, T, D) -> (N, ceil(T / size), size * D)``, as PatchTST reads a time
+    series: patch ``j`` holds tokens ``j * size`` to ``j * size + size - 1``
+    side by side. A sequence of ``L`` tokens gives ``ceil(L / size)`` patches,
+    the last one completed with zeros (after the token standardisation: the
+    mean). No parameters; its backward pass returns no gradient for the tokens
+    (None): only the fixed standardisation may come before it.
+    """
+
+    def __init__(self, size):
+        self.size = size
+
+    def forward(self, params, x, context):
+        n_samples, n_tokens, n_features = x.shape
+        n_patches = -(-n_tokens // self.size)
+        padded = np.zeros((n_samples, n_patches * self.size, n_features), x.dtype)
+        valid = token_mask(context.lengths, n_tokens)[:, :, None]  # (N, T, 1)
+        np.copyto(padded[:, :n_tokens], x, where=valid)  # padding becomes zeros
+        context.lengths = -(-context.lengths // self.size)
+        return padded.reshape(n_samples, n_patches, self.size * n_features), None
+
+    def backward(self, params, d_out, cache):
+        return None, {}
+
+
 class InputProjection(Unit):
     """Tokens of width D projected to the model width E: ``x @ W``.
 

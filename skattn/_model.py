@@ -37,6 +37,7 @@ from ._layers import (
     Context,
     InputProjection,
     LayerNorm,
+    Patches,
     Positions,
     TokenScaler,
     encoder_layer,
@@ -148,6 +149,12 @@ class Model:
 
     def row_bytes(self, n_tokens, *, n_features, itemsize, training, weights=False):
         """Memory of one sequence padded to ``n_tokens`` (see ``activation_bytes``)."""
+        patches = self.units_of(Patches)
+        if patches is not None:  # the model sees fewer, wider tokens
+            n_tokens, n_features = (
+                -(-n_tokens // patches.size),
+                n_features * patches.size,
+            )
         return activation_bytes(
             n_tokens + (self.units_of(ClassToken) is not None),
             n_features=n_features,
@@ -265,6 +272,7 @@ def build_model(
     n_positions,
     projects_input,
     token_shape=None,
+    patch_size=None,
     n_outputs=0,
 ):
     """The units of the model, in the order of the forward pass.
@@ -286,6 +294,9 @@ def build_model(
     token_shape : tuple or None, default=None
         Shape of the token standardisation's statistics, ``(D,)`` or ``(T, D)``;
         None for no standardisation.
+    patch_size : int or None, default=None
+        Patches of this many consecutive tokens become the model's tokens (of
+        width ``patch_size * D``); ``n_positions`` then counts patches.
     n_outputs : int, default=0
         Outputs of the training head; 0 for no head.
 
@@ -296,6 +307,9 @@ def build_model(
     units = []
     if token_shape is not None:
         units.append(("", TokenScaler(token_shape)))
+    if patch_size is not None:
+        units.append(("", Patches(patch_size)))
+        n_features *= patch_size
     if projects_input:
         units.append(("", InputProjection(n_features, d_model)))
     if positional_encoding is not None:

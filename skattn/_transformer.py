@@ -54,6 +54,15 @@ class AttentionTransformer(
         :class:`~sklearn.preprocessing.StandardScaler` in front, which cannot
         read 3D arrays or ragged lists.
 
+    patch_size : int, default=None
+        Read patches of ``patch_size`` consecutive tokens as the model's tokens,
+        of width ``patch_size * n_features`` (after the token standardisation),
+        as PatchTST reads a time series: a long series of scalars becomes a
+        short sequence of local shapes. A sequence of ``n`` tokens gives
+        ``ceil(n / patch_size)`` patches, the last one completed with zeros;
+        ``transform_sequences`` and ``attention_weights`` then have one row per
+        patch. None: every token is a token.
+
     n_layers : int, default=1
         Number of encoder layers stacked.
 
@@ -379,6 +388,7 @@ class AttentionTransformer(
         *,
         features_per_token=None,
         scale_tokens=False,
+        patch_size=None,
         n_layers=1,
         ff_dim=0,
         activation="relu",
@@ -413,6 +423,7 @@ class AttentionTransformer(
         self.head_dim = head_dim
         self.features_per_token = features_per_token
         self.scale_tokens = scale_tokens
+        self.patch_size = patch_size
         self.n_layers = n_layers
         self.ff_dim = ff_dim
         self.activation = activation

@@ -38,6 +38,9 @@ CONFIGURATIONS = [
     ),
     AttentionTransformer(n_layers=3, n_heads=2, objective=None, pooling="cls"),
     AttentionTransformer(scale_tokens=True, max_iter=5),
+    AttentionTransformer(
+        patch_size=3, scale_tokens=True, pooling="flatten", max_iter=5
+    ),
 ]
 
 

@@ -421,3 +421,43 @@ def test_scale_tokens_weighs_samples_and_keeps_constant_features():
     est32 = clone(est).fit(X32)
     assert est32.token_mean_.dtype == np.float32
     assert est32.transform(X32).dtype == np.float32
+
+
+# Patches
+# -------
+
+
+def test_patches_equal_reshaped_tokens():
+    """patch_size=P reads (n, T, D) as (n, T / P, P * D): the same model as the
+    reshaped array, seeded alike; a length that P does not divide is completed
+    with zeros."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((12, 10, 2))
+    y = np.arange(12) % 2
+    kwargs = dict(n_heads=2, head_dim=4, max_iter=2, random_state=0)
+    patched = AttentionTransformer(patch_size=5, **kwargs).fit(X, y)
+    by_hand = AttentionTransformer(**kwargs).fit(X.reshape(12, 2, 10), y)
+    assert_allclose(patched.transform(X), by_hand.transform(X.reshape(12, 2, 10)))
+    assert patched.transform_sequences(X).shape == (12, 2, 8)
+    assert patched.attention_weights(X).shape == (12, 2, 2, 2)
+    uneven = AttentionTransformer(patch_size=4, **kwargs).fit(X, y)
+    completed = np.concatenate([X, np.zeros((12, 2, 2))], axis=1).reshape(12, 3, 8)
+    by_hand = AttentionTransformer(**kwargs).fit(completed, y)
+    assert_allclose(uneven.transform(X), by_hand.transform(completed))
+
+
+@pytest.mark.parametrize("scale_tokens", [False, True])
+def test_patches_of_ragged_sequences_ignore_padding(scale_tokens):
+    X = make_ragged(lengths=(9, 2, 5, 13, 4), width=2)
+    est = AttentionTransformer(
+        patch_size=4, scale_tokens=scale_tokens, n_layers=2, ff_dim=8, max_iter=2,
+        random_state=0,
+    ).fit(X, [0, 1, 0, 1, 1])  # fmt: skip
+    together = est.transform(X)
+    alone = np.vstack([est.transform([x]) for x in X])
+    assert_allclose(together, alone, rtol=1e-12, atol=1e-12)
+    assert [len(t) for t in est.transform_sequences(X)] == [3, 1, 2, 4, 1]
+    if scale_tokens:  # the completed patch holds the mean: zeros once scaled
+        x = X[1]
+        by_hand = np.concatenate([x, np.repeat(est.token_mean_[None], 2, 0)])
+        assert_allclose(est.transform([x]), est.transform([by_hand]), rtol=1e-12)
