@@ -4,6 +4,8 @@
 computes, one unit per piece::
 
     tokens (N, T, D)
+      -> [standardised with statistics fixed in fit, for scale_tokens]
+      -> [patches of P tokens as tokens (N, T / P, P * D), for patch_size]
       -> input projection (D -> E), when the model has one
       -> + positional encoding
       -> [class token appended, for pooling="cls"]
@@ -247,6 +249,8 @@ class Model:
         ):
             d, unit_grads = unit.backward(_local(params, prefix, names), d, cache)
             grads.update((prefix + name, grad) for name, grad in unit_grads.items())
+            if d is None:  # the tokens are data from here: nothing before learns
+                break
         return grads
 
 
