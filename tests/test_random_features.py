@@ -31,10 +31,8 @@ from threadpoolctl import threadpool_limits
 from skattn import AttentionTransformer, RandomAttentionFeatures
 
 LENGTHS = (3, 7, 1, 5)
-TOLERANCE = {
-    np.float64: dict(rtol=1e-12, atol=1e-12),
-    np.float32: dict(rtol=2e-5, atol=2e-5),
-}
+# the models compute in float32 whatever the input's dtype
+FLOAT32 = dict(rtol=2e-5, atol=2e-5)
 # small and quick, and every kind of draw: lists of heads, widths, positions
 SMALL = dict(n_models=3, n_heads=2, head_dim=4)
 MIXED = dict(
@@ -95,7 +93,20 @@ CONFIGURATIONS = [
 ]
 
 
-@parametrize_with_checks(CONFIGURATIONS)
+def expected_failed_checks(estimator):
+    reason = (
+        "the models compute in float32 for float64 input too: batches of "
+        "other sizes round differently, beyond the check's rtol of 1e-7 "
+        "(test_small_working_memory_gives_same_result_in_several_batches "
+        "checks the invariance to float32 rounding)"
+    )
+    return {
+        "check_methods_subset_invariance": reason,
+        "check_methods_sample_order_invariance": reason,
+    }
+
+
+@parametrize_with_checks(CONFIGURATIONS, expected_failed_checks=expected_failed_checks)
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
 
@@ -151,7 +162,7 @@ def _attention_transformer(features, index, pooling):
 def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens):
     """Each model's block: the mean and max pooling of the AttentionTransformer
     with the same weights, and the share of its per-token outputs above zero."""
-    X = make_input(kind)
+    X = make_input(kind, np.float32)
     features = RandomAttentionFeatures(
         **{**MIXED, "n_models": 8}, scale_tokens=scale_tokens, random_state=0
     ).fit(X)
@@ -163,11 +174,11 @@ def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens
         start += 3 * width
         for position, pooling in enumerate(["mean", "max"]):
             reference = _attention_transformer(features, index, pooling).fit(X)
-            assert_allclose(blocks[:, position], reference.transform(X), rtol=1e-12)
+            assert_allclose(blocks[:, position], reference.transform(X), **FLOAT32)
         tokens = _attention_transformer(features, index, "mean").fit(X)
         per_token = tokens.transform_sequences(X)
         ppv = [np.mean(seq > 0, axis=0) for seq in per_token]
-        assert_allclose(blocks[:, 2], ppv, rtol=1e-12)
+        assert_allclose(blocks[:, 2], ppv, **FLOAT32)
     assert start == X_new.shape[1] == features.n_features_out_
 
 
@@ -212,7 +223,7 @@ def test_ppv_counts_valid_tokens_only():
     ).fit_transform(X)
     assert X_new.min() >= 0 and X_new.max() <= 1
     lengths = np.array(LENGTHS)[:, None]
-    assert_allclose(X_new * lengths, np.round(X_new * lengths), atol=1e-12)
+    assert_allclose(X_new * lengths, np.round(X_new * lengths), atol=1e-5)
     assert np.any((X_new > 0) & (X_new < 1))
 
 
@@ -355,7 +366,7 @@ def test_padding_invariance(positional_encoding, causal, dtype):
     ).fit(X)
     together = features.transform(X)
     alone = np.vstack([features.transform([seq]) for seq in X])
-    assert_allclose(together, alone, **TOLERANCE[dtype])
+    assert_allclose(together, alone, **FLOAT32)
 
 
 @pytest.mark.parametrize("kind", ["table", "3d", "ragged"])
@@ -365,7 +376,7 @@ def test_small_working_memory_gives_same_result_in_several_batches(kind):
     expected = features.transform(X)
     with config_context(working_memory=0.001):  # one row per batch
         batched = features.transform(X)
-    assert_allclose(batched, expected, rtol=1e-12, atol=1e-12)
+    assert_allclose(batched, expected, **FLOAT32)
 
 
 def test_thread_count_does_not_change_results():
@@ -400,7 +411,7 @@ def test_float32_close_to_float64(kind):
     X32 = [x.astype(np.float32) for x in X] if kind == "ragged" else X.astype("f4")
     features = RandomAttentionFeatures(**SMALL, pooling=["mean", "max"], random_state=0)
     assert_allclose(
-        features.fit_transform(X32), features.fit_transform(X), rtol=1e-3, atol=1e-3
+        features.fit_transform(X32), features.fit_transform(X), rtol=1e-4, atol=1e-4
     )
 
 
@@ -421,7 +432,7 @@ def test_3d_batch_equals_list_of_its_rows():
     X = make_3d()
     features = RandomAttentionFeatures(**MIXED, random_state=0)
     assert_allclose(
-        features.fit_transform(X), features.fit_transform(list(X)), rtol=1e-12
+        features.fit_transform(X), features.fit_transform(list(X)), **FLOAT32
     )
 
 
@@ -439,7 +450,7 @@ def test_table_reads_features_per_token_columns_as_one_token():
     assert_allclose(
         columns.fit_transform(table),
         sequences.fit_transform(table.reshape(5, 4, 2)),
-        rtol=1e-12,
+        **FLOAT32,
     )
 
 
@@ -645,9 +656,9 @@ def test_documented_pipeline_learns_an_order_task():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((200, 16, 2))
     y = (X[:, :8, 0].mean(axis=1) > X[:, 8:, 0].mean(axis=1)).astype(int)
+    ridge = RidgeClassifierCV(alphas=np.logspace(-3, 3, 10))
     model = make_pipeline(
-        RandomAttentionFeatures(n_models=8, random_state=0),
-        StandardScaler(),
-        RidgeClassifierCV(alphas=np.logspace(-3, 3, 10)),
+        RandomAttentionFeatures(n_models=8, random_state=0), StandardScaler(), ridge
     )
-    assert cross_val_score(model, X, y, cv=3).mean() > 0.8
+    assert cross_val_score(model, X, y, cv=3).mean() > 0.7
+    assert cross_val_score(ridge, X.mean(axis=1), y, cv=3).mean() < 0.6
