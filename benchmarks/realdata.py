@@ -60,7 +60,7 @@ from sklearn.pipeline import make_pipeline, make_union
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
-from skattn import AttentionTransformer
+from skattn import AttentionTransformer, RandomAttentionFeatures
 
 CACHE_VARIABLE = "SKATTN_BENCHMARK_CACHE"
 DEFAULT_CACHE = Path.home() / ".cache" / "skattn-benchmarks"
@@ -489,6 +489,18 @@ def seeded_union(data, params, threads):
     return make_pipeline(*table_scaler(data), union, StandardScaler(), head)
 
 
+def random_features(data, params, threads):
+    """The documented pipeline of RandomAttentionFeatures (README); --set
+    changes its parameters."""
+    head = (
+        RidgeCV(alphas=RIDGE_ALPHAS)
+        if data.task == "regression"
+        else RidgeClassifierCV(alphas=RIDGE_ALPHAS)
+    )
+    features = RandomAttentionFeatures(**{"random_state": 0, **params})
+    return make_pipeline(*table_scaler(data), features, StandardScaler(), head)
+
+
 @dataclass
 class Method:
     build: object  # (Dataset, params, threads) -> estimator or None
@@ -504,6 +516,7 @@ METHODS = {
     "torch-encoder": Method(torch_encoder),
     "attention": Method(attention, takes_params=True),
     "seeded-union": Method(seeded_union),
+    "random-features": Method(random_features, takes_params=True),
 }
 
 
@@ -680,7 +693,8 @@ def main(argv=None):
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="set a parameter of the `attention` method's AttentionTransformer; "
+        help="set a parameter of the `attention` method's AttentionTransformer "
+        "or of the `random-features` method's RandomAttentionFeatures; "
         "VALUE is a Python literal (100, 0.003, None, 'cls'), or null/true/false, "
         "or a bare string",
     )
@@ -729,7 +743,7 @@ def main(argv=None):
     print(f"versions: {versions()}")
     print(f"commit: {commit_hash()}; mode: {'quick' if args.quick else 'full'}")
     if params:
-        print(f"attention parameters (--set): {params}")
+        print(f"attention / random-features parameters (--set): {params}")
     print(flush=True)
 
     rows = []
