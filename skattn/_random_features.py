@@ -168,13 +168,18 @@ class RandomAttentionFeatures(
 
     fits in seconds where training the attention takes minutes, and is a
     strong first model for sequence data: time series, pretrained token
-    embeddings of text, rows of images.
+    embeddings of text, rows of images. On long series (hundreds of time
+    points and more) MiniRocket is faster and more accurate: attention costs
+    ``n_tokens**2``, and a scalar time point is a poor token.
 
     Each model is the encoder of :class:`~skattn.AttentionTransformer`
-    (``build_model``, ``objective=None``): Glorot-uniform input projection to
-    ``n_heads * head_dim``, the chosen positional encoding, one post-norm
-    self-attention sublayer with the chosen heads and causal mask. The
-    models share the token standardisation.
+    (``build_model``, ``objective=None``): a uniform input projection to
+    ``n_heads * head_dim`` of variance ``1 / n_token_features`` (Glorot's
+    bound scaled up, so that a standardised token's projection has unit
+    variance and is not drowned by the positions), the chosen positional
+    encoding, one post-norm self-attention sublayer with the chosen heads
+    and causal mask, Glorot-uniform. The models share the token
+    standardisation.
 
     ``transform`` reads ``X`` once: each batch of padded sequences goes through
     every model before the next batch, batches are sized so that one model's
