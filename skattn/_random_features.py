@@ -132,7 +132,7 @@ class RandomAttentionFeatures(
         ``"positional_encoding"`` and ``"causal"``.
 
     weights_ : list of dict of str to ndarray
-        The seeded weights of each model, by name: ``"input"`` (the input
+        The seeded float32 weights of each model, by name: ``"input"`` (the input
         projection, ``(n_token_features, n_heads * head_dim)``) and the
         attention layer's ``"layers.0.query"``, ``"layers.0.key"``,
         ``"layers.0.value"``, ``"layers.0.output"``, ``"layers.0.norm1_weight"``
