@@ -5,12 +5,14 @@
 
 from ._attention import scaled_dot_product_attention
 from ._multi_head import multi_head_attention
+from ._random_features import RandomAttentionFeatures
 from ._transformer import AttentionTransformer
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     "AttentionTransformer",
+    "RandomAttentionFeatures",
     "__version__",
     "multi_head_attention",
     "scaled_dot_product_attention",

