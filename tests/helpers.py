@@ -1,8 +1,61 @@
-"""What several test modules share: finite differences and a small task."""
+"""What several test modules share: data makers, finite differences, a small task,
+the scikit-learn checks that parametrize_with_checks does not run."""
 
 import numpy as np
+from sklearn.utils.estimator_checks import (
+    check_get_feature_names_out_error,
+    check_global_output_transform_pandas,
+    check_param_validation,
+    check_set_output_transform,
+    check_set_output_transform_pandas,
+    check_transformer_get_feature_names_out,
+    check_transformer_get_feature_names_out_pandas,
+)
 
 EPS = 1e-6
+LENGTHS = (3, 7, 1, 5)
+
+# Checks of scikit-learn that parametrize_with_checks does not run by itself.
+EXTRA_CHECKS = [
+    check_param_validation,
+    check_set_output_transform,
+    check_set_output_transform_pandas,
+    check_global_output_transform_pandas,
+    check_transformer_get_feature_names_out,
+    check_transformer_get_feature_names_out_pandas,
+    check_get_feature_names_out_error,
+]
+
+
+def make_3d(n=5, n_tokens=6, width=4, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, n_tokens, width)).astype(dtype)
+
+
+def make_ragged(lengths=LENGTHS, width=4, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((n, width)).astype(dtype) for n in lengths]
+
+
+def make_table(n=5, n_features=6, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, n_features)).astype(dtype)
+
+
+def make_input(kind, dtype=np.float64):
+    if kind == "table":
+        return make_table(dtype=dtype)
+    if kind == "3d":
+        return make_3d(dtype=dtype)
+    return make_ragged(dtype=dtype)
+
+
+def object_array(sequences):
+    """1-D object array of 2D arrays (np.array would stack equal shapes)."""
+    out = np.empty(len(sequences), dtype=object)
+    for i, seq in enumerate(sequences):
+        out[i] = seq
+    return out
 
 
 def relative_error(analytic, numeric, noise=1e-8):

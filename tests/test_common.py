@@ -1,14 +1,8 @@
 """scikit-learn's common estimator checks, on several configurations."""
 
 import pytest
+from helpers import EXTRA_CHECKS
 from sklearn.utils.estimator_checks import (
-    check_get_feature_names_out_error,
-    check_global_output_transform_pandas,
-    check_param_validation,
-    check_set_output_transform,
-    check_set_output_transform_pandas,
-    check_transformer_get_feature_names_out,
-    check_transformer_get_feature_names_out_pandas,
     parametrize_with_checks,
 )
 
@@ -68,18 +62,6 @@ def expected_failed_checks(estimator):
 @parametrize_with_checks(CONFIGURATIONS, expected_failed_checks=expected_failed_checks)
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
-
-
-# Checks of scikit-learn that parametrize_with_checks does not run by itself.
-EXTRA_CHECKS = [
-    check_param_validation,
-    check_set_output_transform,
-    check_set_output_transform_pandas,
-    check_global_output_transform_pandas,
-    check_transformer_get_feature_names_out,
-    check_transformer_get_feature_names_out_pandas,
-    check_get_feature_names_out_error,
-]
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

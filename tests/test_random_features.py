@@ -8,6 +8,15 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from helpers import (
+    EXTRA_CHECKS,
+    LENGTHS,
+    make_3d,
+    make_input,
+    make_ragged,
+    make_table,
+    object_array,
+)
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import config_context
 from sklearn.exceptions import NotFittedError
@@ -17,20 +26,12 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import (
-    check_get_feature_names_out_error,
-    check_global_output_transform_pandas,
-    check_param_validation,
-    check_set_output_transform,
-    check_set_output_transform_pandas,
-    check_transformer_get_feature_names_out,
-    check_transformer_get_feature_names_out_pandas,
     parametrize_with_checks,
 )
 from threadpoolctl import threadpool_limits
 
 from skattn import AttentionTransformer, RandomAttentionFeatures
 
-LENGTHS = (3, 7, 1, 5)
 # the models compute in float32 whatever the input's dtype
 FLOAT32 = dict(rtol=2e-5, atol=2e-5)
 # small and quick, and every kind of draw: lists of heads, widths, positions
@@ -47,37 +48,6 @@ MIXED = dict(
 
 # Data
 # ----
-
-
-def make_3d(n=5, n_tokens=6, width=4, seed=0, dtype=np.float64):
-    rng = np.random.default_rng(seed)
-    return rng.standard_normal((n, n_tokens, width)).astype(dtype)
-
-
-def make_ragged(lengths=LENGTHS, width=4, seed=0, dtype=np.float64):
-    rng = np.random.default_rng(seed)
-    return [rng.standard_normal((n, width)).astype(dtype) for n in lengths]
-
-
-def make_table(n=5, n_features=6, seed=0, dtype=np.float64):
-    rng = np.random.default_rng(seed)
-    return rng.standard_normal((n, n_features)).astype(dtype)
-
-
-def make_input(kind, dtype=np.float64):
-    if kind == "table":
-        return make_table(dtype=dtype)
-    if kind == "3d":
-        return make_3d(dtype=dtype)
-    return make_ragged(dtype=dtype)
-
-
-def object_array(sequences):
-    """1-D object array of 2D arrays (np.array would stack equal shapes)."""
-    out = np.empty(len(sequences), dtype=object)
-    for i, seq in enumerate(sequences):
-        out[i] = seq
-    return out
 
 
 # 1. scikit-learn's estimator checks
@@ -109,18 +79,6 @@ def expected_failed_checks(estimator):
 @parametrize_with_checks(CONFIGURATIONS, expected_failed_checks=expected_failed_checks)
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
-
-
-# Checks of scikit-learn that parametrize_with_checks does not run by itself.
-EXTRA_CHECKS = [
-    check_param_validation,
-    check_set_output_transform,
-    check_set_output_transform_pandas,
-    check_global_output_transform_pandas,
-    check_transformer_get_feature_names_out,
-    check_transformer_get_feature_names_out_pandas,
-    check_get_feature_names_out_error,
-]
 
 
 @pytest.mark.parametrize("check", EXTRA_CHECKS, ids=lambda check: check.__name__)

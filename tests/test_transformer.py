@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from helpers import LENGTHS, make_3d, make_input, make_ragged, make_table, object_array
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import config_context
 from sklearn.base import clone
@@ -36,7 +37,6 @@ TOLERANCE = {
     np.float64: dict(rtol=1e-12, atol=1e-12),
     np.float32: dict(rtol=2e-5, atol=2e-5),
 }
-LENGTHS = (3, 7, 1, 5)
 
 # The textbook example: three one-hot tokens, one head of width 3.
 TEXTBOOK_A = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0]])
@@ -54,42 +54,11 @@ BARE = dict(positional_encoding=None, residual=False, layer_norm=False)
 # -------------------
 
 
-def make_3d(n=5, n_tokens=6, width=4, seed=0, dtype=np.float64):
-    rng = np.random.default_rng(seed)
-    return rng.standard_normal((n, n_tokens, width)).astype(dtype)
-
-
-def make_ragged(lengths=LENGTHS, width=4, seed=0, dtype=np.float64):
-    rng = np.random.default_rng(seed)
-    return [rng.standard_normal((n, width)).astype(dtype) for n in lengths]
-
-
-def make_table(n=5, n_features=6, seed=0, dtype=np.float64):
-    rng = np.random.default_rng(seed)
-    return rng.standard_normal((n, n_features)).astype(dtype)
-
-
-def make_input(kind, dtype=np.float64):
-    if kind == "table":
-        return make_table(dtype=dtype)
-    if kind == "3d":
-        return make_3d(dtype=dtype)
-    return make_ragged(dtype=dtype)
-
-
 def cast(X, dtype):
     """X (array or list of arrays) in another dtype."""
     if isinstance(X, list):
         return [x.astype(dtype) for x in X]
     return X.astype(dtype)
-
-
-def object_array(sequences):
-    """1-D object array of 2D arrays (np.array would stack equal shapes)."""
-    out = np.empty(len(sequences), dtype=object)
-    for i, seq in enumerate(sequences):
-        out[i] = seq
-    return out
 
 
 def softmax(scores):
