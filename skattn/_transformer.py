@@ -50,7 +50,8 @@ class AttentionTransformer(
         Standardise the tokens with statistics learned in fit:
         ``(x - token_mean_) / token_scale_``, per feature over all the valid
         tokens of the training sequences (padding excluded), or per column for
-        a table, weighted by ``sample_weight``. The same as a
+        a table, weighted by ``sample_weight`` (times ``class_weight`` when the
+        target is learned). The same as a
         :class:`~sklearn.preprocessing.StandardScaler` in front, which cannot
         read 3D arrays or ragged lists.
 
