@@ -7,7 +7,9 @@ under the name ``skattn_old``), alternates them call by call, and reports the
 median process CPU time of each (BLAS limited to one thread, so CPU time is the
 work done). Cases: ``transform`` of the default seeded transformer on the
 shapes of ``speed.py`` (S1-S4, float32), and three epochs of the default
-learned transformer on (256, 32, 64).
+learned transformer on (256, 32, 64). The last column says whether the two
+versions' outputs (the transform, and the trained model's transform) are
+bit-identical.
 
 How to run (``OLD`` a checkout or worktree of the older commit)::
 
@@ -71,7 +73,9 @@ def main():
 
     versions = {"old": import_old(args.old), "new": skattn}
     rng = np.random.default_rng(0)
-    print("| case | old ms | new ms | new / old |\n|---|---:|---:|---:|")
+    print(
+        "| case | old ms | new ms | new / old | identical |\n|---|---:|---:|---:|---|"
+    )
     with threadpool_limits(1):
         for name, (n, n_tokens, width, n_heads) in SHAPES.items():
             X = rng.standard_normal((n, n_tokens, width)).astype(np.float32)
@@ -88,9 +92,13 @@ def main():
                 },
                 args.repeats,
             )
+            same = np.array_equal(
+                fitted["old"].transform(X), fitted["new"].transform(X)
+            )
             print(
                 f"| {name} transform | {medians['old'] * 1e3:.1f} | "
-                f"{medians['new'] * 1e3:.1f} | {medians['new'] / medians['old']:.3f} |"
+                f"{medians['new'] * 1e3:.1f} | {medians['new'] / medians['old']:.3f} | "
+                f"{same} |"
             )
         X = rng.standard_normal((256, 32, 64)).astype(np.float32)
         y = rng.integers(0, 2, len(X))
@@ -105,9 +113,15 @@ def main():
             },
             args.repeats,
         )
+        trained = [
+            module.AttentionTransformer(max_iter=3, random_state=0).fit(X, y)
+            for module in versions.values()
+        ]
+        same = np.array_equal(trained[0].transform(X), trained[1].transform(X))
         print(
             f"| T32 fit, 3 epochs | {medians['old'] * 1e3:.1f} | "
-            f"{medians['new'] * 1e3:.1f} | {medians['new'] / medians['old']:.3f} |"
+            f"{medians['new'] * 1e3:.1f} | {medians['new'] / medians['old']:.3f} | "
+            f"{same} |"
         )
 
 
