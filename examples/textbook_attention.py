@@ -87,9 +87,10 @@ print(np.round(mha_output, 3))
 # multiplying the query projection by ``sqrt(3/2)`` turns that into the
 # textbook ``1/sqrt(2)``.
 #
-# We switch off what the block adds around the bare layer (positional encoding,
-# residual connection, layer norm); the identity output projection leaves the
-# head's output as it is.
+# We switch off what the block adds around the bare layer (token
+# standardisation, positional encoding, residual connection, layer norm, the
+# feed-forward sublayer); the identity output projection leaves the head's
+# output as it is.
 X = np.eye(3)[np.newaxis]  # (1 sample, 3 tokens, 3 features)
 basis = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0]])
 init = {
@@ -102,6 +103,8 @@ attention = AttentionTransformer(
     n_heads=1,
     head_dim=3,
     init=init,
+    scale_tokens=False,
+    ff_dim=0,
     positional_encoding=None,
     residual=False,
     layer_norm=False,

@@ -55,6 +55,16 @@ def sequences_dtype(sequences):
     )
 
 
+def astype_sequences(sequences, dtype):
+    """The sequences in ``dtype``: a cast array, or a list of cast arrays.
+
+    Arrays already of ``dtype`` are returned as they are (not copied).
+    """
+    if isinstance(sequences, np.ndarray):
+        return sequences.astype(dtype, copy=False)
+    return [sequence.astype(dtype, copy=False) for sequence in sequences]
+
+
 def pad_sequences(sequences, dtype):
     """Stack sequences of different lengths into a zero-padded batch.
 

@@ -45,7 +45,14 @@ def expected_failed_checks(estimator):
             "objective=None learns nothing: n_iter_ stays 0 although the "
             "estimator has a max_iter parameter."
         )
-    if estimator.early_stopping:
+    if estimator.solver == "adam" and not estimator.dropout:
+        # the equivalence itself is tested in test_training.py, to float32's
+        # tolerance, and checked here exactly with solver="lbfgs"
+        expected["check_sample_weight_equivalence_on_dense_data"] = (
+            "Adam trains in float32: a repeated sample and a doubled weight "
+            "round differently, far above the check's float64 tolerance."
+        )
+    if estimator.early_stopping is True:  # "auto" stays off on the checks' data
         expected["check_sample_weight_equivalence_on_dense_data"] = (
             "the validation split is drawn over samples: repeating a sample is "
             "not the same as doubling its weight."

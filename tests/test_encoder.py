@@ -46,7 +46,7 @@ def test_layers_hold_torch_names_and_shapes(
     ff_dim, layer_norm, norm_first, keys, final_norm
 ):
     est = AttentionTransformer(
-        n_heads=2, n_layers=3, ff_dim=ff_dim, layer_norm=layer_norm,
+        n_heads=2, head_dim=8, n_layers=3, ff_dim=ff_dim, layer_norm=layer_norm,
         norm_first=norm_first, objective=None, random_state=0,
     ).fit(make_ragged())  # fmt: skip
     assert len(est.layers_) == 3
@@ -69,11 +69,20 @@ def test_layers_hold_torch_names_and_shapes(
         assert est.final_norm_weight_ is None and est.final_norm_bias_ is None
 
 
-def test_default_model_is_one_attention_layer():
+def test_default_model_is_one_layer_with_feed_forward():
+    """One post-norm layer of width 64 (4 heads of 16) with a feed-forward
+    sublayer of 128, on standardised tokens projected to the model width."""
     est = AttentionTransformer(random_state=0).fit(make_ragged())
     assert len(est.layers_) == 1
-    assert set(est.layers_[0]) == ATTENTION_KEYS | NORM1_KEYS
+    assert set(est.layers_[0]) == ALL_KEYS
+    assert (est.n_heads, est.head_dim_, est.d_model_) == (4, 16, 64)
+    assert est.layers_[0]["query"].shape == (64, 64)
+    assert est.layers_[0]["linear1"].shape == (64, 128)
+    assert est.layers_[0]["linear2"].shape == (128, 64)
+    assert est.input_weights_.shape == (4, 64)  # tokens of width 4
     assert est.final_norm_weight_ is None
+    assert est.token_mean_.shape == est.token_scale_.shape == (4,)
+    assert est.patch_size_ is None  # short sequences are not patched
 
 
 # init
@@ -161,7 +170,10 @@ def test_flat_init_keys_equal_one_layer_list():
     ],
 )
 def test_init_errors_name_the_key(init, n_layers, message):
-    est = AttentionTransformer(n_heads=2, head_dim=4, n_layers=n_layers, init=init)
+    # ff_dim=0: no feed-forward sublayer, so that "linear1" is unknown
+    est = AttentionTransformer(
+        n_heads=2, head_dim=4, n_layers=n_layers, ff_dim=0, init=init
+    )
     with pytest.raises(ValueError, match=re.escape(message)):
         est.fit(make_ragged(width=8))
 
@@ -169,9 +181,9 @@ def test_init_errors_name_the_key(init, n_layers, message):
 def test_init_of_the_first_layer_sets_the_width():
     init = {"layers": [{}, {"value": np.eye(6)}]}
     est = AttentionTransformer(n_heads=2, n_layers=2, init=init, random_state=0)
-    msg = "init['layers'][1]['value'] has shape (6, 6), expected (16, 16)"
+    msg = "init['layers'][1]['value'] has shape (6, 6), expected (64, 64)"
     with pytest.raises(ValueError, match=re.escape(msg)):
-        est.fit(make_ragged(width=8))  # the width rule gives 16, layer 1 must follow
+        est.fit(make_ragged(width=8))  # the width rule gives 64, layer 1 must follow
     init = {"layers": [{"value": np.eye(6)}, {}]}
     est = AttentionTransformer(n_heads=2, n_layers=2, init=init, random_state=0)
     assert est.fit(make_ragged(width=8)).d_model_ == 6
@@ -226,7 +238,8 @@ def test_stack_matches_numpy_reference(norm_first, activation):
     X = make_ragged(width=5)
     est = AttentionTransformer(
         n_heads=2, head_dim=4, n_layers=2, ff_dim=6, activation=activation,
-        norm_first=norm_first, max_iter=2, random_state=0,
+        norm_first=norm_first, scale_tokens=False, patch_size=None, max_iter=2,
+        random_state=0,
     ).fit(X, [0, 1, 1, 0])  # fmt: skip
     tokens = est.transform_sequences(X)
     for x, out in zip(X, tokens, strict=True):
@@ -309,7 +322,8 @@ def test_dropout_fits_are_reproducible_and_change_training():
 @pytest.mark.parametrize("ragged", [False, True])
 def test_dropout_does_not_depend_on_threads_or_batches(ragged):
     """The masks depend on the seed, the sample and the site only: fits on one
-    or two threads, in one batch or one sequence per batch, agree to rounding."""
+    or two threads, in one batch or one sequence per batch, agree to the
+    rounding of float32, in which Adam trains."""
     X, y = order_task(n=40, n_tokens=8)
     if ragged:
         X = [x[: 3 + i % 6] for i, x in enumerate(X)]
@@ -324,9 +338,14 @@ def test_dropout_does_not_depend_on_threads_or_batches(ragged):
         ):
             fitted = clone(est).fit(X, y)
         results.append((fitted.loss_curve_, fitted.layers_[0]["query"]))
+    # Adam steps in float32 (dropout needs Adam): sums over other batches round
+    # differently at float32's precision, 1e-7 of the loss, which Adam's
+    # normalised steps amplify in the weights of the smallest gradients (up to
+    # 7e-7 here). A mask that followed the threads or batches would move the loss
+    # by about 1e-2 and these weights by about 4e-3 (as dropout=0.41 does).
     for loss_curve, query in results[1:]:
-        assert_allclose(loss_curve, results[0][0], rtol=1e-12)
-        assert_allclose(query, results[0][1], rtol=1e-10, atol=1e-13)
+        assert_allclose(loss_curve, results[0][0], rtol=1e-6)
+        assert_allclose(query, results[0][1], rtol=1e-6, atol=1e-5)
 
 
 def test_transform_never_drops():
@@ -399,13 +418,15 @@ def test_scale_tokens_equals_standardised_input(kind):
         if kind == "3d":
             X, standardised = np.stack(X), np.stack(standardised)
     y = np.arange(30) % 2
-    kwargs = dict(n_heads=2, max_iter=3, random_state=0)
+    # L-BFGS trains in the input's float64, so that the two fits agree to
+    # float64's rounding (Adam steps in float32, whose rounding training amplifies)
+    kwargs = dict(n_heads=2, solver="lbfgs", max_iter=3, random_state=0)
     scaled = AttentionTransformer(scale_tokens=True, **kwargs).fit(X, y)
-    by_hand = AttentionTransformer(**kwargs).fit(standardised, y)
+    by_hand = AttentionTransformer(scale_tokens=False, **kwargs).fit(standardised, y)
     assert_allclose(scaled.token_mean_.ravel(), mean, rtol=1e-12)
     assert_allclose(scaled.token_scale_.ravel(), std, rtol=1e-12)
     assert_allclose(scaled.transform(X), by_hand.transform(standardised), rtol=1e-9)
-    plain = AttentionTransformer(**kwargs).fit(X, y)
+    plain = AttentionTransformer(scale_tokens=False, **kwargs).fit(X, y)
     assert plain.token_mean_ is None and plain.token_scale_ is None
 
 
@@ -434,16 +455,51 @@ def test_patches_equal_reshaped_tokens():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((12, 10, 2))
     y = np.arange(12) % 2
-    kwargs = dict(n_heads=2, head_dim=4, max_iter=2, random_state=0)
+    # scale_tokens=False: statistics per feature of the tokens would differ from
+    # those per feature of the patches
+    kwargs = dict(n_heads=2, head_dim=4, scale_tokens=False, max_iter=2, random_state=0)
     patched = AttentionTransformer(patch_size=5, **kwargs).fit(X, y)
-    by_hand = AttentionTransformer(**kwargs).fit(X.reshape(12, 2, 10), y)
+    by_hand = AttentionTransformer(patch_size=None, **kwargs).fit(
+        X.reshape(12, 2, 10), y
+    )
     assert_allclose(patched.transform(X), by_hand.transform(X.reshape(12, 2, 10)))
     assert patched.transform_sequences(X).shape == (12, 2, 8)
     assert patched.attention_weights(X).shape == (12, 2, 2, 2)
     uneven = AttentionTransformer(patch_size=4, **kwargs).fit(X, y)
     completed = np.concatenate([X, np.zeros((12, 2, 2))], axis=1).reshape(12, 3, 8)
-    by_hand = AttentionTransformer(**kwargs).fit(completed, y)
+    by_hand = AttentionTransformer(patch_size=None, **kwargs).fit(completed, y)
     assert_allclose(uneven.transform(X), by_hand.transform(completed))
+
+
+@pytest.mark.parametrize(
+    "shape, patch_size",
+    [
+        ((4, 200, 1), 7),  # ceil(200 / 32): about 32 patches
+        ((4, 65, 3), 3),
+        ((4, 1460, 1), 46),
+        ((4, 64, 1), None),  # short enough as it is
+        ((4, 200, 9), None),  # wide tokens (word vectors) are not patched
+    ],
+)
+def test_auto_patch_size_rule(shape, patch_size):
+    X = np.random.default_rng(0).standard_normal(shape)
+    est = AttentionTransformer(patch_size="auto", n_heads=2, random_state=0).fit(X)
+    assert est.patch_size_ == patch_size
+    n_patches = shape[1] if patch_size is None else -(-shape[1] // patch_size)
+    assert est.transform_sequences(X[:1]).shape[1] == n_patches
+    fixed = AttentionTransformer(patch_size=patch_size, n_heads=2, random_state=0)
+    assert_array_equal(est.transform(X), fixed.fit(X).transform(X))
+
+
+def test_auto_patch_size_reads_the_median_length_and_not_tables():
+    rng = np.random.default_rng(0)
+    X = [rng.standard_normal((n, 1)) for n in (10, 130, 140, 150, 2000)]
+    est = AttentionTransformer(patch_size="auto", random_state=0).fit(X)
+    assert est.patch_size_ == math.ceil(140 / 32)
+    table = rng.standard_normal((5, 300))  # columns are tokens, not a time axis
+    est = AttentionTransformer(patch_size="auto", random_state=0).fit(table)
+    assert est.patch_size_ is None
+    assert est.transform_sequences(table).shape == (5, 300, est.d_model_)
 
 
 @pytest.mark.parametrize("scale_tokens", [False, True])

@@ -222,8 +222,8 @@ def test_stack_backward(
 @pytest.mark.parametrize(
     "options",
     [
-        dict(pooling="mean"),
-        dict(pooling="cls"),
+        dict(pooling="mean", scale_tokens=False, ff_dim=0),
+        dict(pooling="cls", scale_tokens=False, ff_dim=0),
         dict(
             pooling="attention",
             n_layers=2,

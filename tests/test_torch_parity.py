@@ -123,6 +123,8 @@ def test_encoder_stack_equals_torch(norm_first, activation, causal):
         causal=causal,
         dropout=0.1,  # training only: the outputs are those of eval mode
         positional_encoding=None,
+        scale_tokens=False,  # torch reads the raw tokens
+        patch_size=None,
         objective=None,
         init={"layers": random_layers(rng, N_LAYERS, D_MODEL, FF_DIM)},
         random_state=0,
@@ -154,6 +156,8 @@ def test_trained_stack_with_projection_and_positions_equals_torch(norm_first):
         activation="gelu",
         norm_first=norm_first,
         dropout=0.2,
+        scale_tokens=False,  # torch reads the raw tokens
+        patch_size=None,
         max_iter=3,
         random_state=0,
     ).fit(X, y)

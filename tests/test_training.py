@@ -271,6 +271,34 @@ def test_early_stopping_keeps_the_best_weights():
     assert_array_equal(est.head_coef_, short.head_coef_)
 
 
+@pytest.mark.parametrize("n_samples, on", [(1999, False), (2000, True)])
+def test_early_stopping_auto_holds_out_data_from_2000_samples(n_samples, on):
+    X, y = order_task(n=n_samples, n_tokens=3)
+    est = AttentionTransformer(
+        n_heads=1, head_dim=2, early_stopping="auto", max_iter=2, random_state=0
+    ).fit(X, y)
+    assert est.early_stopping_ is on
+    assert (est.validation_scores_ is not None) is on
+    # batch_size="auto": 32 with early stopping (200 of 2000 held out), else 200
+    steps = math.ceil(1800 / 32) if on else math.ceil(n_samples / 200)
+    assert est._optimizer.t == 2 * steps
+    if on:
+        assert len(est.validation_scores_) == 2
+    # partial_fit never holds out samples
+    est = AttentionTransformer(n_heads=1, head_dim=2, early_stopping="auto")
+    assert est.partial_fit(X, y).early_stopping_ is False
+    # an unsupervised refit learns nothing, so holds nothing out
+    est = AttentionTransformer(n_heads=1, head_dim=2, early_stopping=True, max_iter=1)
+    est.fit(X[:50], y[:50]).set_params(objective=None).fit(X[:50])
+    assert est.early_stopping_ is False and est.validation_scores_ is None
+    # a warm start that turns it on starts a validation history
+    est = AttentionTransformer(
+        n_heads=1, head_dim=2, early_stopping=False, max_iter=1, warm_start=True
+    ).fit(X[:50], y[:50])
+    est.set_params(early_stopping=True).fit(X[:50], y[:50])
+    assert len(est.validation_scores_) == 1
+
+
 def test_warm_start_continues_from_the_fitted_weights():
     X, y = order_task(n=40)
     est = AttentionTransformer(n_heads=2, max_iter=3, warm_start=True, random_state=0)
@@ -314,6 +342,56 @@ def test_sample_weight_zero_equals_dropping_samples_with_lbfgs():
     assert_allclose(
         weighted.layers_[0]["query"], dropped.layers_[0]["query"], rtol=1e-6
     )
+
+
+@pytest.mark.parametrize("objective", ["classification", "regression"])
+def test_sample_weight_two_equals_a_repeated_sample_with_adam(objective):
+    """To float32's rounding: Adam trains in float32 whatever the input."""
+    X, y = order_task(n=30)
+    if objective == "regression":
+        y = y + 0.5 * X[:, 0, 0]
+    weight = np.ones(30)
+    weight[:10] = 2
+    kwargs = dict(n_heads=2, max_iter=5, shuffle=False, random_state=0)
+    weighted = AttentionTransformer(**kwargs).fit(X, y, sample_weight=weight)
+    repeated = AttentionTransformer(**kwargs).fit(
+        np.concatenate([X, X[:10]]), np.concatenate([y, y[:10]])
+    )
+    unweighted = AttentionTransformer(**kwargs).fit(X, y)
+    assert_allclose(weighted.transform(X), repeated.transform(X), rtol=2e-4, atol=2e-5)
+    assert not np.allclose(weighted.transform(X), unweighted.transform(X), atol=1e-3)
+
+
+def test_adam_trains_in_float32_and_stores_the_input_dtype():
+    X, y = order_task(n=30)
+    kwargs = dict(n_heads=2, max_iter=3, scale_tokens=True, random_state=0)
+    est64 = AttentionTransformer(**kwargs).fit(X, y)
+    est32 = AttentionTransformer(**kwargs).fit(X.astype(np.float32), y)
+    assert est64.layers_[0]["query"].dtype == np.float64
+    assert est64.token_scale_.dtype == np.float64
+    # the same float32 steps: float64 input adds only its token statistics'
+    # rounding to float32. They are computed from the float64 values, those of
+    # est32 from the float32 ones, and may round to neighbouring float32 numbers
+    # (here one entry of token_mean_, by 1.5e-8), which moves the trained
+    # weights by float32 rounding (2e-7 here, for entries up to 0.22): absolute
+    # differences, beyond any rtol for the entries near 0.
+    assert_allclose(
+        est64.layers_[0]["query"], est32.layers_[0]["query"], rtol=1e-4, atol=1e-6
+    )
+    # float64 input of float32 numbers has the statistics of est32: the same fit
+    X_rounded = X.astype(np.float32).astype(np.float64)
+    rounded = AttentionTransformer(**kwargs).fit(X_rounded, y)
+    assert_array_equal(rounded.layers_[0]["query"], est32.layers_[0]["query"])
+    assert_array_equal(rounded.loss_curve_, est32.loss_curve_)
+    # the trained weights are float32 numbers; the token statistics are not
+    query = est64.layers_[0]["query"]
+    assert_array_equal(query.astype(np.float32).astype(np.float64), query)
+    mean = est64.token_mean_
+    assert not np.array_equal(mean.astype(np.float32).astype(np.float64), mean)
+    assert est64.transform(X).dtype == np.float64
+    lbfgs = AttentionTransformer(solver="lbfgs", **kwargs).fit(X, y)
+    query = lbfgs.layers_[0]["query"]
+    assert not np.array_equal(query.astype(np.float32).astype(np.float64), query)
 
 
 def test_class_weight_scales_the_loss_like_sample_weight():

@@ -47,7 +47,15 @@ TEXTBOOK_INIT = {
     "value": TEXTBOOK_V,
     "output": np.eye(3),
 }
-BARE = dict(positional_encoding=None, residual=False, layer_norm=False)
+# Attention alone: raw tokens, no positions, residual, norm or feed-forward.
+BARE = dict(
+    positional_encoding=None,
+    residual=False,
+    layer_norm=False,
+    ff_dim=0,
+    scale_tokens=False,
+    patch_size=None,
+)
 
 
 # Data and references
@@ -119,7 +127,10 @@ def assert_same_outputs(actual, expected, **tolerance):
 @pytest.mark.parametrize("method", ["transform", "transform_sequences"])
 def test_features_per_token_reads_consecutive_columns_as_one_token(method):
     X = make_table(n=6, n_features=12)
-    est = AttentionTransformer(n_heads=2, features_per_token=3, random_state=0)
+    # scale_tokens=False: a table is standardised per column, sequences per feature
+    est = AttentionTransformer(
+        n_heads=2, features_per_token=3, scale_tokens=False, random_state=0
+    )
     from_table = getattr(clone(est).fit(X), method)(X)
     X_seq = X.reshape(6, 4, 3)
     from_sequences = getattr(clone(est).fit(X_seq), method)(X_seq)
@@ -128,7 +139,8 @@ def test_features_per_token_reads_consecutive_columns_as_one_token(method):
 
 def test_table_default_reads_each_column_as_a_scalar_token():
     X = make_table(n=6, n_features=5)
-    est = AttentionTransformer(n_heads=2, random_state=0).fit(X)
+    # scale_tokens=False: a table is standardised per column, sequences per feature
+    est = AttentionTransformer(n_heads=2, scale_tokens=False, random_state=0).fit(X)
     assert est.transform_sequences(X).shape == (6, 5, est.d_model_)
     X_seq = X[:, :, None]
     expected = clone(est).fit(X_seq).transform(X_seq)
@@ -148,9 +160,9 @@ def test_dataframe_input_sets_feature_names_and_matches_array():
 def test_3d_array_output_shapes():
     X = make_3d(n=5, n_tokens=6, width=4)
     est = AttentionTransformer(n_heads=2, random_state=0).fit(X)
-    assert est.d_model_ == 16
-    assert est.transform(X).shape == (5, 16)
-    assert est.transform_sequences(X).shape == (5, 6, 16)
+    assert est.d_model_ == 64  # whatever the token width
+    assert est.transform(X).shape == (5, 64)
+    assert est.transform_sequences(X).shape == (5, 6, 64)
     assert est.attention_weights(X).shape == (5, 2, 6, 6)
 
 
@@ -290,7 +302,9 @@ def test_batches_stay_within_working_memory(kind, training):
     else:
         lengths = rng.integers(1, 6, size=n)
         X = [rng.standard_normal((length, 2)) for length in lengths]
-    est = AttentionTransformer(n_heads=1, head_dim=2, random_state=0).fit(X)
+    est = AttentionTransformer(
+        n_heads=1, head_dim=2, ff_dim=0, scale_tokens=False, random_state=0
+    ).fit(X)
     row_bytes = model_row_bytes(est._model(), X, training=training)
     plan = list(padded_batches(X, lengths, np.arange(n), row_bytes, budget))
     assert len(plan) > 1
@@ -307,12 +321,9 @@ def test_batches_stay_within_working_memory(kind, training):
 
 def test_row_bytes_grow_with_depth_width_and_training():
     X = make_3d(width=4)
-    shallow = AttentionTransformer(n_heads=2, random_state=0).fit(X)._model()
-    deep = (
-        AttentionTransformer(n_heads=2, n_layers=3, ff_dim=32, random_state=0)
-        .fit(X)
-        ._model()
-    )
+    kwargs = dict(n_heads=2, head_dim=8, scale_tokens=False, random_state=0)
+    shallow = AttentionTransformer(ff_dim=0, **kwargs).fit(X)._model()
+    deep = AttentionTransformer(n_layers=3, ff_dim=32, **kwargs).fit(X)._model()
     options = dict(n_features=4, itemsize=8)
     inference = shallow.row_bytes(10, training=False, **options)
     assert inference == 10 * (4 + 10 * 16 + 2) * 8  # tokens, 10 activations, scores
@@ -425,10 +436,42 @@ def test_textbook_outputs():
     assert_allclose(tokens[0], published, atol=5e-4)  # 3 decimals
 
 
+def layer_norm(z, weight, bias):
+    z = (z - z.mean(axis=1, keepdims=True)) / np.sqrt(
+        z.var(axis=1, keepdims=True) + LAYER_NORM_EPS
+    )
+    return z * weight + bias
+
+
 def test_default_block_matches_numpy_reference():
-    """Input projection, sinusoidal positions, attention, residual, layer norm, mean."""
+    """Token standardisation, input projection to width 64, sinusoidal positions,
+    attention, residual, layer norm, ReLU feed-forward of width 128, residual,
+    layer norm, mean."""
     X = make_3d(n=3, n_tokens=6, width=5)
     est = AttentionTransformer(n_heads=2, random_state=0).fit(X)
+    assert est.input_weights_.shape == (5, 64)
+    layer = est.layers_[0]
+    assert layer["linear1"].shape == (64, 128)
+    mean, std = X.reshape(-1, 5).mean(axis=0), X.reshape(-1, 5).std(axis=0)
+    tokens = est.transform_sequences(X)
+    for x, out in zip(X, tokens, strict=True):
+        h = (x - mean) / std @ est.input_weights_ + sinusoidal_table(6, 64)
+        z = reference_attention(h, est) + h
+        z = layer_norm(z, layer["norm1_weight"], layer["norm1_bias"])
+        hidden = np.maximum(z @ layer["linear1"] + layer["linear1_bias"], 0)
+        z = z + hidden @ layer["linear2"] + layer["linear2_bias"]
+        z = layer_norm(z, layer["norm2_weight"], layer["norm2_bias"])
+        assert_allclose(out, z, rtol=1e-10, atol=1e-12)
+    assert_allclose(est.transform(X), tokens.mean(axis=1), rtol=1e-12, atol=1e-14)
+
+
+def test_attention_block_matches_numpy_reference():
+    """Without feed-forward sublayer, on raw tokens: input projection,
+    sinusoidal positions, attention, residual, layer norm, mean."""
+    X = make_3d(n=3, n_tokens=6, width=5)
+    est = AttentionTransformer(
+        n_heads=2, head_dim=8, ff_dim=0, scale_tokens=False, random_state=0
+    ).fit(X)
     assert est.input_weights_.shape == (5, 16)
     tokens = est.transform_sequences(X)
     for x, out in zip(X, tokens, strict=True):
@@ -556,8 +599,8 @@ def test_non_causal_output_depends_on_later_tokens():
 def test_n_features_out_of_each_pooling(pooling):
     X = make_3d(n=4, n_tokens=5, width=4)
     est = AttentionTransformer(n_heads=2, pooling=pooling, random_state=0).fit(X)
-    expected = 5 * 16 if pooling == "flatten" else 16
-    assert est.d_model_ == 16
+    expected = 5 * 64 if pooling == "flatten" else 64
+    assert est.d_model_ == 64
     assert est.transform(X).shape == (4, expected)
     assert len(est.get_feature_names_out()) == expected
 
@@ -651,15 +694,19 @@ def test_flatten_pooling_rejects_other_length_at_transform(kind):
 
 @pytest.mark.parametrize(
     "width, n_heads, head_dim",
-    [(4, 4, 8), (20, 4, 8), (50, 4, 13), (64, 4, 16), (9, 1, 9), (3, 1, 8)],
+    [(1, 4, 16), (20, 4, 16), (384, 4, 16), (64, 4, 16), (9, 1, 64), (3, 3, 22)],
 )
 def test_default_head_dim_rule(width, n_heads, head_dim):
+    """A model of width 64 (or just above, when n_heads does not divide 64),
+    whatever the token width."""
     X = make_3d(n=2, n_tokens=3, width=width)
     est = AttentionTransformer(n_heads=n_heads, random_state=0).fit(X)
-    assert est.head_dim_ == head_dim == max(8, math.ceil(width / n_heads))
+    assert est.head_dim_ == head_dim == math.ceil(64 / n_heads)
     assert est.d_model_ == n_heads * head_dim
     assert est.layers_[0]["query"].shape == (est.d_model_, est.d_model_)
     assert est.transform(X).shape == (2, est.d_model_)
+    # tokens as wide as the model enter unprojected
+    assert (est.input_weights_ is None) == (width == est.d_model_)
 
 
 def test_head_dim_given():
@@ -743,10 +790,10 @@ def test_init_unknown_key():
 @pytest.mark.parametrize(
     "width, n_heads, head_dim, init_input, has_input",
     [
-        (8, 1, None, False, False),  # d_model = 8 = D
+        (64, 1, None, False, False),  # d_model = 64 = D
         (8, 2, 4, False, False),  # d_model = 8 = D
-        (8, 2, None, False, True),  # d_model = 16
-        (4, 1, None, False, True),  # d_model = 8
+        (8, 2, None, False, True),  # d_model = 64
+        (4, 1, None, False, True),  # d_model = 64
         (8, 2, 4, True, True),  # d_model = D but init gives an input projection
     ],
 )
@@ -754,7 +801,7 @@ def test_input_projection_iff_width_differs_or_given(
     width, n_heads, head_dim, init_input, has_input
 ):
     X = make_3d(width=width)
-    d_model = n_heads * (head_dim or max(8, math.ceil(width / n_heads)))
+    d_model = n_heads * (head_dim or math.ceil(64 / n_heads))
     init = {"input": 0.5 * np.eye(width, d_model)} if init_input else "random"
     est = AttentionTransformer(
         n_heads=n_heads, head_dim=head_dim, init=init, random_state=0
@@ -798,8 +845,9 @@ def test_learned_positions_start_sinusoidal():
     ).fit(X)
     sinusoidal = clone(learned).set_params(positional_encoding="sinusoidal").fit(X)
     assert sinusoidal.position_embeddings_ is None
+    assert learned.d_model_ == 64
     assert_allclose(
-        learned.position_embeddings_, sinusoidal_table(6, 16), rtol=1e-12, atol=1e-15
+        learned.position_embeddings_, sinusoidal_table(6, 64), rtol=1e-12, atol=1e-15
     )
     assert_allclose(learned.transform(X), sinusoidal.transform(X), rtol=1e-14)
 
@@ -809,7 +857,7 @@ def test_learned_positions_handle_sequences_longer_than_fit():
     learned = AttentionTransformer(
         n_heads=2, positional_encoding="learned", random_state=0
     ).fit(X)
-    assert learned.position_embeddings_.shape == (4, 16)
+    assert learned.position_embeddings_.shape == (4, 64)
     sinusoidal = clone(learned).set_params(positional_encoding="sinusoidal").fit(X)
     longer = make_ragged(lengths=(9, 3, 6), seed=1)
     assert_allclose(
@@ -1065,9 +1113,14 @@ PIPELINE_KINDS = ["3d", "list", "object-array", "dataframe"]
 
 
 def _pipeline():
-    return make_pipeline(
-        AttentionTransformer(n_heads=1, random_state=0), LogisticRegression()
-    )
+    # The former defaults: width 8, no feed-forward sublayer, raw tokens. On the
+    # 40-sample training folds of the table, the wider default model overfits
+    # (mean score 0.77). max_iter given: its default may change.
+    transformer = AttentionTransformer(
+        n_heads=1, head_dim=8, ff_dim=0, scale_tokens=False, patch_size=None,
+        early_stopping=False, max_iter=200, random_state=0,
+    )  # fmt: skip
+    return make_pipeline(transformer, LogisticRegression())
 
 
 @pytest.mark.parametrize("kind", PIPELINE_KINDS)
@@ -1101,7 +1154,7 @@ def test_set_output_pandas_keeps_the_dataframe_index():
     est.set_output(transform="pandas")
     X_new = est.transform(X)
     assert isinstance(X_new, pd.DataFrame)
-    assert list(X_new.columns) == [f"attentiontransformer{i}" for i in range(16)]
+    assert list(X_new.columns) == [f"attentiontransformer{i}" for i in range(64)]
     assert_array_equal(X_new.index, [10, 11, 12, 13, 14])
     assert_allclose(X_new.to_numpy(), expected, rtol=1e-14)
 
@@ -1112,11 +1165,11 @@ def test_set_output_pandas_for_sequences(kind):
     est = AttentionTransformer(n_heads=2, random_state=0).set_output(transform="pandas")
     X_new = est.fit_transform(X)
     assert isinstance(X_new, pd.DataFrame)
-    assert X_new.shape == (len(X), 16)
+    assert X_new.shape == (len(X), 64)
     assert list(X_new.columns) == list(est.get_feature_names_out())
 
 
-@pytest.mark.parametrize("pooling, n_out", [("mean", 16), ("flatten", 6 * 16)])
+@pytest.mark.parametrize("pooling, n_out", [("mean", 64), ("flatten", 6 * 64)])
 def test_get_feature_names_out(pooling, n_out):
     est = AttentionTransformer(n_heads=2, pooling=pooling, random_state=0)
     names = est.fit(make_3d()).get_feature_names_out()
