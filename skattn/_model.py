@@ -169,6 +169,18 @@ class Model:
             return_weights=weights,
         )
 
+    def token_lengths(self, lengths):
+        """Valid tokens of each sequence in the encoder's output.
+
+        A patch counts once, and the class token adds one.
+        """
+        patches = self.units_of(Patches)
+        if patches is not None:
+            lengths = -(-lengths // patches.size)
+        if self.units_of(ClassToken) is not None:
+            lengths = lengths + 1
+        return lengths
+
     def units_of(self, kind):
         """The first unit of class ``kind``, or None."""
         return next((unit for _, unit in self.units if isinstance(unit, kind)), None)

@@ -10,6 +10,7 @@ trained: ``fit`` draws the models and learns the token statistics.
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import math
 from numbers import Integral
 
 import numpy as np
@@ -47,6 +48,12 @@ STATISTICS = {"mean": pool_mean, "max": pool_max, "ppv": pool_ppv}
 # no more, and float32 ran 3.4x faster than float64 on 427-token series.
 COMPUTE_DTYPE = np.dtype(np.float32)
 POSITIONAL_ENCODINGS = ("sinusoidal", None)
+# patch_size="auto": models see series of at most AUTO_PATCH_FEATURES features
+# per token in AUTO_MIN_PATCHES to AUTO_MAX_PATCHES patches, at every power-of-two
+# scale in between.
+AUTO_PATCH_FEATURES = 8
+AUTO_MIN_PATCHES = 16
+AUTO_MAX_PATCHES = 128
 
 
 class RandomAttentionFeatures(
@@ -90,6 +97,19 @@ class RandomAttentionFeatures(
         Whether token ``i`` of a model attends only to tokens ``j <= i``; from a
         list, each model draws one.
 
+    patch_size : int, list of int, "auto" or None, default="auto"
+        Tokens per patch of a model: patches of consecutive tokens side by side
+        are its tokens (as ``patch_size`` of :class:`AttentionTransformer`), so
+        that a model sees the series at the scale of its patches, as a ROCKET
+        kernel sees it at its dilation; from a list, each model draws one value
+        (1 or None: no patches). ``"auto"``: for sequences of at most 8
+        features per token (series, not word vectors or tables), the powers of
+        two from ``median_length / 128`` (at most 128 patches, which bounds the
+        quadratic cost of attention) to ``median_length / 16`` (at least 16
+        patches), each model drawing one; no patches for other input, nor for
+        sequences of a median length of 32 or less. The size of each model is
+        in ``models_``.
+
     pooling : {"mean", "max", "ppv"} or list of them, default=("mean", "max")
         The statistics of every model, each over the valid tokens of a
         sequence, feature by feature, in this order: ``"mean"``, ``"max"``, and
@@ -129,7 +149,8 @@ class RandomAttentionFeatures(
 
     models_ : list of dict
         The configuration of each model: ``"n_heads"``, ``"head_dim"``,
-        ``"positional_encoding"`` and ``"causal"``.
+        ``"positional_encoding"``, ``"causal"`` and ``"patch_size"`` (None for
+        none).
 
     weights_ : list of dict of str to ndarray
         The seeded float32 weights of each model, by name: ``"input"`` (the input
@@ -241,6 +262,12 @@ class RandomAttentionFeatures(
         "head_dim": [Interval(Integral, 1, None, closed="left"), "array-like"],
         "positional_encoding": [StrOptions({"sinusoidal"}), None, "array-like"],
         "causal": ["boolean", "array-like"],
+        "patch_size": [
+            Interval(Integral, 1, None, closed="left"),
+            StrOptions({"auto"}),
+            "array-like",
+            None,
+        ],
         "pooling": [StrOptions(set(STATISTICS)), "array-like"],
         "scale_tokens": ["boolean"],
         "features_per_token": [Interval(Integral, 1, None, closed="left"), None],
@@ -255,6 +282,7 @@ class RandomAttentionFeatures(
         head_dim=16,
         positional_encoding="sinusoidal",
         causal=False,
+        patch_size="auto",
         pooling=("mean", "max"),
         scale_tokens=True,
         features_per_token=None,
@@ -265,6 +293,7 @@ class RandomAttentionFeatures(
         self.head_dim = head_dim
         self.positional_encoding = positional_encoding
         self.causal = causal
+        self.patch_size = patch_size
         self.pooling = pooling
         self.scale_tokens = scale_tokens
         self.features_per_token = features_per_token
@@ -310,6 +339,7 @@ class RandomAttentionFeatures(
             )
         n_features = token_width(sequences)
         n_tokens = sequences.shape[1] if self._input_kind == TABLE else 1
+        candidates["patch_size"] = self._patch_sizes(sequences)
         rng = check_random_state(self.random_state)
         seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_models)
         self.models_, self.weights_ = [], []
@@ -321,6 +351,7 @@ class RandomAttentionFeatures(
             }
             model = self._build(config, n_features, n_tokens)
             params = model.init_params(model_rng, COMPUTE_DTYPE)
+            n_features_in = n_features * (config["patch_size"] or 1)
             params.pop("token_mean", None)
             params.pop("token_scale", None)
             # variance 1 / n_features instead of Glorot's 2 / (n_features + E):
@@ -328,7 +359,7 @@ class RandomAttentionFeatures(
             # the positions (0.5); with Glorot's, a scalar token (n_features=1)
             # drowned in them
             d_model = config["n_heads"] * config["head_dim"]
-            params["input"] *= np.sqrt((n_features + d_model) / (2 * n_features))
+            params["input"] *= np.sqrt((n_features_in + d_model) / (2 * n_features_in))
             self.models_.append(config)
             self.weights_.append(params)
         self._fitted_statistics = statistics
@@ -337,6 +368,35 @@ class RandomAttentionFeatures(
             for config in self.models_
         )
         return self
+
+    def _patch_sizes(self, sequences):
+        """The patch sizes the models draw from (None: no patches); checked."""
+        if self.patch_size != "auto":
+            values = _as_list(self.patch_size)
+
+            def valid(v):
+                positive = isinstance(v, Integral) and not isinstance(v, bool) and v > 0
+                return v is None or positive
+
+            if not values or not all(valid(v) for v in values):
+                raise ValueError(
+                    "patch_size must be a positive int, 'auto', None or a non-empty "
+                    f"list of positive ints (each model draws one), got "
+                    f"{self.patch_size!r}."
+                )
+            return [None if v in (None, 1) else int(v) for v in values]
+        median = float(np.median(sequence_lengths(sequences)))
+        if (
+            self._input_kind == TABLE
+            or token_width(sequences) > AUTO_PATCH_FEATURES
+            or median <= 2 * AUTO_MIN_PATCHES
+        ):
+            return [None]
+        smallest = max(1, math.ceil(median / AUTO_MAX_PATCHES))
+        largest = max(smallest, math.floor(median / AUTO_MIN_PATCHES))
+        sizes = [2**k for k in range(int(math.log2(largest)) + 1)]
+        sizes = [size for size in sizes if size >= smallest] or [largest]
+        return [None if size == 1 else size for size in sizes]
 
     def transform(self, X):
         """Pooled statistics of every model, side by side.
@@ -400,7 +460,8 @@ class RandomAttentionFeatures(
                     if name == "mean":  # the model's own pooling
                         values = pooled
                     else:
-                        values = STATISTICS[name](tokens, batch_lengths, None)[0]
+                        token_lengths = model.token_lengths(batch_lengths)
+                        values = STATISTICS[name](tokens, token_lengths, None)[0]
                     out[:, start : start + values.shape[1]] = values
                     start += values.shape[1]
             return rows, out
@@ -463,6 +524,7 @@ class RandomAttentionFeatures(
             layer_norm=True,
             causal=config["causal"],
             pooling="mean",
+            patch_size=config["patch_size"],
             positional_encoding=config["positional_encoding"],
             n_positions=n_tokens,
             projects_input=True,

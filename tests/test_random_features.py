@@ -109,6 +109,8 @@ def _attention_transformer(features, index, pooling):
         causal=config["causal"],
         scale_tokens=features.scale_tokens,
         features_per_token=features.features_per_token,
+        patch_size=config["patch_size"],
+        ff_dim=0,  # a model of random features is one attention sublayer
         objective=None,
         pooling=pooling,
         init={"input": weights["input"], "layers": [layer]},
@@ -140,6 +142,62 @@ def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens
     assert start == X_new.shape[1] == features.n_features_out_
 
 
+@pytest.mark.parametrize("kind", ["3d", "ragged"])
+def test_patched_models_are_those_of_attention_transformer(kind):
+    """A model drawing patches of P tokens is AttentionTransformer's model with
+    patch_size=P and the same weights."""
+    lengths = (9, 2, 5, 13, 4)
+    X = make_3d(n_tokens=9) if kind == "3d" else make_ragged(lengths=lengths)
+    X = [x.astype(np.float32) for x in X] if kind == "ragged" else X.astype("f4")
+    features = RandomAttentionFeatures(
+        n_models=12, n_heads=2, head_dim=4, patch_size=[1, 2, 3], random_state=0
+    ).fit(X)
+    assert {config["patch_size"] for config in features.models_} == {None, 2, 3}
+    X_new = features.transform(X)
+    start = 0
+    for index in range(12):
+        for pooling in ["mean", "max"]:
+            reference = _attention_transformer(features, index, pooling).fit(X)
+            assert_allclose(
+                X_new[:, start : start + 8], reference.transform(X), **FLOAT32
+            )
+            start += 8
+    # padding does not matter to patched models either
+    if kind == "ragged":
+        alone = np.vstack([features.transform([x]) for x in X])
+        assert_allclose(X_new, alone, **FLOAT32)
+
+
+@pytest.mark.parametrize(
+    "shape, sizes",
+    [
+        ((3, 150, 1), {2, 4, 8}),  # 150 / 128 -> 2 up to 150 / 16 -> 8
+        ((3, 100, 2), {None, 2, 4}),
+        ((3, 1460, 1), {16, 32, 64}),
+        ((3, 32, 1), {None}),  # short: no patches
+        ((3, 150, 9), {None}),  # wide tokens (word vectors): no patches
+    ],
+)
+def test_auto_patch_sizes_are_powers_of_two_between_16_and_128_patches(shape, sizes):
+    X = np.random.default_rng(0).standard_normal(shape)
+    features = RandomAttentionFeatures(
+        n_models=40, n_heads=1, head_dim=2, random_state=0
+    ).fit(X)
+    assert {config["patch_size"] for config in features.models_} == sizes
+
+
+def test_auto_patch_sizes_read_the_median_length_and_not_tables():
+    rng = np.random.default_rng(0)
+    X = [rng.standard_normal((n, 1)) for n in (10, 140, 150, 160, 3000)]
+    features = RandomAttentionFeatures(
+        n_models=30, n_heads=1, head_dim=2, random_state=0
+    ).fit(X)
+    assert {config["patch_size"] for config in features.models_} == {2, 4, 8}
+    table = rng.standard_normal((5, 300))
+    features.fit(table)
+    assert {config["patch_size"] for config in features.models_} == {None}
+
+
 def test_models_draw_from_every_candidate():
     features = RandomAttentionFeatures(**{**MIXED, "n_models": 40}, random_state=0)
     features.fit(make_3d())
@@ -152,7 +210,9 @@ def test_scalar_parameters_give_one_configuration():
     features = RandomAttentionFeatures(
         n_models=3, n_heads=2, head_dim=5, positional_encoding=None, causal=True
     ).fit(make_3d())
-    expected = dict(n_heads=2, head_dim=5, positional_encoding=None, causal=True)
+    expected = dict(
+        n_heads=2, head_dim=5, positional_encoding=None, causal=True, patch_size=None
+    )  # patch_size="auto" does not patch sequences of 6 tokens
     assert features.models_ == [expected] * 3
     assert features.transform(make_3d()).shape == (5, 3 * 2 * 10)
 
@@ -267,7 +327,8 @@ def test_fit_runs_no_model():
     """A model on one sequence of 4096 tokens holds tens of MB of activations;
     fit holds about the sequence (32 KB) and the weights."""
     X = make_3d(n=1, n_tokens=4096, width=1)
-    features = RandomAttentionFeatures(n_models=4, random_state=0)
+    # patch_size=None: models that read the 4096 tokens, not patches of them
+    features = RandomAttentionFeatures(n_models=4, patch_size=None, random_state=0)
     fit_peak = _peak_bytes(lambda: features.fit(X))
     transform_peak = _peak_bytes(lambda: features.transform(X))
     assert transform_peak > 10 * 2**20
@@ -544,6 +605,8 @@ def test_not_fitted(method):
         ({"pooling": "last"}, "pooling"),
         ({"scale_tokens": 1.0}, "scale_tokens"),
         ({"features_per_token": 0}, "features_per_token"),
+        ({"patch_size": 0}, "patch_size"),
+        ({"patch_size": "big"}, "patch_size"),
     ],
 )
 def test_invalid_parameters(params, name):
@@ -565,6 +628,9 @@ def test_invalid_parameters(params, name):
         ({"pooling": ["mean", "last"]}, "pooling must be one of"),
         ({"pooling": ["max", "max"]}, "without repeats"),
         ({"pooling": []}, "pooling must be one of"),
+        ({"patch_size": [2, 0]}, "patch_size must be a positive int, 'auto', None"),
+        ({"patch_size": [2.5]}, "patch_size must be a positive int, 'auto', None"),
+        ({"patch_size": []}, "patch_size must be a positive int, 'auto', None"),
     ],
 )
 def test_invalid_candidate_lists(params, message):
