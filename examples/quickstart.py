@@ -5,12 +5,13 @@ Quick start
 
 :class:`~skattn.AttentionTransformer` turns sequences of token embeddings into
 one feature vector per sample, so any scikit-learn estimator can follow it in a
-:class:`~sklearn.pipeline.Pipeline`.
+:class:`~sklearn.pipeline.Pipeline`; :class:`~skattn.RandomAttentionFeatures`
+does the same with many seeded attention models and no training.
 
 Here each 8x8 image of the digits dataset is read as a sequence of 8 tokens (its
-rows), each token holding the 8 pixels of a row. ``fit`` learns the attention
-weights from the labels, then the logistic regression learns on the pooled,
-learned representation.
+rows), each token holding the 8 pixels of a row, and the two attention pipelines
+are measured against a logistic regression and a multi-layer perceptron on the
+64 pixels, on the same held-out quarter of the images.
 """
 
 # Authors: The skattn developers
@@ -22,15 +23,19 @@ learned representation.
 # ``load_digits`` gives 64 pixel values from 0 to 16 per image. Scaled to [0, 1]
 # and reshaped to ``(n_samples, n_tokens, n_features) = (n, 8, 8)``, each image
 # is a sequence of its 8 rows.
+import time
 import warnings
 
+import numpy as np
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import LogisticRegression
+from sklearn.linear_model import LogisticRegression, RidgeClassifierCV
 from sklearn.model_selection import train_test_split
+from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
-from skattn import AttentionTransformer
+from skattn import AttentionTransformer, RandomAttentionFeatures
 
 pixels, y = load_digits(return_X_y=True)
 X = (pixels / 16.0).reshape(-1, 8, 8)  # (n_samples, 8 rows, 8 pixels)
@@ -39,41 +44,84 @@ X_train, X_test, y_train, y_test = train_test_split(
 )
 print(f"train: {X_train.shape}, test: {X_test.shape}")
 
-# %%
-# Attention, then a linear classifier
-# -----------------------------------
-# Four heads of the default width 8 give a model width of 32; the 8 output
-# tokens are mean-pooled into 32 features. ``fit`` trains the block with a
-# linear head on those 32 features (Adam, 30 epochs here), so that the average
-# of the rows keeps what tells the digits apart.
-model = make_pipeline(
-    AttentionTransformer(max_iter=30, learning_rate_init=0.01, random_state=0),
-    LogisticRegression(max_iter=1000),
-)
-with warnings.catch_warnings():
-    # 30 epochs are enough here; the loss would still creep down with more
-    warnings.simplefilter("ignore", ConvergenceWarning)
-    model.fit(X_train, y_train)
-accuracy = model.score(X_test, y_test)
-print(f"attention + logistic regression, test accuracy: {accuracy:.3f}")
+
+def measure(name, model, X_train, X_test):
+    """Fit, then print the test accuracy and the fit time."""
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        # both networks stop at max_iter epochs, the loss still creeping down
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X_train, y_train)
+    seconds = time.perf_counter() - start
+    print(f"{name:<42} accuracy {model.score(X_test, y_test):.3f}  ({seconds:.1f} s)")
+
 
 # %%
-# What learning adds
-# ------------------
-# The same pipeline with ``objective=None`` keeps the seeded random projections:
-# the mean of 8 randomly mixed rows loses much of the picture.
-seeded = make_pipeline(
-    AttentionTransformer(objective=None, random_state=0),
-    LogisticRegression(max_iter=1000),
+# Two baselines on the 64 pixels
+# ------------------------------
+flat_train, flat_test = (
+    X_train.reshape(len(X_train), -1),
+    X_test.reshape(len(X_test), -1),
 )
-seeded.fit(X_train, y_train)
-print(f"seeded attention + logistic regression: {seeded.score(X_test, y_test):.3f}")
+measure(
+    "logistic regression on the pixels",
+    LogisticRegression(max_iter=1000),
+    flat_train,
+    flat_test,
+)
+measure(
+    "MLP on the pixels",
+    MLPClassifier(max_iter=500, random_state=0),
+    flat_train,
+    flat_test,
+)
 
 # %%
-# A plain baseline
-# ----------------
-# The same classifier on the 64 scaled pixels.
-baseline = LogisticRegression(max_iter=1000)
-baseline.fit(X_train.reshape(len(X_train), -1), y_train)
-baseline_accuracy = baseline.score(X_test.reshape(len(X_test), -1), y_test)
-print(f"logistic regression on pixels, test accuracy: {baseline_accuracy:.3f}")
+# Learned attention, then a linear classifier
+# -------------------------------------------
+# With its defaults, ``fit`` standardises the 8 pixel columns, projects each
+# row to a model of width 64 (4 heads of 16), runs one encoder layer
+# (self-attention and a feed-forward sublayer) and trains it with a linear head
+# on the mean of the 8 output tokens; the logistic regression then learns on
+# those 64 learned features.
+measure(
+    "attention (learned) + logistic regression",
+    make_pipeline(
+        AttentionTransformer(random_state=0), LogisticRegression(max_iter=1000)
+    ),
+    X_train,
+    X_test,
+)
+
+# %%
+# Random attention features, then a ridge classifier
+# --------------------------------------------------
+# Sixteen seeded attention models, nothing trained: the mean and maximum of each
+# model's output tokens are 2048 features for a ridge classifier. The pixels
+# already share one scale, so the tokens are not standardised: standardising
+# each pixel column would blow up the nearly constant border columns.
+measure(
+    "random attention features + ridge",
+    make_pipeline(
+        RandomAttentionFeatures(scale_tokens=False, random_state=0),
+        StandardScaler(),
+        RidgeClassifierCV(alphas=np.logspace(-3, 3, 10)),
+    ),
+    X_train,
+    X_test,
+)
+
+# %%
+# What it printed here (2-core VM, one BLAS thread)::
+#
+#     logistic regression on the pixels          accuracy 0.969  (0.9 s)
+#     MLP on the pixels                          accuracy 0.980  (8.6 s)
+#     attention (learned) + logistic regression  accuracy 0.973  (20.8 s)
+#     random attention features + ridge          accuracy 0.987  (2.2 s)
+#
+# The random attention features are the most accurate of the four, three test
+# images more than the MLP, in a quarter of its time. The learned attention beats
+# the linear model on the pixels by two images but not the MLP, at ten times its
+# cost: on images this small it has little to add. It pays off on longer
+# sequences whose order matters (time series read in patches, sentences given
+# as word vectors): see the real-data benchmark in ``benchmarks/README.md``.
