@@ -63,12 +63,13 @@ class RandomAttentionFeatures(
 
     A ROCKET-style transform of sequences of tokens: ``n_models`` independent
     transformer encoders (each the model of :class:`~skattn.AttentionTransformer`
-    with ``objective=None``: input projection, positional encoding, one layer of
-    multi-head self-attention with its residual connection and layer norm), with
-    weights seeded from ``random_state``, each pooled into simple statistics of
-    its per-token outputs (mean, maximum, proportion of positive values). The
-    statistics of all the models, side by side, are the features; a linear model
-    after a :class:`~sklearn.preprocessing.StandardScaler` learns from them.
+    with ``objective=None``: patches of a long series, input projection,
+    positional encoding, one layer of multi-head self-attention with its
+    residual connection and layer norm), with weights seeded from
+    ``random_state``, each pooled into simple statistics of its per-token
+    outputs (mean, maximum, proportion of positive values). The statistics of
+    all the models, side by side, are the features; a linear model after a
+    :class:`~sklearn.preprocessing.StandardScaler` learns from them.
 
     ``fit`` trains nothing: it checks ``X``, draws the models and learns the
     token standardisation (mean and standard deviation of the token features).
