@@ -207,6 +207,7 @@ def fit_adam(est, model, params, data, incremental):
         est.t_ += n_train
         est.loss_ = epoch_loss / float(sample_weight[train].sum())
         est.loss_curve_.append(est.loss_)
+        check_finite(est, params)
 
         score = None
         if validation is not None:
@@ -239,6 +240,39 @@ def fit_adam(est, model, params, data, incremental):
             )
     if best_params is not None:
         params.update(best_params)
+    if not incremental:
+        warn_if_diverged(est)
+
+
+def check_finite(est, params):
+    """Raise, as MLPClassifier does, when the loss or a weight is not finite."""
+    finite = math.isfinite(est.loss_) and all(
+        np.isfinite(value).all() for value in params.values()
+    )
+    if not finite:
+        if est.solver == "adam":
+            remedy = f"lower learning_rate_init (now {est.learning_rate_init})"
+        else:
+            remedy = f"lower alpha (now {est.alpha})"
+        raise ValueError(
+            f"Solver produced non-finite parameter weights (loss {est.loss_}) after "
+            f"{est.n_iter_} iteration(s) of {est.solver!r}. The tokens may hold very "
+            "large values: standardise them (scale_tokens=True, the default) or "
+            f"rescale X; or {remedy}."
+        )
+
+
+def warn_if_diverged(est):
+    """Warn when Adam's training loss ended above twice its first epoch's."""
+    curve = est.loss_curve_
+    if len(curve) > 1 and curve[-1] > 2 * curve[0]:
+        warnings.warn(
+            f"Adam diverged: the training loss rose from {curve[0]:.4g} in the "
+            f"first epoch to {curve[-1]:.4g} after {len(curve)} epochs. Lower "
+            f"learning_rate_init (now {est.learning_rate_init}).",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
 
 
 def update_no_improvement_count(est, score):
@@ -298,6 +332,7 @@ def fit_lbfgs(est, model, params, data):
     est.n_iter_ += _check_optimize_result("lbfgs", result, est.max_iter)
     params.update(unpack(result.x))
     est.loss_ = float(result.fun)
+    check_finite(est, params)
     est.best_loss_ = min(est.best_loss_, est.loss_)
 
 

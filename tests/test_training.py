@@ -394,6 +394,33 @@ def test_adam_trains_in_float32_and_stores_the_input_dtype():
     assert not np.array_equal(query.astype(np.float32).astype(np.float64), query)
 
 
+@pytest.mark.parametrize(
+    "params, remedy",
+    [
+        (dict(learning_rate_init=1e30), r"lower learning_rate_init \(now 1e\+30\)"),
+        (dict(solver="lbfgs", alpha=1e308), r"lower alpha \(now 1e\+308\)"),
+    ],
+)
+def test_training_to_non_finite_weights_raises(params, remedy):
+    """As MLPClassifier: never a fit that returns NaN weights."""
+    X, y = order_task(n=40)
+    est = AttentionTransformer(n_heads=2, max_iter=5, random_state=0, **params)
+    with pytest.raises(ValueError, match="non-finite parameter weights.*" + remedy):
+        est.fit(X, y)
+
+
+def test_divergence_warns_with_the_remedy():
+    X, y = order_task(n=60)
+    kwargs = dict(n_heads=2, max_iter=10, random_state=0)
+    with pytest.warns(ConvergenceWarning, match=r"Adam diverged.*learning_rate_init"):
+        est = AttentionTransformer(learning_rate_init=1.0, **kwargs).fit(X, y)
+    assert est.loss_curve_[-1] > 2 * est.loss_curve_[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        AttentionTransformer(**kwargs).fit(X, y)
+    assert not [w for w in caught if "diverged" in str(w.message)]
+
+
 def test_class_weight_scales_the_loss_like_sample_weight():
     X, y = order_task(n=40)
     kwargs = dict(n_heads=2, solver="lbfgs", max_iter=3, random_state=0)
