@@ -22,7 +22,7 @@ from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ._layers import ACTIVATIONS
+from ._layers import ACTIVATIONS, patch_count
 from ._model import (
     attributes_to_params,
     build_model,
@@ -36,6 +36,7 @@ from ._sequences import (
     map_batches,
     sequence_lengths,
     sequences_dtype,
+    series_median_length,
     token_moments,
     token_width,
 )
@@ -57,12 +58,11 @@ _STOCHASTIC_SOLVERS = ("adam",)
 # scored lower on text (benchmarks/README.md, "Real data").
 DEFAULT_D_MODEL = 64
 
-# patch_size="auto": series of at most AUTO_PATCH_FEATURES features per token
+# patch_size="auto": series (tokens of at most SERIES_MAX_FEATURES features)
 # whose median length exceeds AUTO_PATCH_MIN_LENGTH are read in about
 # AUTO_PATCHES patches (measured on the real-data benchmark's series).
 AUTO_PATCHES = 32
 AUTO_PATCH_MIN_LENGTH = 64
-AUTO_PATCH_FEATURES = 8
 
 # early_stopping="auto" holds out validation_fraction of training sets of at
 # least this many samples: on text (2000 and 4291 samples) the test score
@@ -136,7 +136,6 @@ class BaseAttention(BaseEstimator):
         sequences = check_input(
             self, X, reset=first_pass, features_per_token=self.features_per_token
         )
-        X_checked = sequences
         lengths = sequence_lengths(sequences)
         self._check_lengths(lengths, reset=first_pass)
         task, y = check_target(self, y, len(sequences))
@@ -180,7 +179,7 @@ class BaseAttention(BaseEstimator):
             # a warm start that turns early stopping on
             self.validation_scores_, self.best_validation_score_ = [], -np.inf
         model = self._model(n_outputs=len(self.head_intercept_))
-        dtype = sequences_dtype(sequences)
+        input_dtype = dtype = sequences_dtype(sequences)
         if self.solver == "adam":
             # Adam steps in float32, as torch trains: twice the speed of float64
             # for minibatch gradients that are noisy far above float32's rounding.
@@ -210,7 +209,6 @@ class BaseAttention(BaseEstimator):
             print(f"[{type(self).__name__}] Training took {time.time() - start:.2f}s.")
         # stored in the input's dtype; the fixed parameters (token statistics)
         # keep their full precision
-        input_dtype = sequences_dtype(X_checked)
         fixed = self._fitted_params(input_dtype, model)
         trainable = model.trainable_names()
         self._store_params(
@@ -364,12 +362,10 @@ class BaseAttention(BaseEstimator):
         """Tokens per patch: the parameter, or the "auto" rule; None for none."""
         if self.patch_size != "auto":
             return self.patch_size
-        median = float(np.median(lengths))
-        if (
-            self._input_kind == TABLE
-            or token_width(sequences) > AUTO_PATCH_FEATURES
-            or median <= AUTO_PATCH_MIN_LENGTH
-        ):
+        median = None
+        if self._input_kind != TABLE:
+            median = series_median_length(sequences, lengths)
+        if median is None or median <= AUTO_PATCH_MIN_LENGTH:
             return None
         return math.ceil(median / AUTO_PATCHES)
 
@@ -526,7 +522,7 @@ class BaseAttention(BaseEstimator):
     def _n_model_tokens(self, n_tokens):
         """Tokens the model sees for a sequence of ``n_tokens``: its patches."""
         size = self.patch_size_
-        return -(-n_tokens // size) if size else n_tokens
+        return patch_count(n_tokens, size) if size else n_tokens
 
 
 def _init_key(name):

@@ -284,6 +284,23 @@ class TokenScaler(Unit):
         return None, {}
 
 
+def patch_count(n_tokens, size):
+    """Patches of ``size`` tokens in ``n_tokens`` tokens: ``ceil(n_tokens / size)``.
+
+    Parameters
+    ----------
+    n_tokens : int or ndarray of int
+        Sequence length(s).
+    size : int
+        Tokens per patch.
+
+    Returns
+    -------
+    int or ndarray of int, as ``n_tokens``.
+    """
+    return -(-n_tokens // size)
+
+
 class Patches(Unit):
     """Non-overlapping patches of ``size`` consecutive tokens as tokens.
 
@@ -300,11 +317,11 @@ class Patches(Unit):
 
     def forward(self, params, x, context):
         n_samples, n_tokens, n_features = x.shape
-        n_patches = -(-n_tokens // self.size)
+        n_patches = patch_count(n_tokens, self.size)
         padded = np.zeros((n_samples, n_patches * self.size, n_features), x.dtype)
         valid = token_mask(context.lengths, n_tokens)[:, :, None]  # (N, T, 1)
         np.copyto(padded[:, :n_tokens], x, where=valid)  # padding becomes zeros
-        context.lengths = -(-context.lengths // self.size)
+        context.lengths = patch_count(context.lengths, self.size)
         return padded.reshape(n_samples, n_patches, self.size * n_features), None
 
     def backward(self, params, d_out, cache):

@@ -44,6 +44,7 @@ from ._layers import (
     TokenScaler,
     encoder_layer,
     glorot_uniform,
+    patch_count,
     sinusoidal_positions,
 )
 from ._pooling import Pooling
@@ -153,12 +154,9 @@ class Model:
         """Memory of one sequence padded to ``n_tokens`` (see ``activation_bytes``)."""
         patches = self.units_of(Patches)
         if patches is not None:  # the model sees fewer, wider tokens
-            n_tokens, n_features = (
-                -(-n_tokens // patches.size),
-                n_features * patches.size,
-            )
+            n_features *= patches.size
         return activation_bytes(
-            n_tokens + (self.units_of(ClassToken) is not None),
+            self.token_lengths(n_tokens),
             n_features=n_features,
             d_model=self.pooling.d_model,
             n_heads=self.n_heads,
@@ -170,13 +168,22 @@ class Model:
         )
 
     def token_lengths(self, lengths):
-        """Valid tokens of each sequence in the encoder's output.
+        """Tokens of each sequence in the encoder's output.
 
         A patch counts once, and the class token adds one.
+
+        Parameters
+        ----------
+        lengths : int or ndarray of int
+            Tokens of each input sequence.
+
+        Returns
+        -------
+        int or ndarray of int, as ``lengths``.
         """
         patches = self.units_of(Patches)
         if patches is not None:
-            lengths = -(-lengths // patches.size)
+            lengths = patch_count(lengths, patches.size)
         if self.units_of(ClassToken) is not None:
             lengths = lengths + 1
         return lengths

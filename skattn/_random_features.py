@@ -29,6 +29,7 @@ from ._sequences import (
     map_batches,
     sequence_lengths,
     sequences_dtype,
+    series_median_length,
     token_moments,
     token_width,
 )
@@ -48,10 +49,9 @@ STATISTICS = {"mean": pool_mean, "max": pool_max, "ppv": pool_ppv}
 # no more, and float32 ran 3.4x faster than float64 on 427-token series.
 COMPUTE_DTYPE = np.dtype(np.float32)
 POSITIONAL_ENCODINGS = ("sinusoidal", None)
-# patch_size="auto": models see series of at most AUTO_PATCH_FEATURES features
-# per token in AUTO_MIN_PATCHES to AUTO_MAX_PATCHES patches, at every power-of-two
-# scale in between.
-AUTO_PATCH_FEATURES = 8
+# patch_size="auto": models see series (tokens of at most SERIES_MAX_FEATURES
+# features) in AUTO_MIN_PATCHES to AUTO_MAX_PATCHES patches, at every
+# power-of-two scale in between.
 AUTO_MIN_PATCHES = 16
 AUTO_MAX_PATCHES = 128
 
@@ -386,12 +386,10 @@ class RandomAttentionFeatures(
                     f"{self.patch_size!r}."
                 )
             return [None if v in (None, 1) else int(v) for v in values]
-        median = float(np.median(sequence_lengths(sequences)))
-        if (
-            self._input_kind == TABLE
-            or token_width(sequences) > AUTO_PATCH_FEATURES
-            or median <= 2 * AUTO_MIN_PATCHES
-        ):
+        median = None
+        if self._input_kind != TABLE:
+            median = series_median_length(sequences, sequence_lengths(sequences))
+        if median is None or median <= 2 * AUTO_MIN_PATCHES:
             return [None]
         smallest = max(1, math.ceil(median / AUTO_MAX_PATCHES))
         largest = max(smallest, math.floor(median / AUTO_MIN_PATCHES))

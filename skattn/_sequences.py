@@ -22,6 +22,32 @@ from ._parallel import map_in_groups
 BATCH_BYTES = 4 * 2**20
 
 
+# Tokens of at most this many features are channels of a series (measurements),
+# which patch_size="auto" reads in patches; wider tokens (word vectors, encoder
+# states) are not cut into patches.
+SERIES_MAX_FEATURES = 8
+
+
+def series_median_length(sequences, lengths):
+    """Median length of sequences of narrow tokens; None for wider tokens.
+
+    Parameters
+    ----------
+    sequences : ndarray of shape (n_samples, n_tokens, n_features) or list
+        Checked sequences.
+    lengths : ndarray of shape (n_samples,)
+        Their lengths.
+
+    Returns
+    -------
+    median : float or None
+        None when the tokens have more than ``SERIES_MAX_FEATURES`` features.
+    """
+    if token_width(sequences) > SERIES_MAX_FEATURES:
+        return None
+    return float(np.median(lengths))
+
+
 def sequence_lengths(sequences):
     """Number of tokens of each sequence.
 
