@@ -24,8 +24,10 @@ References: Vaswani et al., "Attention is all you need", NeurIPS 2017; Dao et al
 # SPDX-License-Identifier: BSD-3-Clause
 
 import math
+from numbers import Real
 
 import numpy as np
+from scipy import sparse
 
 from ._dropout import INDEX_BITS, grid_index, keep_scale
 from ._parallel import map_parallel, single_threaded_blas
@@ -48,16 +50,41 @@ TILE_ELEMENTS = 2**20
 # faster. (The forward pass saves three passes, not two: it always folds.)
 FOLD_MIN_KEYS_PER_DIM = 2
 
+# The backward pass recomputes each probability as exp(scale * q.k - lse). A
+# dot product of d terms is exact to about d * eps * |scale| * |q| * |k|
+# (Higham, "Accuracy and Stability of Numerical Algorithms", section 3.1), and
+# the recomputed product need not round as the forward pass's did (other tile
+# shapes, a folded column): where that bound, in units of the exponent,
+# exceeds RECOMPUTE_ERROR_MAX (0.1 % of a probability), a tile's probabilities
+# are normalised again from its own scores, as the forward pass's exact tile
+# does (a pass more). Scores of 1e10 in float32 are off by hundreds: exp(scores
+# - lse) overflowed. In float32 at head width 16 the bound is reached by scores
+# (and lse) of about 450; trained models stay far below it.
+RECOMPUTE_ERROR_MAX = 2.0**-10
+
 
 def compute_dtype(*arrays):
     """Floating dtype in which a kernel computes: the inputs' common dtype.
 
-    Integer and boolean inputs compute in float64, float32 stays float32.
+    Integer and boolean inputs compute in float64, float32 stays float32, and
+    float16 computes in float32: its range (6e-5 to 65504) cannot hold the
+    exponentials of a softmax, nor its epsilon the row sums.
     """
     dtype = np.result_type(*arrays)
     if not np.issubdtype(dtype, np.floating):
         return np.dtype(np.float64)
-    return dtype
+    return np.promote_types(dtype, np.float32)
+
+
+def output_dtype(*arrays):
+    """dtype of a kernel's results: the compute dtype, float16 if the inputs are."""
+    dtype = np.result_type(*arrays)
+    return dtype if dtype == np.float16 else compute_dtype(*arrays)
+
+
+def default_scale(n_dims):
+    """``1 / sqrt(n_dims)``; 1 for empty queries and keys, whose scores are 0."""
+    return 1.0 / math.sqrt(n_dims) if n_dims > 0 else 1.0
 
 
 def causal_tile(q_start, q_stop, n_keys):
@@ -76,7 +103,7 @@ def causal_tile(q_start, q_stop, n_keys):
 def query_tiles(n_queries, n_keys, batch_shape, tile_elements):
     """Slices of about ``tile_elements`` scores each (at least one query row)."""
     n_scores_per_row = max(1, math.prod(batch_shape) * n_keys)
-    tile_rows = int(min(n_queries, max(1, tile_elements // n_scores_per_row)))
+    tile_rows = int(max(1, min(n_queries, tile_elements // n_scores_per_row)))
     for start in range(0, n_queries, tile_rows):
         yield slice(start, min(start + tile_rows, n_queries))
 
@@ -106,6 +133,34 @@ def masked_scores(q, k_t, allowed, scale, batch_shape):
     if allowed is not None:
         np.copyto(scores, -np.inf, where=~allowed)
     return scores
+
+
+def exp_minus_row_max(scores):
+    """Exponentiate scores in place, each row shifted by its maximum.
+
+    Parameters
+    ----------
+    scores : ndarray of shape (..., tq, Tk)
+        Scaled scores, -inf where a key is not allowed; overwritten by the
+        unnormalised probabilities (each row's largest is 1; rows with no
+        allowed key are 0).
+
+    Returns
+    -------
+    row_max : ndarray of shape (..., tq, 1)
+        The shift of each row; 0 for a row with no allowed key.
+    empty : ndarray of bool, shape (..., tq, 1)
+        Rows with no allowed key.
+    row_sum : ndarray of shape (..., tq, 1)
+        Sum of each row of ``scores`` after the exponential: at least 1, or 0
+        for an empty row.
+    """
+    row_max = scores.max(axis=-1, keepdims=True)  # (..., tq, 1)
+    empty = np.isneginf(row_max)  # rows with no allowed key
+    row_max[empty] = 0.0
+    scores -= row_max
+    np.exp(scores, out=scores)
+    return row_max, empty, scores.sum(axis=-1, keepdims=True)
 
 
 def check_dropout(dropout, n_keys):
@@ -217,12 +272,8 @@ def attention_tile(
     weights : ndarray of shape (..., tq, Tk) or None
     """
     scores = masked_scores(q, k_t, allowed, scale, batch_shape)  # (..., tq, Tk)
-    row_max = scores.max(axis=-1, keepdims=True)  # (..., tq, 1)
-    empty = np.isneginf(row_max)  # rows with no allowed key
-    row_max[empty] = 0.0
-    scores -= row_max
-    np.exp(scores, out=scores)  # unnormalised probabilities, each row's max is 1
-    row_sum = scores.sum(axis=-1, keepdims=True)  # (..., tq, 1); >= 1, or 0 if empty
+    # unnormalised probabilities, each row's max is 1; row_sum >= 1, or 0 if empty
+    row_max, empty, row_sum = exp_minus_row_max(scores)  # (..., tq, 1)
     if multipliers is not None:
         scores *= multipliers  # dropout of the weights, after the softmax's sums
     context = np.matmul(scores, v)  # (..., tq, Dv)
@@ -281,11 +332,17 @@ def fold_keys_values(k, v, scale):
     v_aug : ndarray of shape (..., Tk, Dv + 1)
         Values with a column of ones (it sums the probabilities of a row).
     k_norm_max : ndarray of shape (..., 1, 1)
-        Largest norm of the scaled keys.
+        Largest norm of the scaled keys (times ``|scale|``: a bound of the
+        scores for either sign of ``scale``).
     """
     v_aug = append_column(v, 1)  # (..., Tk, Dv + 1)
-    k_norm_max = np.sqrt(np.max(np.einsum("...ij,...ij->...i", k, k), axis=-1))
-    return keys_with_ones(k, scale), v_aug, (k_norm_max * scale)[..., None, None]
+    k_norm_max = key_norm_max(k)[..., None]
+    return keys_with_ones(k, scale), v_aug, k_norm_max * abs(scale)
+
+
+def key_norm_max(k):
+    """Largest norm of the keys of each attention, shape ``k.shape[:-2] + (1,)``."""
+    return np.sqrt(np.max(np.einsum("...ij,...ij->...i", k, k), axis=-1))[..., None]
 
 
 def attention_tile_shift_folded(q, k_aug_t, v_aug, k_norm_max, allowed, batch_shape):
@@ -293,7 +350,7 @@ def attention_tile_shift_folded(q, k_aug_t, v_aug, k_norm_max, allowed, batch_sh
     two matrix products.
 
     The shift of each row is not its maximum score but an upper bound of its
-    scores (Cauchy-Schwarz: ``scale * |q| * max |k|``), which needs no pass
+    scores (Cauchy-Schwarz: ``|scale| * |q| * max |k|``), which needs no pass
     over the scores: an extra column of the queries (the negated shift) times
     a row of ones under the keys makes the first product return shifted
     scores. An extra column of ones in the values makes the second product
@@ -324,8 +381,10 @@ def attention_tile_shift_folded(q, k_aug_t, v_aug, k_norm_max, allowed, batch_sh
         scores = np.broadcast_to(scores, batch_shape + scores.shape[-2:]).copy()
     if allowed is not None:
         np.copyto(scores, -np.inf, where=~allowed)
-    np.exp(scores, out=scores)  # (..., tq, Tk)
-    context_sum = np.matmul(scores, v_aug)  # (..., tq, Dv + 1)
+    # scores far above the shift's rounding can overflow: caught below
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.exp(scores, out=scores)  # (..., tq, Tk)
+        context_sum = np.matmul(scores, v_aug)  # (..., tq, Dv + 1)
     row_sum = context_sum[..., -1:]  # (..., tq, 1)
     if not np.all((row_sum >= FOLDED_SUM_FLOOR) & (row_sum < np.inf)):
         return None  # underflow (or an empty row, or overflow): exact path
@@ -407,7 +466,7 @@ def attention_forward(
         batch_shape = np.broadcast_shapes(batch_shape, mask.shape[:-2])
         mask = np.broadcast_to(mask, batch_shape + (n_queries, n_keys))
     if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[-1])
+        scale = default_scale(q.shape[-1])
     scale = dtype.type(scale)  # a float64 scalar would promote float32 arrays
 
     out = np.empty(batch_shape + (n_queries, v.shape[-1]), dtype=dtype)
@@ -415,6 +474,9 @@ def attention_forward(
     weights = None
     if return_weights:
         weights = np.empty(batch_shape + (n_queries, n_keys), dtype=dtype)
+    if n_keys == 0:  # every row has no allowed key
+        out[...], lse[...] = 0, np.inf
+        return out, lse, weights
 
     k_t = np.swapaxes(k, -1, -2)  # (..., Dk, Tk)
     # faster from 16 keys and 8 dimensions on; dropout takes the exact tile
@@ -509,6 +571,29 @@ def matmul_add_rows(a, b_t, rows, fold):
     return product
 
 
+def recompute_error_bound(q, k, neg_lse, scale):
+    """Bound of the error of ``scale * q.k - lse`` recomputed in the backward pass.
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., Tq, Dk)
+    k : ndarray of shape (..., Tk, Dk)
+    neg_lse : ndarray of shape (..., Tq, 1)
+        Minus the forward pass's log-sum-exp (0 for rows with no allowed key).
+    scale : scalar
+
+    Returns
+    -------
+    bound : ndarray of shape (..., Tq, 1)
+        ``(Dk + 2) * eps * (|scale| |q| max|k| + |lse|)``: the terms of the
+        product and its partial sums are bounded by the parenthesis (see
+        RECOMPUTE_ERROR_MAX).
+    """
+    q_norm = np.sqrt(np.einsum("...i,...i->...", q, q))[..., None]  # (..., Tq, 1)
+    largest = q_norm * (key_norm_max(k)[..., None] * abs(scale)) + np.abs(neg_lse)
+    return (q.shape[-1] + 2) * np.finfo(q.dtype).eps * largest
+
+
 def attention_backward(
     d_out,
     q,
@@ -526,7 +611,9 @@ def attention_backward(
     """Gradients of :func:`attention_forward` with respect to q, k and v.
 
     Recomputes the probabilities tile by tile from the kept log-sum-exp, so that
-    memory stays linear in the number of keys. Uses the identity
+    memory stays linear in the number of keys; tiles whose scores are too large
+    for that recomputation to be accurate (see RECOMPUTE_ERROR_MAX) are
+    normalised from their own scores instead. Uses the identity
     ``rowsum(dP * P) = rowsum(dO * O)`` (Dao et al., 2022) for the softmax.
 
     With dropout, the multipliers ``M`` of a tile are recomputed from the keys:
@@ -557,12 +644,18 @@ def attention_backward(
         mask = np.broadcast_to(mask, batch_shape + (n_queries, n_keys))
     dropout = check_dropout(dropout, n_keys)
     if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[-1])
+        scale = default_scale(q.shape[-1])
     scale = dtype.type(scale)
 
     d_q = np.empty(batch_shape + q.shape[-2:], dtype=dtype)
     d_k = np.zeros(batch_shape + k.shape[-2:], dtype=dtype)
     d_v = np.zeros(batch_shape + v.shape[-2:], dtype=dtype)
+    if n_keys == 0:  # the output is 0 whatever the queries
+        d_q[...] = 0
+        return tuple(
+            sum_to_shape(grad, array.shape)
+            for grad, array in ((d_q, q), (d_k, k), (d_v, v))
+        )
     # rowsum(dO * O) is rowsum(dP * P), the softmax's correction term
     delta = np.einsum("...i,...i->...", d_out, out)[..., None]  # (..., Tq, 1)
     # scale * q.k - lse and dP - delta, each one product; a row with no
@@ -577,15 +670,23 @@ def attention_backward(
         k_t = np.swapaxes(k_scaled, -1, -2)  # (..., Dk, Tk)
         v_t = np.swapaxes(v, -1, -2)  # (..., Dv, Tk)
     neg_lse = -np.where(np.isinf(lse), 0, lse)[..., None]  # (..., Tq, 1)
+    renormalise = recompute_error_bound(q, k, neg_lse, scale) > RECOMPUTE_ERROR_MAX
     with single_threaded_blas():
         for rows in query_tiles(n_queries, n_keys, batch_shape, tile_elements):
             q_tile = q[..., rows, :]  # (..., tq, Dk)
             allowed = tile_mask(mask, causal, rows, n_keys)
-            # (..., tq, Tk), of the full batch shape: lse has it
-            probs = matmul_add_rows(q_tile, k_t, neg_lse[..., rows, :], fold)
-            if allowed is not None:
-                np.copyto(probs, -np.inf, where=~allowed)
-            np.exp(probs, out=probs)  # (..., tq, Tk); rows of empty queries are 0
+            if np.any(renormalise[..., rows, :]):  # exp(scores - lse) unsafe
+                probs = masked_scores(
+                    q_tile, np.swapaxes(k_scaled, -1, -2), allowed, 1, batch_shape
+                )
+                _, empty, row_sum = exp_minus_row_max(probs)
+                np.divide(probs, row_sum, out=probs, where=~empty)
+            else:
+                # (..., tq, Tk), of the full batch shape: lse has it
+                probs = matmul_add_rows(q_tile, k_t, neg_lse[..., rows, :], fold)
+                if allowed is not None:
+                    np.copyto(probs, -np.inf, where=~allowed)
+                np.exp(probs, out=probs)  # (..., tq, Tk); empty rows are 0
 
             d_tile = d_out[..., rows, :]  # (..., tq, Dv)
             if dropout is None:
@@ -629,11 +730,55 @@ def _as_mask(mask, n_queries, n_keys):
     return mask.reshape((1,) * (2 - mask.ndim) + mask.shape) if mask.ndim < 2 else mask
 
 
-def _check_ndim(array, name, min_ndim=2):
+def _check_array(array, name, min_ndim=2):
+    """A kernel's array argument as a real ndarray of at least ``min_ndim`` axes.
+
+    Raises
+    ------
+    TypeError
+        For a sparse matrix, or a dtype that is not boolean, integer or real
+        floating (complex numbers have no softmax order; objects and strings
+        are not numbers).
+    ValueError
+        For fewer than ``min_ndim`` axes.
+    """
+    if sparse.issparse(array):
+        raise TypeError(
+            f"{name} is a sparse {type(array).__name__}; the attention kernels "
+            f"take dense arrays: pass {name}.toarray()."
+        )
+    array = np.asarray(array)
+    if array.dtype.kind not in "biuf":
+        raise TypeError(
+            f"{name} must be an array of real numbers, got dtype {array.dtype}"
+            + (
+                ": pass its real part (np.real) if the imaginary part is not needed."
+                if array.dtype.kind == "c"
+                else "."
+            )
+        )
     if array.ndim < min_ndim:
         raise ValueError(
             f"{name} must have at least {min_ndim} dimensions, got shape {array.shape}."
         )
+    return array
+
+
+def _check_scale(scale):
+    """``scale`` as a finite float, or None."""
+    if scale is None:
+        return None
+    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, Real):
+        raise TypeError(f"scale must be a real number or None, got {scale!r}.")
+    if not math.isfinite(scale):
+        raise ValueError(f"scale must be finite, got {scale!r}.")
+    return float(scale)
+
+
+def _check_causal(causal):
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"causal must be True or False, got {causal!r}.")
+    return bool(causal)
 
 
 def scaled_dot_product_attention(
@@ -659,7 +804,8 @@ def scaled_dot_product_attention(
     causal : bool, default=False
         Query ``i`` attends only to keys ``j <= i`` (combined with ``mask``).
     scale : float, default=None
-        Multiplier of the scores; None means ``1 / sqrt(d_k)``.
+        Multiplier of the scores, finite, of either sign; None means
+        ``1 / sqrt(d_k)`` (1 when ``d_k = 0``: the scores are then all 0).
     return_weights : bool, default=False
         Also return the attention weights.
 
@@ -667,8 +813,9 @@ def scaled_dot_product_attention(
     -------
     output : ndarray of shape (..., T_q, d_v)
         The attention output, in the common floating dtype of the inputs
-        (float32 stays float32; integers become float64). A query row with no
-        allowed key gives zeros.
+        (float32 stays float32; integers become float64; float16 is computed
+        in float32 and returned in float16). A query row with no allowed key
+        gives zeros, and so does every row when ``T_k = 0``.
     weights : ndarray of shape (..., T_q, T_k)
         Only when ``return_weights=True``. Each row sums to 1 over the allowed
         keys (0 for a row with no allowed key).
@@ -689,9 +836,11 @@ def scaled_dot_product_attention(
      [3.407 4.407]
      [3.51  4.51 ]]
     """
-    query, key, value = np.asarray(query), np.asarray(key), np.asarray(value)
-    for array, name in ((query, "query"), (key, "key"), (value, "value")):
-        _check_ndim(array, name)
+    query, key, value = (
+        _check_array(array, name)
+        for array, name in ((query, "query"), (key, "key"), (value, "value"))
+    )
+    scale, causal = _check_scale(scale), _check_causal(causal)
     if query.shape[-1] != key.shape[-1]:
         raise ValueError(
             f"query and key must have the same last dimension d_k, got "
@@ -704,6 +853,7 @@ def scaled_dot_product_attention(
         )
     mask = _as_mask(mask, query.shape[-2], key.shape[-2])
     dtype = compute_dtype(query, key, value)
+    result_dtype = output_dtype(query, key, value)
     query, key, value = (a.astype(dtype, copy=False) for a in (query, key, value))
     out, _, weights = attention_forward(
         query,
@@ -714,4 +864,7 @@ def scaled_dot_product_attention(
         scale=scale,
         return_weights=return_weights,
     )
-    return (out, weights) if return_weights else out
+    out = out.astype(result_dtype, copy=False)
+    if return_weights:
+        return out, weights.astype(result_dtype, copy=False)
+    return out

@@ -18,10 +18,12 @@ import numpy as np
 
 from ._attention import (
     _as_mask,
-    _check_ndim,
+    _check_array,
+    _check_causal,
     attention_backward,
     attention_forward,
     compute_dtype,
+    output_dtype,
 )
 from ._parallel import map_parallel
 from ._sequences import BATCH_BYTES, activation_bytes, batch_indices
@@ -228,8 +230,9 @@ def multi_head_attention(
     Returns
     -------
     output : ndarray of shape (..., T, d_out)
-        In the dtype of ``x`` (float64 for integer ``x``); the weight matrices are
-        cast to it.
+        In the dtype of ``x`` (float64 for integer ``x``; float16 ``x`` is
+        computed in float32 and returned in float16); the weight matrices are
+        cast to the compute dtype.
     weights : ndarray of shape (..., n_heads, T, T)
         Only when ``return_weights=True``.
 
@@ -253,15 +256,19 @@ def multi_head_attention(
     >>> out.shape, out.dtype, w.shape
     ((2, 5, 8), dtype('float32'), (2, 2, 5, 5))
     """
-    x = np.asarray(x)
-    _check_ndim(x, "x")
-    dtype = compute_dtype(x)
+    x = _check_array(x, "x")
+    dtype, result_dtype = compute_dtype(x), output_dtype(x)
     x = x.astype(dtype, copy=False)
-    if not isinstance(n_heads, (int, np.integer)) or n_heads < 1:
+    causal = _check_causal(causal)
+    if (
+        isinstance(n_heads, (bool, np.bool_))
+        or not isinstance(n_heads, (int, np.integer))
+        or n_heads < 1
+    ):
         raise ValueError(f"n_heads must be a positive integer, got {n_heads!r}.")
     weights = {}
     for name, w in (("w_query", w_query), ("w_key", w_key), ("w_value", w_value)):
-        w = np.asarray(w)
+        w = _check_array(w, name, min_ndim=0)
         if w.ndim != 2 or w.shape[0] != x.shape[-1]:
             raise ValueError(
                 f"{name} must have shape (D, n_heads * head_dim) with D = "
@@ -278,7 +285,7 @@ def multi_head_attention(
             f"{weights['w_query'].shape} and {weights['w_key'].shape}."
         )
     if w_output is not None:
-        w_output = np.asarray(w_output)
+        w_output = _check_array(w_output, "w_output", min_ndim=0)
         if w_output.ndim != 2 or w_output.shape[0] != weights["w_value"].shape[1]:
             raise ValueError(
                 f"w_output must have shape ({weights['w_value'].shape[1]}, d_out), "
@@ -343,7 +350,10 @@ def multi_head_attention(
         )
         # equal lengths: consecutive samples, sliced as views
         map_parallel(run_chunk, (slice(rows[0], rows[-1] + 1) for rows in chunks))
-    return (out, all_weights) if return_weights else out
+    out = out.astype(result_dtype, copy=False)
+    if return_weights:
+        return out, all_weights.astype(result_dtype, copy=False)
+    return out
 
 
 def multi_head_backward(

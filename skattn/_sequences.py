@@ -138,7 +138,8 @@ def batch_indices(lengths, row_bytes, budget_bytes):
     """
     order = np.argsort(lengths, kind="stable")
     if len(lengths) and lengths.min() == lengths.max():  # one length: equal batches
-        n_rows = max(1, int(budget_bytes // row_bytes(lengths[0])))
+        # empty rows (no tokens, or no features) cost nothing: one batch
+        n_rows = max(1, int(budget_bytes // max(1, row_bytes(lengths[0]))))
         n_batches = math.ceil(len(order) / n_rows)
         n_rows = math.ceil(len(order) / n_batches)  # even: 16 + 16, not 24 + 8
         return [order[start : start + n_rows] for start in range(0, len(order), n_rows)]

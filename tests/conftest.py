@@ -4,6 +4,27 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests (test_properties.py): the same examples on every run in CI
+# ("ci", the default: derandomized, no example database); "long" searches
+# afresh with 40x the examples:
+#     pytest tests/test_properties.py --hypothesis-profile=long
+settings.register_profile(
+    "ci",
+    max_examples=60,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "long",
+    max_examples=2400,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile("ci")
 
 
 def pytest_generate_tests(metafunc):

@@ -1,6 +1,8 @@
 """What several test modules share: data makers, finite differences, a small task,
 the scikit-learn checks that parametrize_with_checks does not run."""
 
+import math
+
 import numpy as np
 from sklearn.utils.estimator_checks import (
     check_get_feature_names_out_error,
@@ -99,3 +101,62 @@ def order_task(n=120, n_tokens=6, width=4, seed=0):
         X[i] = vocabulary[symbols] + 0.05 * rng.standard_normal((n_tokens, width))
         y[i] = first < second
     return X, y
+
+
+def reference_attention(q, k, v, allowed, scale, d_v=None):
+    """Attention of one (Tq, d) query block with plain Python loops.
+
+    ``allowed[i][j]`` says whether query i may attend to key j; ``d_v`` is the
+    width of the values (needed only when there is no key).
+    """
+    n_queries, n_keys = len(q), len(k)
+    d_v = len(v[0]) if d_v is None else d_v
+    out = [[0.0] * d_v for _ in range(n_queries)]
+    weights = [[0.0] * n_keys for _ in range(n_queries)]
+    for i in range(n_queries):
+        keys = [j for j in range(n_keys) if allowed[i][j]]
+        if not keys:
+            continue
+        scores = {
+            j: scale * sum(a * b for a, b in zip(q[i], k[j], strict=True)) for j in keys
+        }
+        top = max(scores.values())
+        total = sum(math.exp(s - top) for s in scores.values())
+        for j in keys:
+            weights[i][j] = math.exp(scores[j] - top) / total
+            for c in range(d_v):
+                out[i][c] += weights[i][j] * v[j][c]
+    return (
+        np.array(out).reshape(n_queries, d_v),
+        np.array(weights).reshape(n_queries, n_keys),
+    )
+
+
+def reference_batched(q, k, v, mask=None, causal=False, scale=None):
+    """Loop reference over broadcast leading dimensions."""
+    if scale is None:  # scores of empty queries and keys are 0 whatever the scale
+        scale = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    batch = np.broadcast_shapes(
+        q.shape[:-2],
+        k.shape[:-2],
+        v.shape[:-2],
+        () if mask is None else mask.shape[:-2],
+    )
+    full_mask = np.ones((n_q, n_k), bool) if mask is None else mask
+    full_mask = np.broadcast_to(full_mask, batch + (n_q, n_k))
+    if causal:
+        full_mask = full_mask & np.tril(np.ones((n_q, n_k), bool))
+    q, k, v = (np.broadcast_to(a, batch + a.shape[-2:]) for a in (q, k, v))
+    out = np.zeros(batch + (n_q, v.shape[-1]))
+    weights = np.zeros(batch + (n_q, n_k))
+    for index in np.ndindex(*batch):
+        out[index], weights[index] = reference_attention(
+            q[index].tolist(),
+            k[index].tolist(),
+            v[index].tolist(),
+            full_mask[index].tolist(),
+            scale,
+            v.shape[-1],
+        )
+    return out, weights

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import reference_batched
 from numpy.testing import assert_allclose, assert_array_equal
 
 import skattn
@@ -22,58 +23,6 @@ from skattn._multi_head import multi_head_backward, multi_head_forward
 # The textbook example: three tokens, d = 2.
 Q_TEXTBOOK = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
 V_TEXTBOOK = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
-
-
-def reference_attention(q, k, v, allowed, scale):
-    """Attention of one (Tq, d) query block with plain Python loops.
-
-    ``allowed[i][j]`` says whether query i may attend to key j.
-    """
-    n_queries, n_keys, d_v = len(q), len(k), len(v[0])
-    out = [[0.0] * d_v for _ in range(n_queries)]
-    weights = [[0.0] * n_keys for _ in range(n_queries)]
-    for i in range(n_queries):
-        keys = [j for j in range(n_keys) if allowed[i][j]]
-        if not keys:
-            continue
-        scores = {
-            j: scale * sum(a * b for a, b in zip(q[i], k[j], strict=True)) for j in keys
-        }
-        top = max(scores.values())
-        total = sum(math.exp(s - top) for s in scores.values())
-        for j in keys:
-            weights[i][j] = math.exp(scores[j] - top) / total
-            for c in range(d_v):
-                out[i][c] += weights[i][j] * v[j][c]
-    return np.array(out), np.array(weights)
-
-
-def reference_batched(q, k, v, mask=None, causal=False, scale=None):
-    """Loop reference over broadcast leading dimensions."""
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    n_q, n_k = q.shape[-2], k.shape[-2]
-    batch = np.broadcast_shapes(
-        q.shape[:-2],
-        k.shape[:-2],
-        v.shape[:-2],
-        () if mask is None else mask.shape[:-2],
-    )
-    full_mask = np.ones((n_q, n_k), bool) if mask is None else mask
-    full_mask = np.broadcast_to(full_mask, batch + (n_q, n_k))
-    if causal:
-        full_mask = full_mask & np.tril(np.ones((n_q, n_k), bool))
-    q, k, v = (np.broadcast_to(a, batch + a.shape[-2:]) for a in (q, k, v))
-    out = np.zeros(batch + (n_q, v.shape[-1]))
-    weights = np.zeros(batch + (n_q, n_k))
-    for index in np.ndindex(*batch):
-        out[index], weights[index] = reference_attention(
-            q[index].tolist(),
-            k[index].tolist(),
-            v[index].tolist(),
-            full_mask[index].tolist(),
-            scale,
-        )
-    return out, weights
 
 
 def test_textbook_example_by_hand():
