@@ -53,7 +53,9 @@ def test_backward_of_huge_scores_is_finite_and_exact(n_keys):
     # the softmax is one-hot: exact gradients of the values, and gradients of
     # the queries and keys of the order of the scores' rounding
     atol = 64 * np.finfo(np.float32).eps * scale * 1e5 * 5 * np.abs(d_out).max() * 3
-    for grad, expected in zip(grads, reference_gradients(q, k, v, d_out, scale)):
+    for grad, expected in zip(
+        grads, reference_gradients(q, k, v, d_out, scale), strict=True
+    ):
         assert np.isfinite(grad).all()
         assert_allclose(grad, expected, rtol=1e-5, atol=atol)
     assert_allclose(grads[2], reference_gradients(q, k, v, d_out, scale)[2], atol=1e-5)
@@ -66,7 +68,9 @@ def test_backward_of_ordinary_scores_keeps_the_saved_lse():
     q, k, v, d_out = (rng.standard_normal((3, 40, 8)) for _ in range(4))
     out, lse, _ = attention_forward(q, k, v)
     grads = attention_backward(d_out, q, k, v, out, lse)
-    for grad, expected in zip(grads, reference_gradients(q, k, v, d_out, 8**-0.5)):
+    for grad, expected in zip(
+        grads, reference_gradients(q, k, v, d_out, 8**-0.5), strict=True
+    ):
         assert_allclose(grad, expected, rtol=1e-10, atol=1e-12)
 
 
