@@ -220,7 +220,10 @@ class RandomAttentionFeatures(
     features_per_token`` tokens), a 3D array ``(n_samples, n_tokens,
     n_features)``, or a list, tuple or 1-D object array of 2D arrays
     ``(n_tokens_i, n_features)`` (padded internally and masked: padding never
-    changes a result). ``transform`` takes the same kind of input as ``fit``.
+    changes a result). ``transform`` takes the same kind of input as ``fit``,
+    and computes with the models, statistics, ``scale_tokens`` and
+    ``features_per_token`` of the last ``fit``, whatever ``set_params``
+    changed since.
 
     References
     ----------
@@ -317,8 +320,9 @@ class RandomAttentionFeatures(
             Ignored: nothing is learned from a target.
 
         sample_weight : array-like of shape (n_samples,), default=None
-            Weights of the samples in the token statistics; None gives every
-            sample weight 1.
+            Weights of the samples in the token statistics: finite,
+            non-negative and not all zero, of any magnitude (only their ratios
+            matter); None gives every sample weight 1.
 
         Returns
         -------
@@ -333,6 +337,12 @@ class RandomAttentionFeatures(
         dtype = sequences_dtype(sequences)
         if sample_weight is not None:
             sample_weight = check_sample_weight(sample_weight, len(sequences), dtype)
+        # transform builds the models with these, whatever set_params changes
+        # after fit (the other parameters are in models_ and the statistics)
+        self._fitted_structure = {
+            "scale_tokens": self.scale_tokens,
+            "features_per_token": self.features_per_token,
+        }
         self.token_mean_ = self.token_scale_ = None
         if self.scale_tokens:
             self.token_mean_, self.token_scale_ = token_moments(
@@ -416,8 +426,9 @@ class RandomAttentionFeatures(
             the dtype of X (float32 or float64).
         """
         check_is_fitted(self)
+        structure = self._fitted_structure
         sequences = check_input(
-            self, X, reset=False, features_per_token=self.features_per_token
+            self, X, reset=False, features_per_token=structure["features_per_token"]
         )
         dtype = sequences_dtype(sequences)
         n_features = token_width(sequences)
@@ -427,7 +438,7 @@ class RandomAttentionFeatures(
         for config, weights in zip(self.models_, self.weights_, strict=True):
             model = self._build(config, n_features, n_tokens)
             params = dict(weights)
-            if self.scale_tokens:
+            if structure["scale_tokens"]:
                 params["token_mean"] = self.token_mean_.astype(COMPUTE_DTYPE)
                 params["token_scale"] = self.token_scale_.astype(COMPUTE_DTYPE)
             models.append((model, params))
@@ -507,7 +518,7 @@ class RandomAttentionFeatures(
     def _build(self, config, n_features, n_tokens):
         """The model of one configuration (see ``skattn._model.build_model``)."""
         token_shape = None
-        if self.scale_tokens:
+        if self._fitted_structure["scale_tokens"]:
             token_shape = (n_features,)
             if self._input_kind == TABLE:
                 token_shape = (n_tokens, n_features)
