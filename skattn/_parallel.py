@@ -7,6 +7,45 @@ runs on one thread inside skattn's computations, and the cores the user allows
 sequences) side by side in Python threads: numpy releases the GIL in matmul and
 exp. Every task is computed the same way whatever the number of threads, so
 results do not depend on it.
+
+Guarantee, whichever Python threads call skattn, at once or not, nested or not:
+
+- every matrix product skattn computes runs on one BLAS thread, so a call from
+  any thread gives bit for bit the result of the same call from the main
+  thread;
+- once the last of the calls under way returns, each BLAS library's thread
+  limit is what it was before the first of them started;
+- a limit already at one (``threadpool_limits(1)`` around the calls) is never
+  raised.
+
+Why it takes more than ``threadpool_limits`` around each call. Some BLAS
+libraries keep one thread limit for the whole process: OpenBLAS built on
+pthreads, the one numpy's and scipy's wheels ship (measured: a limit set from
+any thread, ``openblas_set_num_threads_local`` included, applies to the
+products of all threads). A limit each call saves and restores is wrong when
+calls overlap: a call starting while another holds the limit at one saves that
+one, and restores it if it returns last, leaving the process on one BLAS
+thread. And threadpoolctl lets only one thread at a time (its "controlling
+thread": the first to set a limit, until it leaves its ``threadpool_limits``)
+change such a limit and silently ignores the others: a call from a thread pool
+inside the main thread's ``threadpool_limits``, or overlapping another call,
+ran with a multithreaded BLAS, several times slower and an ulp different.
+
+So a process-wide limit is managed as the process-wide resource it is: a count
+of the skattn calls under way in all threads, under a lock; the first to start
+lowers the limit to one and the last to return restores what the first found.
+skattn sets the library itself, not through threadpoolctl's controlling
+thread, so a user's ``threadpool_limits`` in any thread keeps working as
+before. A limit that holds for the calling thread only (OpenBLAS built on
+OpenMP, MKL as recent threadpoolctl sets it) is lowered and restored in each
+thread that computes, skattn's own worker threads included.
+
+A process-wide limit is shared with the rest of the program: while skattn
+computes, other threads' BLAS products run on one thread too, and a limit
+changed from another thread meanwhile (entering or leaving a
+``threadpool_limits`` there) is not skattn's to know: it may change the
+threads skattn's products run on, and skattn restores the limit it found only
+if the limit is still the one it set.
 """
 
 # Authors: The skattn developers
@@ -14,6 +53,7 @@ results do not depend on it.
 
 import itertools
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -28,8 +68,80 @@ def _threadpool_controller():
     return ThreadpoolController()
 
 
+def _limit_is_process_wide(lib):
+    """Whether threadpoolctl's limit on ``lib`` holds for all threads at once.
+
+    OpenBLAS built on OpenMP takes the limit per calling thread, and so does MKL
+    where threadpoolctl sets it with ``MKL_Set_Num_Threads_Local`` (which it
+    lists among the symbols it checks). OpenBLAS on pthreads or Windows threads
+    (numpy's and scipy's wheels), BLIS, FlexiBLAS and older threadpoolctl's MKL
+    share one limit across the process.
+    """
+    if lib.internal_api == "openblas":
+        return getattr(lib, "threading_layer", None) != "openmp"
+    if lib.internal_api == "mkl":
+        return "MKL_Set_Num_Threads_Local" not in getattr(lib, "check_symbols", ())
+    return True
+
+
+@cache
+def _blas_libraries():
+    """The BLAS libraries loaded: (process-wide limit, per-thread limit)."""
+    blas = _threadpool_controller().select(user_api="blas").lib_controllers
+    shared = tuple(lib for lib in blas if _limit_is_process_wide(lib))
+    return shared, tuple(lib for lib in blas if lib not in shared)
+
+
+def _set_limit(lib, n_threads):
+    """Set ``lib``'s thread limit from whichever thread calls.
+
+    Recent threadpoolctl (3.8 here) applies a process-wide OpenBLAS limit only
+    from its "controlling thread" and silently ignores every other thread;
+    skattn coordinates its own calls (see :func:`single_threaded_blas`), so it
+    calls the library's setter that threadpoolctl would call (the public
+    ``set_num_threads`` of versions without that rule).
+    """
+    getattr(lib, "_real_set_num_threads", lib.set_num_threads)(n_threads)
+
+
+# Process-wide limits: the skattn computations under way in all threads, and
+# the limits the first of them lowered (library: limit found), restored by the
+# last. Both under _SHARED_LOCK.
+_SHARED_LOCK = threading.Lock()
+_shared_calls = 0
+_shared_saved = {}
+
+
+def _lower_limits(libs):
+    """Lower the limit of each of ``libs`` above 1 to 1: [(library, limit found)].
+
+    The limit as the calling thread sees it: the process's, or the calling
+    thread's own where the library keeps one per thread.
+    """
+    lowered = []
+    for lib in libs:
+        n_threads = lib.get_num_threads()
+        if n_threads is not None and n_threads > 1:
+            _set_limit(lib, 1)
+            lowered.append((lib, n_threads))
+    return lowered
+
+
+def _restore_limits(lowered):
+    """Undo :func:`_lower_limits`."""
+    for lib, n_threads in reversed(lowered):
+        _set_limit(lib, n_threads)
+
+
+def _user_limit(shared, own):
+    """The smallest BLAS limit the user set (before skattn lowered any), or 1."""
+    limits = [_shared_saved.get(lib) or lib.get_num_threads() for lib in shared]
+    limits += [lib.get_num_threads() for lib in own]
+    return min((n for n in limits if n is not None), default=1)
+
+
 # Tasks (tiles, batches) computed side by side, fixed by the outermost
-# single_threaded_blas().
+# single_threaded_blas() of each thread.
 _WORKERS = ContextVar("skattn_workers", default=None)
 
 
@@ -39,14 +151,15 @@ def parallel_workers():
     Each task runs its products on one BLAS thread; several tasks run side by
     side in Python threads (numpy releases the GIL in matmul and exp). So the
     user's limit (``threadpoolctl.threadpool_limits``, ``OMP_NUM_THREADS``)
-    still caps the cores used. Inside :func:`single_threaded_blas` this is the
-    limit that was in force when the outermost one was entered.
+    still caps the cores used. While skattn computes, this is the limit the
+    user set, not the one BLAS thread skattn lowered it to; inside
+    :func:`single_threaded_blas`, it is the one found on entering the outermost.
     """
     workers = _WORKERS.get()
     if workers is not None:
         return workers
-    blas = _threadpool_controller().select(user_api="blas").lib_controllers
-    n_threads = min((lib.num_threads for lib in blas), default=1)
+    with _SHARED_LOCK:
+        n_threads = _user_limit(*_blas_libraries())
     return max(1, min(n_threads, _available_cpus()))
 
 
@@ -76,12 +189,17 @@ def map_parallel(function, tasks):
     with single_threaded_blas():
         if n_workers <= 1:
             return [function(task) for task in tasks]
+        _, own = _blas_libraries()
 
         def run_alone(task):
             token = _WORKERS.set(1)  # nested maps: no threads of their own
+            # a per-thread limit holds in the calling thread only: the worker
+            # limits its own (a process-wide one is already at 1)
+            lowered = _lower_limits(own)
             try:
                 return function(task)
             finally:
+                _restore_limits(lowered)
                 _WORKERS.reset(token)
 
         return list(_executor(n_workers).map(run_alone, tasks))
@@ -95,16 +213,38 @@ def single_threaded_blas():
     slower than one on a busy 2-core machine (225 s against 13 s for 32,768
     tokens here). The cores the user allows go to tiles instead (see
     :func:`parallel_workers`).
+
+    Safe from any number of threads at once (see the module docstring): a
+    process-wide limit is lowered by the first of the calls under way in all
+    threads and restored by the last, a per-thread limit in each thread.
     """
+    global _shared_calls
     if _WORKERS.get() is not None:
-        yield  # inside one already (limiting BLAS costs about 40 us)
+        yield  # inside one already in this thread (entering costs 15-20 us)
         return
-    token = _WORKERS.set(parallel_workers())
+    shared, own = _blas_libraries()
+    with _SHARED_LOCK:
+        workers = max(1, min(_user_limit(shared, own), _available_cpus()))
+        if _shared_calls == 0:
+            _shared_saved.update(_lower_limits(shared))
+        _shared_calls += 1
     try:
-        with _threadpool_controller().limit(limits=1, user_api="blas"):
+        lowered = _lower_limits(own)
+        token = _WORKERS.set(workers)
+        try:
             yield
+        finally:
+            _WORKERS.reset(token)
+            _restore_limits(lowered)
     finally:
-        _WORKERS.reset(token)
+        with _SHARED_LOCK:
+            _shared_calls -= 1
+            if _shared_calls == 0:
+                for lib, n_threads in _shared_saved.items():
+                    # changed by someone else meanwhile: theirs to restore
+                    if lib.get_num_threads() == 1:
+                        _set_limit(lib, n_threads)
+                _shared_saved.clear()
 
 
 def map_in_groups(function, tasks):

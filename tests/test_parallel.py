@@ -1,0 +1,269 @@
+"""skattn called from several Python threads at once (issue 9, fault class 5).
+
+Whichever threads call, at once or not, nested or not: results bit for bit those
+of the main thread, and each BLAS library's thread limit as it was once the last
+call returns, a user's limit of one never raised. Overlaps are forced with
+barriers and with scripted turns, never with timing.
+
+The data are float32: OpenBLAS rounds float32 products on two threads
+differently from one thread (by an ulp), so a call that ran with a
+multithreaded BLAS shows in its result bits.
+"""
+
+import threading
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+from threadpoolctl import ThreadpoolController, threadpool_info, threadpool_limits
+
+from skattn import AttentionTransformer, _parallel
+from skattn._parallel import (
+    _available_cpus,
+    map_parallel,
+    parallel_workers,
+    single_threaded_blas,
+)
+
+TIMEOUT = 60  # seconds: a turn or a barrier not reached is a failure, not a hang
+
+
+def blas_limits():
+    """Each loaded BLAS library's thread limit, by file."""
+    return {
+        info["filepath"]: info["num_threads"]
+        for info in threadpool_info()
+        if info["user_api"] == "blas"
+    }
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    """A transformer and float32 sequences (tiny: calls take milliseconds)."""
+    X = np.random.default_rng(0).standard_normal((8, 16, 8), dtype=np.float32)
+    return AttentionTransformer(objective=None, random_state=0).fit(X), X
+
+
+def run_at_once(n_threads, function):
+    """``function()`` in ``n_threads`` threads released together by a barrier."""
+    barrier = threading.Barrier(n_threads, timeout=TIMEOUT)
+    results, errors = [None] * n_threads, []
+
+    def run(index):
+        try:
+            barrier.wait()
+            results[index] = function()
+        except BaseException as error:  # re-raised in the calling thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n_threads)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(TIMEOUT)
+    if errors:
+        raise errors[0]
+    return results
+
+
+def run_script(script, transform):
+    """Play ``script``, (thread, action) steps, in its order, each in its thread.
+
+    ``"enter"`` and ``"exit"`` enter and leave :func:`single_threaded_blas` (as
+    a transform does on starting and on returning, so a thread can be held
+    inside while others start and finish); ``"transform"`` calls
+    ``transform()``. Returns the transforms' results in script order.
+    """
+    turn = threading.Condition()
+    step = [0]
+    results, errors = {}, []
+
+    def play(me):
+        contexts = []
+        for index, (thread, action) in enumerate(script):
+            if thread != me:
+                continue
+            with turn:
+                if not turn.wait_for(lambda i=index: step[0] == i, TIMEOUT):
+                    errors.append(TimeoutError(f"step {index} never came"))
+                    return
+            try:
+                if action == "enter":
+                    contexts.append(single_threaded_blas())
+                    contexts[-1].__enter__()
+                elif action == "exit":
+                    contexts.pop().__exit__(None, None, None)
+                else:
+                    results[index] = transform()
+            except BaseException as error:  # re-raised in the calling thread
+                errors.append(error)
+            finally:
+                with turn:
+                    step[0] += 1
+                    turn.notify_all()
+
+    n_threads = 1 + max(thread for thread, _ in script)
+    threads = [threading.Thread(target=play, args=(i,)) for i in range(n_threads)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(TIMEOUT)
+    if errors:
+        raise errors[0]
+    return [results[index] for index in sorted(results)]
+
+
+def test_transforms_from_threads_at_once_equal_the_main_thread(fitted):
+    """Four threads transform at once: the main thread's result bit for bit and
+    the BLAS limit as before, without a user limit, within one of 2 (around
+    the pool, as threadpoolctl advises for Python thread pools) and within one
+    of 1, which is never raised."""
+    est, X = fitted
+    before = blas_limits()
+    expected = est.transform(X)  # main thread
+
+    results = run_at_once(4, lambda: est.transform(X))
+    assert blas_limits() == before
+    for result in results:
+        assert_array_equal(result, expected)
+
+    for limit in (2, 1):
+        with threadpool_limits(limits=limit, user_api="blas"):
+            inside = blas_limits()
+            results = run_at_once(4, lambda: est.transform(X))
+            assert blas_limits() == inside
+        for result in results:
+            assert_array_equal(result, expected)
+    assert blas_limits() == before
+
+
+# Thread 0 holds the first call and leaves while the others compute; threads
+# enter and leave in other orders than they came, one of them nested.
+SCRIPTS = {
+    "first in, first out": [
+        (0, "enter"),
+        (1, "enter"),
+        (0, "exit"),
+        (1, "transform"),
+        (1, "exit"),
+    ],
+    "four threads, nested and overlapping": [
+        (0, "enter"),
+        (1, "enter"),
+        (2, "enter"),
+        (1, "enter"),
+        (0, "exit"),
+        (2, "transform"),
+        (1, "exit"),
+        (3, "enter"),
+        (2, "exit"),
+        (3, "transform"),
+        (3, "exit"),
+        (1, "transform"),
+        (1, "exit"),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", list(SCRIPTS))
+def test_overlapping_calls_restore_the_limit_the_first_found(fitted, name):
+    """Calls overlapping in any order compute on one BLAS thread throughout
+    (the main thread's bits), and the last to return restores the limit the
+    first found, whichever thread each ran in."""
+    est, X = fitted
+    with threadpool_limits(limits=2, user_api="blas"):  # a multithreaded BLAS
+        before = blas_limits()
+    expected = est.transform(X)
+    with threadpool_limits(limits=2, user_api="blas"):
+        results = run_script(SCRIPTS[name], lambda: est.transform(X))
+        assert blas_limits() == before
+    for result in results:
+        assert_array_equal(result, expected)
+
+
+def test_workers_follow_the_user_limit_while_another_thread_computes():
+    """A call starting while another thread computes gets as many workers as
+    the user's limit allows, not the one BLAS thread skattn set meanwhile."""
+    entered, done = threading.Event(), threading.Event()
+
+    def hold():
+        with threadpool_limits(limits=2, user_api="blas"), single_threaded_blas():
+            entered.set()
+            done.wait(TIMEOUT)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert entered.wait(TIMEOUT)
+        seen = run_at_once(1, parallel_workers)
+    finally:
+        done.set()
+        holder.join(TIMEOUT)
+    assert seen == [min(2, _available_cpus())]
+
+
+class PerThreadBLAS:
+    """A BLAS whose limit holds per calling thread (as OpenBLAS on OpenMP)."""
+
+    user_api = "blas"
+    internal_api = "openblas"
+    threading_layer = "openmp"
+    prefix = filepath = "per-thread-blas"
+    version = None
+    default = 4
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def get_num_threads(self):
+        return getattr(self._local, "n_threads", self.default)
+
+    def set_num_threads(self, n_threads):
+        self._local.n_threads = n_threads
+
+    @property
+    def num_threads(self):
+        return self.get_num_threads()
+
+    def info(self, debugging_info=False):
+        keys = ("user_api", "internal_api", "prefix", "filepath", "version")
+        return {key: getattr(self, key) for key in keys} | {
+            "num_threads": self.num_threads,
+            "threading_layer": self.threading_layer,
+        }
+
+
+def test_per_thread_limits_hold_in_every_computing_thread(monkeypatch):
+    """With a library limited per thread, every thread computing skattn's tasks
+    (callers and skattn's workers) runs it on one thread; each caller finds its
+    own limit as before, a limit of 1 included."""
+    per_thread = PerThreadBLAS()
+    controller = ThreadpoolController()
+    controller.lib_controllers.append(per_thread)
+    monkeypatch.setattr(_parallel, "_threadpool_controller", lambda: controller)
+    blas_libraries = getattr(_parallel, "_blas_libraries", None)
+    if blas_libraries is not None:  # cached from the real controller
+        blas_libraries.cache_clear()
+    try:
+        seen, lock = [], threading.Lock()
+
+        def task(index):
+            with lock:
+                seen.append(per_thread.get_num_threads())
+            return index
+
+        def call(own_limit):
+            if own_limit is not None:
+                per_thread.set_num_threads(own_limit)
+            out = map_parallel(task, range(8))
+            return out, per_thread.get_num_threads()
+
+        with threadpool_limits(limits=2, user_api="blas"):
+            results = run_at_once(3, lambda: call(None))
+            results += run_at_once(1, lambda: call(1))  # a thread limited to 1
+    finally:
+        if blas_libraries is not None:
+            blas_libraries.cache_clear()
+    assert [out for out, _ in results] == [list(range(8))] * 4
+    assert [after for _, after in results] == [4, 4, 4, 1]
+    assert seen == [1] * 32
