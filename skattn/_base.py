@@ -45,10 +45,12 @@ from ._validation import (
     TABLE,
     Interval,
     StrOptions,
+    check_array_like,
     check_init,
     check_input,
     check_sample_weight,
     check_target,
+    normalize_weights,
 )
 
 _STOCHASTIC_SOLVERS = ("adam",)
@@ -69,6 +71,35 @@ AUTO_PATCH_MIN_LENGTH = 64
 # peaked within 5 to 15 epochs, and 200 epochs took 10 minutes; on digits
 # (1347 samples) holding out a tenth cost 1.3 points of accuracy.
 AUTO_EARLY_STOPPING_SAMPLES = 2000
+
+# The parameters that fix the model's structure. The fit that builds the model
+# records their values (``_fitted_structure``, and ``n_heads_``); the model is
+# then always built from those, as scikit-learn's convention has a fitted
+# estimator predict with what it fitted, whatever set_params changed since.
+# partial_fit and a warm start refuse a changed one: the fitted weights have the
+# recorded structure.
+STRUCTURE_PARAMETERS = (
+    "n_heads",
+    "head_dim",
+    "features_per_token",
+    "scale_tokens",
+    "patch_size",
+    "n_layers",
+    "ff_dim",
+    "activation",
+    "norm_first",
+    "pooling",
+    "positional_encoding",
+    "residual",
+    "layer_norm",
+    "causal",
+)
+
+# Default limit of the size of what attention_weights returns (its max_bytes):
+# the weights grow with the square of the length, 12 GiB for one sequence of
+# 20,000 tokens with 4 heads in float64. 1 GiB, as scikit-learn's default
+# working_memory.
+ATTENTION_WEIGHTS_MAX_BYTES = 2**30
 
 
 class BaseAttention(BaseEstimator):
@@ -133,6 +164,8 @@ class BaseAttention(BaseEstimator):
         """Shared body of fit and partial_fit."""
         fitted = hasattr(self, "layers_")
         first_pass = not fitted or not (self.warm_start or incremental)
+        if not first_pass:  # from here on, the parameters are the fitted ones
+            self._check_structure(incremental)
         sequences = check_input(
             self, X, reset=first_pass, features_per_token=self.features_per_token
         )
@@ -146,20 +179,30 @@ class BaseAttention(BaseEstimator):
                 f"transformer was fitted for {fitted_for}; fit it anew (without "
                 "warm_start) to change the task."
             )
+        self._check_classes(classes, task, first_pass)
         if task is not None and self.dropout and self.solver == "lbfgs":
             raise ValueError(
                 f"dropout={self.dropout} needs solver='adam': L-BFGS minimises one "
                 "fixed objective, and dropout draws new masks at every step. Set "
                 "dropout=0 or solver='adam'."
             )
+        weight_exponent = 0
         if task is not None or sample_weight is not None:
-            # checked even when unused, so that a wrong one is never silent
-            sample_weight = check_sample_weight(
-                sample_weight, len(sequences), sequences_dtype(sequences)
+            # checked even when unused, so that a wrong one is never silent;
+            # normalised: the user's weights are sample_weight * 2**weight_exponent
+            sample_weight, weight_exponent = check_sample_weight(
+                sample_weight,
+                len(sequences),
+                sequences_dtype(sequences),
+                return_exponent=True,
             )
         if task is not None:
             y = self._encode_target(y, task, first_pass, classes, sample_weight)
-            sample_weight = sample_weight * self._class_weights(y, task)
+            sample_weight, exponent = self._class_weights(y, task, sample_weight)
+            weight_exponent += exponent
+            alpha = self._penalty(
+                sample_weight, weight_exponent, sequences_dtype(sequences)
+            )
 
         self.early_stopping_ = (
             task is not None
@@ -202,9 +245,9 @@ class BaseAttention(BaseEstimator):
         # threads ran up to 16x slower on a busy 2-core machine
         with single_threaded_blas():
             if self.solver == "lbfgs":
-                fit_lbfgs(self, model, params, data)
+                fit_lbfgs(self, model, params, data, alpha=alpha)
             else:
-                fit_adam(self, model, params, data, incremental)
+                fit_adam(self, model, params, data, incremental, alpha=alpha)
         if self.verbose:
             print(f"[{type(self).__name__}] Training took {time.time() - start:.2f}s.")
         # stored in the input's dtype; the fixed parameters (token statistics)
@@ -220,9 +263,30 @@ class BaseAttention(BaseEstimator):
         )
         return self
 
+    def _check_structure(self, incremental):
+        """Refuse to continue training a model whose structure a parameter changed.
+
+        Raises
+        ------
+        ValueError
+            Naming the first parameter of ``STRUCTURE_PARAMETERS`` whose value
+            differs from the fitted one, both values, and the remedies.
+        """
+        for name, fitted in self._fitted_structure.items():
+            value = getattr(self, name)
+            if value != fitted:
+                call = "partial_fit" if incremental else "fit with warm_start=True"
+                raise ValueError(
+                    f"Cannot continue training ({call}) with {name}={value!r}: the "
+                    f"model was fitted with {name}={fitted!r}, which fixes its "
+                    "structure. Call fit with warm_start=False to fit a new model, "
+                    f"or set it back with set_params({name}={fitted!r})."
+                )
+
     def _check_lengths(self, lengths, reset=False):
         """With pooling="flatten", every sequence has one length (fit's)."""
-        if self.pooling != "flatten":
+        pooling = self.pooling if reset else self._fitted_structure["pooling"]
+        if pooling != "flatten":
             return
         if reset and np.any(lengths != lengths[0]):
             raise ValueError(
@@ -236,19 +300,116 @@ class BaseAttention(BaseEstimator):
                 f"the length seen in fit; got {lengths[wrong][0]}."
             )
 
-    def _class_weights(self, y, task):
-        """Weight of each sample from ``class_weight`` (y holds class indices)."""
+    def _check_classes(self, classes, task, first_pass):
+        """``classes`` of partial_fit: for classification, the same at every call."""
+        if classes is None:
+            return
+        check_array_like(classes, "classes")
+        given = np.asarray(classes).tolist()
+        if task != "classification":
+            learned = "nothing is learned (no y, or objective=None)"
+            if task == "regression":
+                learned = (
+                    f"the target is learned by regression (objective="
+                    f"{self.objective!r}; 'auto' reads a continuous target so)"
+                )
+            raise ValueError(
+                f"classes={given} applies to classification, but {learned}. Leave "
+                "classes=None, or set objective='classification' for class labels."
+            )
+        if not first_pass and not np.array_equal(np.unique(classes), self.classes_):
+            raise ValueError(
+                f"classes={given} differs from the classes "
+                f"{self.classes_.tolist()} of the first call: pass the same "
+                "classes, or None after the first call."
+            )
+
+    def _class_weights(self, y, task, sample_weight):
+        """Sample weights times ``class_weight`` (y holds class indices).
+
+        Returns
+        -------
+        sample_weight : ndarray of shape (n_samples,)
+            The product, normalised (see :func:`skattn._validation.normalize_weights`).
+        exponent : int
+            The power of two it was divided by.
+        """
         if self.class_weight is None:
-            return 1.0
+            return sample_weight, 0
         if task != "classification":
             raise ValueError(
                 f"class_weight={self.class_weight!r} applies to classification, but "
                 f"the target is a {task} target."
             )
+        if isinstance(self.class_weight, dict):
+            for label, weight in self.class_weight.items():
+                is_number = isinstance(weight, Real) and not isinstance(
+                    weight, (bool, np.bool_)
+                )
+                if not (is_number and math.isfinite(weight) and weight >= 0):
+                    raise ValueError(
+                        f"class_weight[{label!r}] = {weight!r}: the weight of a "
+                        "class must be a finite, non-negative number (it "
+                        "multiplies sample_weight)."
+                    )
+        else:  # "balanced": n_samples / (n_classes * count) needs every count
+            missing = np.setdiff1d(np.arange(len(self.classes_)), y)
+            if len(missing):
+                raise ValueError(
+                    "class_weight='balanced' weighs each class by n_samples / "
+                    "(n_classes * its count in y), but y has no sample of the "
+                    f"class(es) {self.classes_[missing].tolist()}. In partial_fit, "
+                    "pass batches that hold every class, or give class_weight as "
+                    "a dict."
+                )
         weights = compute_class_weight(
             self.class_weight, classes=self.classes_, y=self.classes_[y]
         )
-        return weights[y]
+        # normalised before the product: class weights of 1e300 times sample
+        # weights of up to 2 would overflow
+        weights, exponent = normalize_weights(weights)
+        sample_weight = sample_weight * weights[y]
+        if not sample_weight.max() > 0:
+            raise ValueError(
+                f"class_weight={self.class_weight!r} gives every sample of y weight "
+                "zero (sample_weight times the weight of its class): no sample to "
+                "learn from. Give a positive weight to a class present in y."
+            )
+        sample_weight, product_exponent = normalize_weights(sample_weight)
+        return sample_weight, exponent + product_exponent
+
+    def _penalty(self, sample_weight, weight_exponent, input_dtype):
+        """``alpha`` for the normalised weights: ``alpha / 2**weight_exponent``.
+
+        The L2 penalty is ``alpha / sum(w)`` times the squared weights, as in
+        MLPClassifier (a weight of 2 counts as two samples); with the weights
+        ``w = sample_weight * 2**weight_exponent`` it is the same objective.
+
+        Raises
+        ------
+        ValueError
+            When ``alpha / sum(w)`` overflows the training dtype.
+        """
+        dtype = np.float32 if self.solver == "adam" else input_dtype
+        total = float(sample_weight.sum())
+        try:
+            alpha = math.ldexp(self.alpha, -weight_exponent)
+        except OverflowError:
+            alpha = math.inf
+        if alpha / total > float(np.finfo(dtype).max):
+            try:
+                user_total = f"{math.ldexp(total, weight_exponent):.3g}"
+            except OverflowError:
+                user_total = "more than 1.8e308"
+            raise ValueError(
+                f"alpha / sum(sample_weight) overflows {np.dtype(dtype).name}: "
+                f"alpha={self.alpha} is the L2 penalty relative to the summed "
+                "sample weights (times class_weight; a weight of 2 counts as two "
+                f"samples), and they sum to {user_total}. Scale the weights up "
+                "(only their ratios and their sum matter), lower alpha, or set "
+                "alpha=0."
+            )
+        return alpha
 
     def _encode_target(self, y, task, first_pass, classes, sample_weight):
         """Class indices (classification) or standardised targets (regression).
@@ -261,10 +422,15 @@ class BaseAttention(BaseEstimator):
             if first_pass:
                 encoder = LabelEncoder().fit(y if classes is None else classes)
                 if len(encoder.classes_) < 2:
+                    source = "The target"
+                    if classes is not None:
+                        source = f"classes={np.asarray(classes).tolist()}"
+                    found = "no class"  # classes=[]
+                    if len(encoder.classes_):
+                        found = f"only one class {encoder.classes_.tolist()}"
                     raise ValueError(
-                        "The target has only one class "
-                        f"({encoder.classes_[0]!r}): classification needs at "
-                        "least two classes."
+                        f"{source} has {found}: classification needs at least "
+                        "two classes."
                     )
                 self.classes_ = encoder.classes_
             unseen = np.setdiff1d(y, self.classes_)
@@ -275,28 +441,41 @@ class BaseAttention(BaseEstimator):
                 )
             return np.searchsorted(self.classes_, y)
         if first_pass:
-            self._target_mean = np.average(y, axis=0, weights=sample_weight)
-            variance = np.average(
-                (y - self._target_mean) ** 2, axis=0, weights=sample_weight
-            )
+            # the moments of y / 2**e, e the exponent of each output's largest
+            # |y|: the squares of targets beyond 1e154 overflow and those below
+            # 1e-162 underflow, but a power of two scales every operation exactly
+            exponent = np.frexp(np.max(np.abs(y), axis=0))[1]
+            y_scaled = np.ldexp(y, -exponent)
+            mean = np.average(y_scaled, axis=0, weights=sample_weight)
+            variance = np.average((y_scaled - mean) ** 2, axis=0, weights=sample_weight)
             scale = np.sqrt(variance)
-            self._target_scale = np.where(scale > 0, scale, 1.0)
+            self._target_mean = np.ldexp(mean, exponent)
+            self._target_scale = np.where(scale > 0, np.ldexp(scale, exponent), 1.0)
         elif y.shape[1] != len(self._target_mean):
             raise ValueError(
                 f"y has {y.shape[1]} outputs, but the transformer was fitted on "
                 f"{len(self._target_mean)}."
             )
-        return (y - self._target_mean) / self._target_scale
+        # (y - mean) / scale, each divided by a power of two near the scale
+        # first: y - mean overflows for targets of either sign near 1.8e308
+        exponent = np.frexp(self._target_scale)[1]
+        return (
+            np.ldexp(y, -exponent) - np.ldexp(self._target_mean, -exponent)
+        ) / np.ldexp(self._target_scale, -exponent)
 
     def _initialize(self, sequences, lengths, task=None, y=None, sample_weight=None):
         """Resolve the model's width, seed its parameters, reset training state."""
+        self._fitted_structure = {
+            name: getattr(self, name) for name in STRUCTURE_PARAMETERS
+        }
+        self.n_heads_ = self.n_heads
         self.patch_size_ = self._resolve_patch_size(sequences, lengths)
         n_features = token_width(sequences) * (self.patch_size_ or 1)  # model tokens
         init, labels = {}, {}
         if not isinstance(self.init, str):
             init, labels = flat_init(check_init(self.init, self.n_layers))
         self.head_dim_ = self._resolve_head_dim(n_features, init, labels)
-        self.d_model_ = self.n_heads * self.head_dim_
+        self.d_model_ = self.n_heads_ * self.head_dim_
         self.max_tokens_ = int(lengths.max())
         self.target_type_ = task
         if task == "regression":
@@ -373,7 +552,10 @@ class BaseAttention(BaseEstimator):
     # ----------------------------
 
     def _model(self, n_outputs=0, projects_input=None):
-        """The model of the fitted widths (see :func:`skattn._model.build_model`).
+        """The model of the fitted structure (see :func:`skattn._model.build_model`).
+
+        Built from the fitted attributes and the parameter values recorded when
+        the model was built, never from parameters changed since.
 
         Parameters
         ----------
@@ -385,27 +567,28 @@ class BaseAttention(BaseEstimator):
         """
         if projects_input is None:
             projects_input = self.input_weights_ is not None
+        structure = self._fitted_structure
         n_features = self.n_features_in_
         if self._input_kind == TABLE:
-            n_features = self.features_per_token or 1
+            n_features = structure["features_per_token"] or 1
         token_shape = None
-        if self.scale_tokens:  # per column of a table, per feature of sequences
+        if structure["scale_tokens"]:  # per column of a table, per token feature
             token_shape = (n_features,)
             if self._input_kind == TABLE:
                 token_shape = (self.max_tokens_, n_features)
         return build_model(
             n_features=n_features,
             d_model=self.d_model_,
-            n_heads=self.n_heads,
-            n_layers=self.n_layers,
-            ff_dim=self.ff_dim,
-            activation=self.activation,
-            norm_first=self.norm_first,
-            residual=self.residual,
-            layer_norm=self.layer_norm,
-            causal=self.causal,
-            pooling=self.pooling,
-            positional_encoding=self.positional_encoding,
+            n_heads=self.n_heads_,
+            n_layers=structure["n_layers"],
+            ff_dim=structure["ff_dim"],
+            activation=structure["activation"],
+            norm_first=structure["norm_first"],
+            residual=structure["residual"],
+            layer_norm=structure["layer_norm"],
+            causal=structure["causal"],
+            pooling=structure["pooling"],
+            positional_encoding=structure["positional_encoding"],
             n_positions=self._n_model_tokens(self.max_tokens_),
             patch_size=self.patch_size_,
             projects_input=projects_input,
@@ -420,7 +603,9 @@ class BaseAttention(BaseEstimator):
 
     def _store_params(self, params, model):
         """Store a parameter dict as fitted attributes (None for absent ones)."""
-        attributes = params_to_attributes(params, model.param_specs(), self.n_layers)
+        attributes = params_to_attributes(
+            params, model.param_specs(), self._fitted_structure["n_layers"]
+        )
         for name, value in attributes.items():
             setattr(self, name, value)
 
@@ -431,12 +616,15 @@ class BaseAttention(BaseEstimator):
         """Validate X for a fitted estimator; return checked sequences."""
         check_is_fitted(self)
         sequences = check_input(
-            self, X, reset=False, features_per_token=self.features_per_token
+            self,
+            X,
+            reset=False,
+            features_per_token=self._fitted_structure["features_per_token"],
         )
         self._check_lengths(sequence_lengths(sequences))
         return sequences
 
-    def _forward_batches(self, sequences, *, layer=None):
+    def _forward_batches(self, sequences, *, layer=None, weights_out=None):
         """Run the model on batches within ``working_memory``, in order.
 
         Parameters
@@ -444,7 +632,11 @@ class BaseAttention(BaseEstimator):
         sequences : ndarray of shape (n_samples, n_tokens, n_features) or list
             Checked sequences.
         layer : int or None, default=None
-            Encoder layer whose attention weights to keep.
+            Encoder layer whose attention weights to write into ``weights_out``.
+        weights_out : ndarray or list of ndarray, default=None
+            With ``layer``, the attention weights of all the samples: an array
+            of shape (n_samples, n_heads_, T', T'), or one array of shape
+            (n_heads_, T'_i, T'_i) per sample. Each batch writes its rows.
 
         Yields
         ------
@@ -454,19 +646,19 @@ class BaseAttention(BaseEstimator):
             Per-token outputs, padded.
         pooled : ndarray of shape (batch, n_features_out)
             Pooled outputs.
-        weights : ndarray of shape (batch, n_heads, T', T') or None
-            Attention weights of ``layer``.
         """
         model = self._model()
         params = self._fitted_params(sequences_dtype(sequences), model)
         lengths = sequence_lengths(sequences)
-        row_bytes = model_row_bytes(
-            model, sequences, training=False, weights=layer is not None
-        )
+        # the weights go straight to weights_out: a batch holds a block of them
+        row_bytes = model_row_bytes(model, sequences, training=False)
 
         def run(rows, x):
-            tokens, pooled, trace = model.forward(params, x, lengths[rows], layer=layer)
-            return rows, tokens, pooled, trace["weights"]
+            rows_out = None if layer is None else _rows_of(weights_out, rows)
+            tokens, pooled, _ = model.forward(
+                params, x, lengths[rows], layer=layer, weights_out=rows_out
+            )
+            return rows, tokens, pooled
 
         rows = np.arange(len(lengths))
         yield from map_batches(run, sequences, lengths, rows, row_bytes, batch_budget())
@@ -478,28 +670,70 @@ class BaseAttention(BaseEstimator):
             (len(sequences), self._n_features_out), dtype=sequences_dtype(sequences)
         )
         with single_threaded_blas():  # once, not per batch: it costs 40 us
-            for rows, _, pooled, _ in self._forward_batches(sequences):
+            for rows, _, pooled in self._forward_batches(sequences):
                 X_new[rows] = pooled
         return X_new
 
-    def _per_token(self, X, layer=None):
-        """Per-token outputs, or the attention weights of ``layer``."""
+    def _per_token(self, X, layer=None, max_bytes=None):
+        """Per-token outputs, or the attention weights of ``layer``.
+
+        The result is allocated once, each sequence's own tokens only, and the
+        batches write into it: the weights of a long sequence are the largest
+        array of the call, and copies of it (per row, then stacked) tripled
+        its memory.
+
+        Parameters
+        ----------
+        X : array-like
+            Input, as for ``transform``.
+        layer : int or None, default=None
+            Encoder layer (checked) whose attention weights to return; None for
+            the per-token outputs.
+        max_bytes : float or None, default=None
+            With ``layer``, the most the weights may take (see
+            ``attention_weights``); None for no limit.
+        """
+        _check_max_bytes(max_bytes)
         sequences = self._check_sequences(X)
-        is_array = isinstance(sequences, np.ndarray)
-        extra = int(self.pooling == "cls")
-        results = [None] * len(sequences)
+        dtype = sequences_dtype(sequences)
+        # the tokens of each sequence in the model's output: patches, class token
+        n_tokens = self._model().token_lengths(sequence_lengths(sequences))
+        if layer is None:
+            shapes = [(n, self.d_model_) for n in n_tokens]
+        else:
+            shapes = [(self.n_heads_, n, n) for n in n_tokens]
+            self._check_weights_bytes(n_tokens, dtype, max_bytes)
+        if isinstance(sequences, np.ndarray):  # one length
+            out = np.empty((len(sequences), *shapes[0]), dtype=dtype)
+        else:
+            out = [np.empty(shape, dtype=dtype) for shape in shapes]
         with single_threaded_blas():  # see _transform
-            for rows, tokens, _, weights in self._forward_batches(
-                sequences, layer=layer
+            for rows, tokens, _ in self._forward_batches(
+                sequences, layer=layer, weights_out=out
             ):
-                values = tokens if layer is None else weights
-                for row, value in zip(rows, values, strict=True):
-                    n_tokens = self._n_model_tokens(len(sequences[row])) + extra
-                    if layer is None:
-                        results[row] = value[:n_tokens].copy()
-                    else:
-                        results[row] = value[:, :n_tokens, :n_tokens].copy()
-        return np.stack(results) if is_array else results
+                if layer is not None:  # the forward pass wrote the weights
+                    continue
+                if isinstance(out, np.ndarray):
+                    out[rows] = tokens
+                    continue
+                for row, row_tokens in zip(rows, tokens, strict=True):
+                    out[row][...] = row_tokens[: len(out[row])]
+        return out
+
+    def _check_weights_bytes(self, n_tokens, dtype, max_bytes):
+        """Raise before computing attention weights larger than ``max_bytes``."""
+        n_bytes = self.n_heads_ * int(np.sum(n_tokens.astype(np.int64) ** 2))
+        n_bytes *= dtype.itemsize
+        if max_bytes is None or n_bytes <= max_bytes:
+            return
+        raise ValueError(
+            f"attention_weights would return {_format_bytes(n_bytes)} for "
+            f"{len(n_tokens)} sequence(s) ({self.n_heads_} heads x n_tokens**2 "
+            f"weights each, n_tokens up to {n_tokens.max()}, {dtype}), more than "
+            f"max_bytes={max_bytes} ({_format_bytes(max_bytes)}). Pass a larger "
+            "max_bytes, or max_bytes=None for no limit, if the memory is there; "
+            "or pass fewer or shorter sequences."
+        )
 
     def _check_layer(self, layer):
         """The index in ``range(n_layers)`` of ``layer`` (negative counts back)."""
@@ -515,7 +749,7 @@ class BaseAttention(BaseEstimator):
     @property
     def _n_features_out(self):
         """Number of output features, for ``get_feature_names_out``."""
-        if self.pooling == "flatten":
+        if self._fitted_structure["pooling"] == "flatten":
             return self._n_model_tokens(self.max_tokens_) * self.d_model_
         return self.d_model_
 
@@ -523,6 +757,40 @@ class BaseAttention(BaseEstimator):
         """Tokens the model sees for a sequence of ``n_tokens``: its patches."""
         size = self.patch_size_
         return patch_count(n_tokens, size) if size else n_tokens
+
+
+def _rows_of(out, rows):
+    """The part of ``out`` (an array or a list of per-sample arrays) of ``rows``.
+
+    A view for consecutive rows of an array (batches of one length are), else
+    a list of each row's array.
+    """
+    if isinstance(out, np.ndarray) and np.all(np.diff(rows) == 1):
+        return out[rows[0] : rows[-1] + 1]
+    return [out[row] for row in rows]
+
+
+def _check_max_bytes(max_bytes):
+    """``max_bytes`` of ``attention_weights``: a positive number, or None."""
+    if max_bytes is None:
+        return
+    if isinstance(max_bytes, (bool, np.bool_)) or not isinstance(max_bytes, Real):
+        raise TypeError(
+            f"max_bytes must be a number of bytes or None, got {max_bytes!r}."
+        )
+    if not max_bytes > 0:  # NaN too
+        raise ValueError(
+            f"max_bytes must be a positive number of bytes or None, got {max_bytes!r}."
+        )
+
+
+def _format_bytes(n_bytes):
+    """``n_bytes`` for a message: ``"11.9 GiB"``."""
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n_bytes < 1024:
+            return f"{n_bytes:.1f} {unit}" if unit != "bytes" else f"{n_bytes} bytes"
+        n_bytes /= 1024
+    return f"{n_bytes:.1f} TiB"
 
 
 def _init_key(name):

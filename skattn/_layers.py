@@ -30,8 +30,16 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import erf
 
+from ._attention import attention_forward, causal_tile
 from ._dropout import grid_index, keep_scale, stream_keys
-from ._multi_head import multi_head_backward, multi_head_forward, project
+from ._multi_head import (
+    mask_with_head_axis,
+    multi_head_backward,
+    multi_head_forward,
+    project,
+)
+from ._parallel import map_parallel
+from ._sequences import BATCH_BYTES
 
 LAYER_NORM_EPS = 1e-5
 
@@ -217,15 +225,21 @@ class Context:
     dropout : DropoutStreams or None, default=None
         Training-time dropout; None in evaluation.
     weights_layer : int or None, default=None
-        Encoder layer whose attention weights to keep in :attr:`weights`.
+        Encoder layer whose attention weights to write into ``weights_out``.
+    weights_out : ndarray or list of ndarray, default=None
+        Where that layer writes them (see :func:`write_attention_weights`):
+        an array of shape (N, H, T, T), or one array of shape (H, T_i, T_i)
+        per row, for the row's own tokens.
     """
 
-    def __init__(self, lengths, *, causal, dropout=None, weights_layer=None):
+    def __init__(
+        self, lengths, *, causal, dropout=None, weights_layer=None, weights_out=None
+    ):
         self.lengths = lengths
         self.causal = causal
         self.dropout = dropout
         self.weights_layer = weights_layer
-        self.weights = None
+        self.weights_out = weights_out
         self._mask = None
 
     def key_mask(self, n_tokens):
@@ -482,7 +496,6 @@ class SelfAttention(Unit):
         if context.dropout is not None:
             site = self.layer * N_DROPOUT_SITES + ATTENTION_WEIGHTS
             dropout = context.dropout.attention(site, self.n_heads)
-        keep_weights = context.weights_layer == self.layer
         out, cache = multi_head_forward(
             x,
             params["query"],
@@ -492,11 +505,12 @@ class SelfAttention(Unit):
             n_heads=self.n_heads,
             mask=mask,
             causal=context.causal,
-            return_weights=keep_weights,
             dropout=dropout,
         )  # (N, T, E)
-        if keep_weights:
-            context.weights = cache["weights"]  # (N, H, T, T)
+        if context.weights_layer == self.layer:
+            write_attention_weights(
+                cache["q"], cache["k"], mask, context.causal, context.weights_out
+            )
         return out, (x, cache, mask, context.causal, dropout)
 
     def backward(self, params, d_out, cache):
@@ -514,6 +528,53 @@ class SelfAttention(Unit):
             causal=causal,
             dropout=dropout,
         )
+
+
+def write_attention_weights(q, k, mask, causal, out):
+    """Attention weights of self-attention (without dropout), written into ``out``.
+
+    A block of query rows at a time: the weights of one long sequence are as
+    large as ``out`` (``H * T**2`` numbers), so computing them whole and then
+    copying them took twice its memory. A block holds at most about
+    ``BATCH_BYTES``; as many blocks run at once as the kernel runs tiles.
+
+    Parameters
+    ----------
+    q, k : ndarray of shape (N, H, T, Dh)
+        Queries and keys of the heads (as :func:`multi_head_forward` caches them).
+    mask : ndarray of bool of shape (N, 1, T) or None
+        Key-padding mask, True for the valid keys of each row.
+    causal : bool
+        Whether query ``i`` attends only to keys ``j <= i``.
+    out : ndarray of shape (N, H, T, T) or list of N ndarray of shape (H, T_i, T_i)
+        Where each row's weights go: all of them, or those of its first
+        ``T_i`` tokens (its valid tokens: those of padding are not written).
+    """
+    n_samples, n_heads, n_tokens = q.shape[:3]
+    block_rows = max(1, BATCH_BYTES // (n_samples * n_heads * n_tokens * q.itemsize))
+    key_mask = mask_with_head_axis(mask)  # (N, 1, 1, T) or None
+    no_values = k[..., :0]  # only the weights are wanted
+
+    def write_block(start):
+        stop = min(start + block_rows, n_tokens)
+        allowed = key_mask
+        if causal:  # causal_tile of the block's own rows, as the kernel tiles it
+            block_causal = causal_tile(start, stop, n_tokens)
+            allowed = block_causal if mask is None else key_mask & block_causal
+        _, _, weights = attention_forward(
+            q[:, :, start:stop], k, no_values, mask=allowed, return_weights=True
+        )  # (N, H, stop - start, T)
+        if isinstance(out, np.ndarray):
+            out[:, :, start:stop] = weights
+            return
+        for row_out, row_weights in zip(out, weights, strict=True):
+            n_valid = row_out.shape[-1]
+            if start < n_valid:
+                rows = slice(start, min(stop, n_valid))
+                row_out[:, rows] = row_weights[:, : rows.stop - start, :n_valid]
+
+    # blocks side by side, as the kernel's tiles: each writes its own rows
+    map_parallel(write_block, range(0, n_tokens, block_rows))
 
 
 class FeedForward(Unit):

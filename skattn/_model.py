@@ -192,7 +192,17 @@ class Model:
         """The first unit of class ``kind``, or None."""
         return next((unit for _, unit in self.units if isinstance(unit, kind)), None)
 
-    def forward(self, params, x, lengths, *, dropout=None, training=False, layer=None):
+    def forward(
+        self,
+        params,
+        x,
+        lengths,
+        *,
+        dropout=None,
+        training=False,
+        layer=None,
+        weights_out=None,
+    ):
         """Forward pass on a right-padded batch.
 
         Parameters
@@ -209,8 +219,13 @@ class Model:
             Keep what the backward pass needs; otherwise each unit's cache is
             dropped as soon as the next unit has run.
         layer : int or None, default=None
-            Encoder layer whose attention weights to return (T^2 memory per
-            sequence and head).
+            Encoder layer whose attention weights to write into ``weights_out``.
+        weights_out : ndarray or list of ndarray, default=None
+            With ``layer``, where its attention weights go: an array of shape
+            (N, H, T', T'), or a list of one array of shape (H, T'_i, T'_i) per
+            row for the row's own tokens (``T'_i`` from :meth:`token_lengths`).
+            Written a block of rows at a time, never whole elsewhere (T'^2
+            numbers per sequence and head).
 
         Returns
         -------
@@ -220,12 +235,14 @@ class Model:
         pooled : ndarray of shape (N, F)
             Pooled representation.
         trace : dict
-            ``"caches"`` (one per unit and the pooling, when ``training``) and
-            ``"weights"``, the attention weights of ``layer`` of shape
-            (N, H, T', T').
+            ``"caches"``: one per unit and the pooling, when ``training``.
         """
         context = Context(
-            lengths, causal=self.causal, dropout=dropout, weights_layer=layer
+            lengths,
+            causal=self.causal,
+            dropout=dropout,
+            weights_layer=layer,
+            weights_out=weights_out,
         )
         caches = []
         h = x
@@ -236,7 +253,7 @@ class Model:
         _, pooling, names = self._steps[len(self.units)]
         pooled, cache = pooling.forward(_local(params, "", names), h, context)
         caches.append(cache)
-        return h, pooled, {"caches": caches, "weights": context.weights}
+        return h, pooled, {"caches": caches}
 
     def head_forward(self, params, pooled):
         """Outputs of the training head: ``(N, F) -> (N, K)``."""

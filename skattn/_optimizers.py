@@ -67,7 +67,8 @@ class AdamOptimizer:
             m *= self.beta_1
             m += (1 - self.beta_1) * grad
             v *= self.beta_2
-            v += (1 - self.beta_2) * (grad * grad)
+            with np.errstate(over="ignore"):  # the solver raises on an inf moment
+                v += (1 - self.beta_2) * (grad * grad)
             params[name] -= (learning_rate * m / (np.sqrt(v) + self.epsilon)).astype(
                 params[name].dtype, copy=False
             )

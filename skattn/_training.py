@@ -140,8 +140,10 @@ def validation_score(model, params, data, rows, task):
     return r2_score(y[rows], predictions[rows])
 
 
-def fit_adam(est, model, params, data, incremental):
+def fit_adam(est, model, params, data, incremental, *, alpha):
     """Adam on shuffled minibatches, with early stopping (like MLP's).
+
+    A minibatch whose samples all weigh zero holds no sample: it takes no step.
 
     Parameters
     ----------
@@ -156,24 +158,16 @@ def fit_adam(est, model, params, data, incremental):
         ``(sequences, lengths, y, sample_weight)``.
     incremental : bool
         One epoch (``partial_fit``), no validation split.
+    alpha : float
+        L2 penalty for the weights of ``data`` (``est.alpha`` for the user's
+        weights, divided by the power of two that normalised them).
     """
     sequences, lengths, y, sample_weight = data
     n_samples = len(lengths)
     train = np.arange(n_samples)
     validation = None
     if est.early_stopping_ and not incremental:
-        stratify, test_size = None, est.validation_fraction
-        if est.target_type_ == "classification":
-            # stratified, with at least one validation sample per class
-            stratify = y
-            n_classes = len(est.classes_)
-            test_size = max(math.ceil(test_size * n_samples), n_classes)
-        train, validation = train_test_split(
-            train,
-            test_size=test_size,
-            random_state=est._random_state,
-            stratify=stratify,
-        )
+        train, validation = validation_split(est, y, sample_weight)
     n_train = len(train)
     if est.batch_size == "auto":
         auto = 200 if validation is None else EARLY_STOPPING_BATCH
@@ -185,7 +179,7 @@ def fit_adam(est, model, params, data, incremental):
         est._optimizer = AdamOptimizer(
             trainable, est.learning_rate_init, est.beta_1, est.beta_2, est.epsilon
         )
-    options = dict(task=est.target_type_, alpha=est.alpha)
+    options = dict(task=est.target_type_, alpha=alpha)
     best_params = None
     start = time.time()
     for _ in range(est.max_iter):
@@ -194,6 +188,8 @@ def fit_adam(est, model, params, data, incremental):
         epoch_loss = 0.0
         for batch in gen_batches(n_train, batch_size):
             rows = train[batch]
+            if not sample_weight[rows].sum() > 0:
+                continue  # no sample, no step: its mean loss is 0 / 0
             dropout = None
             if est.dropout:  # one seed per step, drawn only when dropping
                 seed = int(est._random_state.randint(np.iinfo(np.int64).max))
@@ -244,11 +240,89 @@ def fit_adam(est, model, params, data, incremental):
         warn_if_diverged(est)
 
 
+def validation_split(est, y, sample_weight):
+    """Training and validation rows of early stopping, as ``train_test_split``.
+
+    A ``validation_fraction`` of the samples, stratified with at least one
+    sample of each class for classification.
+
+    Raises
+    ------
+    ValueError
+        Naming ``early_stopping`` and ``validation_fraction`` when the split
+        cannot be made (``train_test_split`` names its own ``test_size``), or
+        when the training rows all weigh zero.
+    """
+    n_samples = len(y)
+    fraction = est.validation_fraction
+    n_validation = math.ceil(fraction * n_samples)  # as train_test_split rounds
+    stratify, test_size = None, fraction
+    setting = f"early_stopping={est.early_stopping!r}"  # True, or "auto" on
+    remedy = "pass more samples, lower validation_fraction or set early_stopping=False"
+    if est.target_type_ == "classification":
+        # stratified, with at least one validation sample per class
+        stratify = y
+        labels, counts = np.unique(y, return_counts=True)
+        single = est.classes_[labels[counts < 2]]
+        if len(single):
+            raise ValueError(
+                f"{setting} holds out a validation split (validation_fraction="
+                f"{fraction}) stratified by class, which needs two "
+                f"samples of every class; the class(es) {single.tolist()} of y "
+                "have only one sample. Pass more samples of them or set "
+                "early_stopping=False."
+            )
+        test_size = n_validation = max(n_validation, len(est.classes_))
+        n_train = n_samples - n_validation
+        if n_train < len(labels):
+            raise ValueError(
+                f"{setting} holds out {n_validation} of the {n_samples} "
+                f"samples (validation_fraction={fraction}, and at least one sample "
+                f"of each of the {len(est.classes_)} classes), which leaves "
+                f"{max(n_train, 0)} to train on, fewer than the {len(labels)} "
+                f"classes of y: {remedy}."
+            )
+    elif n_samples - n_validation < 1:
+        raise ValueError(
+            f"{setting} holds out {n_validation} of the {n_samples} "
+            f"sample(s) (validation_fraction={fraction}), which leaves no sample "
+            f"to train on: {remedy}."
+        )
+    train, validation = train_test_split(
+        np.arange(n_samples),
+        test_size=test_size,
+        random_state=est._random_state,
+        stratify=stratify,
+    )
+    if not sample_weight[train].sum() > 0:
+        raise ValueError(
+            f"{setting} held out every sample of non-zero sample_weight for "
+            f"validation (validation_fraction={fraction}): the training "
+            f"samples all weigh zero. Give weight to more samples, or {remedy}."
+        )
+    return train, validation
+
+
 def check_finite(est, params):
     """Raise, as MLPClassifier does, when the loss or a weight is not finite."""
     finite = math.isfinite(est.loss_) and all(
         np.isfinite(value).all() for value in params.values()
     )
+    optimizer = getattr(est, "_optimizer", None)
+    if finite and est.solver == "adam" and optimizer is not None:
+        # a gradient above sqrt(max float) (1.8e19 in float32) makes its
+        # second moment inf: the weight then silently never moves again
+        stalled = [name for name, v in optimizer.vs.items() if not np.isfinite(v).all()]
+        if stalled:
+            raise ValueError(
+                f"Adam's gradients of {len(stalled)} weight array(s) (first "
+                f"{stalled[0]!r}) overflowed "
+                f"{next(iter(params.values())).dtype} after {est.n_iter_} "
+                "iteration(s): the loss is badly scaled. A penalty alpha "
+                f"({est.alpha}) large against the sum of sample_weight, or "
+                "targets far from the first batch's scale, do this: lower alpha, "
+                "rescale sample_weight or y, or fit again instead of partial_fit."
+            )
     if not finite:
         if est.solver == "adam":
             remedy = f"lower learning_rate_init (now {est.learning_rate_init})"
@@ -291,14 +365,17 @@ def update_no_improvement_count(est, score):
     est.best_loss_ = min(est.best_loss_, est.loss_curve_[-1])
 
 
-def fit_lbfgs(est, model, params, data):
-    """Full-batch L-BFGS-B on the packed parameter vector (like NCA's ``fit``)."""
+def fit_lbfgs(est, model, params, data, *, alpha):
+    """Full-batch L-BFGS-B on the packed parameter vector (like NCA's ``fit``).
+
+    ``alpha`` is the L2 penalty for the weights of ``data`` (see :func:`fit_adam`).
+    """
     names = sorted(model.trainable_names())
     shapes = [params[name].shape for name in names]
     sizes = [math.prod(shape) for shape in shapes]
     dtype = params[names[0]].dtype
     rows = np.arange(len(data[1]))
-    options = dict(task=est.target_type_, alpha=est.alpha)
+    options = dict(task=est.target_type_, alpha=alpha)
     start = time.time()
 
     def unpack(theta):

@@ -6,7 +6,7 @@
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.metaestimators import available_if
 
-from ._base import BaseAttention
+from ._base import ATTENTION_WEIGHTS_MAX_BYTES, BaseAttention
 from ._validation import _fit_context
 
 
@@ -194,7 +194,8 @@ class AttentionTransformer(
 
     early_stopping : bool or "auto", default="auto"
         Adam only: set aside ``validation_fraction`` of the samples (stratified
-        for classification, at least one per class), stop when the head's
+        for classification, at least one per class, so every class needs two
+        samples and the rest one training sample each), stop when the head's
         validation score (accuracy or R^2) has not improved by ``tol`` for
         ``n_iter_no_change`` epochs, and keep the best weights. ``"auto"``: on
         for training sets of at least 2000 samples (as
@@ -223,16 +224,20 @@ class AttentionTransformer(
         Continue from the fitted weights on the next ``fit`` instead of seeding
         them again (Adam's moment estimates start afresh, as in
         :class:`~sklearn.neural_network.MLPClassifier`; ``partial_fit`` keeps
-        them). The data must have the same token width and kind of target.
+        them). The data must have the same token width and kind of target, and
+        the parameters that fix the model's structure their fitted values (see
+        the Notes).
 
     verbose : bool, default=False
         Print the loss (and validation score) of every epoch or iteration.
 
     class_weight : dict, "balanced" or None, default=None
         Weights of the classes in the loss (classification only), as in
-        :class:`~sklearn.linear_model.LogisticRegression`: ``{label: weight}``,
-        or "balanced" for ``n_samples / (n_classes * np.bincount(y))``.
-        Multiplied with ``sample_weight``.
+        :class:`~sklearn.linear_model.LogisticRegression`: ``{label: weight}``
+        with finite, non-negative weights (1 for a class not in the dict), or
+        "balanced" for ``n_samples / (n_classes * np.bincount(y))``, which needs
+        every class in the ``y`` of each call. Multiplied with
+        ``sample_weight``; some sample of ``y`` must keep a positive weight.
 
     random_state : int, RandomState instance or None, default=None
         Seed of the random weights. Pass an int for reproducible output across
@@ -247,6 +252,9 @@ class AttentionTransformer(
         Names of the columns seen in fit, for a DataFrame with string column
         names.
 
+    n_heads_ : int
+        Number of attention heads of the fitted model.
+
     head_dim_ : int
         Width of each head.
 
@@ -259,7 +267,7 @@ class AttentionTransformer(
         patched.
 
     d_model_ : int
-        Model width, ``n_heads * head_dim_``.
+        Model width, ``n_heads_ * head_dim_``.
 
     max_tokens_ : int
         Length of the longest sequence seen in fit (for a table, its number of
@@ -383,6 +391,17 @@ class AttentionTransformer(
 
     The computation runs in the dtype of ``X``: float32 input gives float32
     output.
+
+    The parameters that fix the model's structure (``n_heads``, ``head_dim``,
+    ``features_per_token``, ``scale_tokens``, ``patch_size``, ``n_layers``,
+    ``ff_dim``, ``activation``, ``norm_first``, ``pooling``,
+    ``positional_encoding``, ``residual``, ``layer_norm`` and ``causal``) take
+    effect at the next ``fit`` that builds a model: a fitted transformer
+    computes with the values it was fitted with, whatever ``set_params``
+    changed since, and ``partial_fit`` or ``fit`` with ``warm_start=True``
+    raise a ``ValueError`` on a changed one. The parameters of training
+    (``learning_rate_init``, ``alpha``, ``max_iter``, ``batch_size``,
+    ``dropout``, ``solver``, ...) may change between calls.
 
     References
     ----------
@@ -511,7 +530,10 @@ class AttentionTransformer(
             seeded.
 
         sample_weight : array-like of shape (n_samples,), default=None
-            Weights of the samples in the loss; None gives every sample weight 1.
+            Weights of the samples in the loss: finite, non-negative and not all
+            zero, of any magnitude (a weight of 2 counts as two samples, so
+            their sum sets the strength of ``alpha``); None gives every sample
+            weight 1.
 
         Returns
         -------
@@ -570,7 +592,8 @@ class AttentionTransformer(
         classes : array-like of shape (n_classes,), default=None
             All the classes of the classification task, needed at the first
             call when a batch may miss some of them. None: the classes of the
-            first batch.
+            first batch. Later calls take None or the same classes; a target
+            learned by regression takes None.
 
         sample_weight : array-like of shape (n_samples,), default=None
             Weights of the samples in the loss.
@@ -622,11 +645,17 @@ class AttentionTransformer(
         """
         return self._per_token(X)
 
-    def attention_weights(self, X, *, layer=-1):
+    def attention_weights(self, X, *, layer=-1, max_bytes=ATTENTION_WEIGHTS_MAX_BYTES):
         """Attention weights of every head of one encoder layer.
 
         Row ``t`` of a head's matrix gives how much token ``t`` attends to each
         token; rows sum to 1.
+
+        The result holds ``n_heads_ * n_tokens**2`` numbers per sequence: 12 GiB
+        for one sequence of 20,000 tokens with 4 heads in float64. Its size is
+        checked against ``max_bytes`` before anything is computed, and the
+        weights are written straight into it, a block of rows at a time: the
+        call needs little more memory than its result.
 
         Parameters
         ----------
@@ -639,15 +668,22 @@ class AttentionTransformer(
             Which encoder layer, counted from 0 (negative values count from the
             last).
 
+        max_bytes : int, float or None, default=2**30
+            The largest result allowed, in bytes (1 GiB by default, as
+            scikit-learn's default ``working_memory``): a larger one raises a
+            ``ValueError`` naming its size before any work. Raise it when the
+            memory is there; None for no limit.
+
         Returns
         -------
         weights : ndarray of shape (n_samples, n_heads, n_tokens, n_tokens) or \
                 list of ndarray of shape (n_heads, n_tokens_i, n_tokens_i)
             An array for table and 3D input, a list for a list of sequences. With
-            ``pooling="cls"`` the class token is the last token (``n_tokens + 1``).
-            This holds ``n_heads * n_tokens**2`` numbers per sample.
+            ``pooling="cls"`` the class token is the last token (``n_tokens + 1``);
+            with patches, ``n_tokens`` counts patches.
         """
-        return self._per_token(X, layer=self._check_layer(layer))
+        layer = self._check_layer(layer)
+        return self._per_token(X, layer=layer, max_bytes=max_bytes)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -8,11 +8,14 @@ this is the one file to change.
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+from collections.abc import Iterator, Mapping, Set
+
 import numpy as np
+from scipy import sparse
 from sklearn import get_config
 from sklearn.base import _fit_context
-from sklearn.utils import check_array
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils import _param_validation, check_array
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.optimize import _check_optimize_result
 from sklearn.utils.validation import (
@@ -26,8 +29,10 @@ __all__ = [
     "StrOptions",
     "_check_optimize_result",
     "_fit_context",
+    "check_array_like",
     "check_sample_weight",
     "check_target",
+    "normalize_weights",
     "check_init",
     "check_input",
     "working_memory_bytes",
@@ -35,6 +40,37 @@ __all__ = [
 
 FLOAT_DTYPES = (np.float64, np.float32)
 TABLE, SEQUENCES = "table", "sequences"
+
+
+class Interval(_param_validation.Interval):
+    """scikit-learn's ``Interval`` constraint, which a bool does not satisfy.
+
+    ``bool`` is an ``Integral``, so scikit-learn's constraint takes
+    ``n_heads=True`` for one head and ``alpha=False`` for 0; a flag where a
+    number is expected is a mistake, reported as any other invalid value.
+    """
+
+    def is_satisfied_by(self, val):
+        return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)
+
+
+def check_array_like(value, name):
+    """Raise a TypeError for a one-pass iterator, a set or a mapping.
+
+    ``check_array`` reads a generator as a 0-D object array ("float() argument
+    must be ... not 'generator'"); a set or a dict has no order of samples.
+    """
+    if isinstance(value, Iterator):
+        raise TypeError(
+            f"{name} must be an array-like (an array, a list or a DataFrame), got "
+            f"a {type(value).__name__}, which can be read only once: pass "
+            f"list({name}) or an array."
+        )
+    if isinstance(value, (Set, Mapping)) and not sparse.issparse(value):  # dok
+        raise TypeError(
+            f"{name} must be an array-like (an array, a list or a DataFrame), got "
+            f"a {type(value).__name__}, which has no order of samples."
+        )
 
 
 def working_memory_bytes():
@@ -69,7 +105,12 @@ def _check_ragged(X):
     sequences = []
     for i, seq in enumerate(X):
         name = f"X[{i}]"
-        ndim = seq.ndim if hasattr(seq, "ndim") else np.ndim(seq)
+        ndim = _ndim(seq)
+        if ndim is None:
+            raise ValueError(
+                f"{name} must be a 2D array of shape (n_tokens, n_features), but "
+                f"its rows have different lengths: {seq!r:.80}."
+            )
         if ndim != 2:
             raise ValueError(
                 f"{name} must be a 2D array of shape (n_tokens, n_features), got "
@@ -94,6 +135,38 @@ def _check_ragged(X):
         sequences.append(seq)
     dtype = np.result_type(*(seq.dtype for seq in sequences))
     return [seq.astype(dtype, copy=False) for seq in sequences]
+
+
+def _ndim(value):
+    """Number of dimensions of an array-like; None for a nested list of rows of
+    different lengths (numpy's "inhomogeneous shape")."""
+    try:
+        return value.ndim if hasattr(value, "ndim") else np.ndim(value)
+    except ValueError:
+        return None
+
+
+def _explain_inhomogeneous(X):
+    """Raise a ValueError naming the element of a list that numpy could not stack.
+
+    ``_is_ragged`` reads a list as sequences when its first element is 2D; a
+    list whose first element is a row, but a later one a sequence, or whose
+    rows differ in length, fails in numpy with "inhomogeneous shape" instead.
+    Does nothing when no element explains the failure.
+    """
+    if not isinstance(X, (list, tuple)):
+        return
+    if any(_ndim(seq) == 2 for seq in X):
+        _check_ragged(X)  # a list of sequences, with an element that is not one
+    first = np.shape(X[0]) if _ndim(X[0]) is not None else None
+    for i, row in enumerate(X[1:], start=1):
+        shape = np.shape(row) if _ndim(row) is not None else None
+        if shape != first:
+            raise ValueError(
+                f"X[{i}] has shape {shape}, but X[0] has shape {first}: the rows "
+                "of a table must all have the same length, and a list of "
+                "sequences must hold 2D (n_tokens, n_features) arrays."
+            )
 
 
 def _check_n_features_per_token(estimator, n_features, reset):
@@ -133,13 +206,22 @@ def check_input(estimator, X, *, reset, features_per_token=None):
         Finite float32 or float64 tokens; a view of X where possible, never X
         itself modified.
     """
+    check_array_like(X, "X")
     if _is_ragged(X):
         sequences = _check_ragged(X)
         n_features = sequences[0].shape[1]
     else:
-        array = check_array(
-            X, dtype=FLOAT_DTYPES, allow_nd=True, estimator=estimator, input_name="X"
-        )
+        try:
+            array = check_array(
+                X,
+                dtype=FLOAT_DTYPES,
+                allow_nd=True,
+                estimator=estimator,
+                input_name="X",
+            )
+        except ValueError:
+            _explain_inhomogeneous(X)
+            raise
         if array.ndim == 2:
             _check_kind(estimator, TABLE, reset)
             _check_feature_names(estimator, X, reset=reset)
@@ -298,6 +380,7 @@ def check_target(estimator, y, n_samples):
             f"{estimator.__class__.__name__} requires y to be passed, but the "
             f"target y is None (objective={objective!r})."
         )
+    check_array_like(y, "y")
     y = check_array(
         y, ensure_2d=False, dtype=None, input_name="y", ensure_all_finite=True
     )
@@ -331,11 +414,67 @@ def check_target(estimator, y, n_samples):
     return objective, y
 
 
-def check_sample_weight(sample_weight, n_samples, dtype):
-    """Checked non-negative sample weights with a positive sum."""
+def check_sample_weight(sample_weight, n_samples, dtype, *, return_exponent=False):
+    """Checked non-negative sample weights, not all zero, scaled to a largest of 1.
+
+    Parameters
+    ----------
+    sample_weight : array-like of shape (n_samples,), float or None
+        The user's weights: any finite non-negative numbers, not all zero.
+    n_samples : int
+        Number of samples.
+    dtype : dtype
+        dtype of the result.
+    return_exponent : bool, default=False
+        Also return the power of two by which the weights were divided.
+
+    Returns
+    -------
+    sample_weight : ndarray of shape (n_samples,)
+        The weights divided by a power of two (see :func:`normalize_weights`):
+        their ratios are exactly the user's, from 1e-320 to 1e308.
+    exponent : int
+        Only with ``return_exponent``: ``sample_weight * 2**exponent`` are the
+        user's weights.
+    """
+    check_array_like(sample_weight, "sample_weight")
+    # checked in float64 and only then cast: 1e300 overflows float32, 1e-50
+    # rounds to zero in it, but both are fine weights once normalised
     sample_weight = _check_sample_weight(
-        sample_weight, np.empty((n_samples, 0)), dtype=dtype, ensure_non_negative=True
+        sample_weight,
+        np.empty((n_samples, 0)),
+        dtype=np.float64,
+        ensure_non_negative=True,
     )
-    if not sample_weight.sum() > 0:
+    if not sample_weight.max(initial=0) > 0:
         raise ValueError("sample_weight sums to zero: no sample to learn from.")
-    return sample_weight
+    sample_weight, exponent = normalize_weights(sample_weight)
+    sample_weight = sample_weight.astype(dtype, copy=False)
+    return (sample_weight, exponent) if return_exponent else sample_weight
+
+
+def normalize_weights(weights):
+    """Divide finite non-negative weights by the power of two that brings the
+    largest into [1, 2).
+
+    A power of two, so that the ratios of the weights, and so every weighted
+    mean, are exact (to the bit, but for weights more than 2**1022 times
+    smaller than the largest, which become subnormal); the largest in [1, 2),
+    so that sums stay far from overflow and underflow in float32 and float64.
+    Weights already in that range are returned as they are.
+
+    Parameters
+    ----------
+    weights : ndarray of shape (n_samples,)
+        Finite, non-negative, not all zero.
+
+    Returns
+    -------
+    weights : ndarray of shape (n_samples,)
+        ``weights / 2**exponent``.
+    exponent : int
+    """
+    exponent = int(np.frexp(weights.max())[1]) - 1
+    if exponent == 0:
+        return weights, 0
+    return np.ldexp(weights, -exponent), exponent

@@ -8,11 +8,11 @@ from hypothesis import HealthCheck, settings
 
 # Property tests (test_properties.py): the same examples on every run in CI
 # ("ci", the default: derandomized, no example database); "long" searches
-# afresh with 40x the examples:
+# afresh with 24x the examples:
 #     pytest tests/test_properties.py --hypothesis-profile=long
 settings.register_profile(
     "ci",
-    max_examples=60,
+    max_examples=100,
     derandomize=True,
     database=None,
     deadline=None,
