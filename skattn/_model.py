@@ -150,7 +150,7 @@ class Model:
             params[name] = np.array(init.get(name, value), dtype=dtype)
         return params
 
-    def row_bytes(self, n_tokens, *, n_features, itemsize, training, weights=False):
+    def row_bytes(self, n_tokens, *, n_features, itemsize, training):
         """Memory of one sequence padded to ``n_tokens`` (see ``activation_bytes``)."""
         patches = self.units_of(Patches)
         if patches is not None:  # the model sees fewer, wider tokens
@@ -164,7 +164,6 @@ class Model:
             n_layers=self.n_layers,
             ff_dim=self.ff_dim,
             training=training,
-            return_weights=weights,
         )
 
     def token_lengths(self, lengths):

@@ -40,7 +40,7 @@ def batch_budget():
     return min(working_memory_bytes(), BATCH_BYTES)
 
 
-def model_row_bytes(model, sequences, *, training, weights=False):
+def model_row_bytes(model, sequences, *, training):
     """``row_bytes(n_tokens)`` of the model on these sequences."""
     n_features = token_width(sequences)
     itemsize = sequences_dtype(sequences).itemsize
@@ -51,7 +51,6 @@ def model_row_bytes(model, sequences, *, training, weights=False):
             n_features=n_features,
             itemsize=itemsize,
             training=training,
-            weights=weights,
         )
 
     return row_bytes
