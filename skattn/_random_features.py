@@ -139,7 +139,7 @@ class RandomAttentionFeatures(
     n_features_in_ : int
         Columns of a table seen in fit, or the token width of sequences.
 
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Names of the columns seen in fit, for a DataFrame with string column
         names.
 
@@ -420,7 +420,7 @@ class RandomAttentionFeatures(
 
         Returns
         -------
-        X_new : ndarray of shape (n_samples, n_features_out_)
+        X_new : ndarray of shape (n_samples, ``n_features_out_``)
             For each model in turn, each statistic of ``pooling`` in turn, one
             column per feature of the model's width; computed in float32, in
             the dtype of X (float32 or float64).

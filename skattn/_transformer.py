@@ -248,7 +248,7 @@ class AttentionTransformer(
     n_features_in_ : int
         Columns of a table seen in fit, or the token width of sequences.
 
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Names of the columns seen in fit, for a DataFrame with string column
         names.
 
@@ -274,11 +274,11 @@ class AttentionTransformer(
         tokens).
 
     token_mean_, token_scale_ : ndarray of shape (n_token_features,) or \
-            (max_tokens_, n_token_features), or None
+            (``max_tokens_``, n_token_features), or None
         Statistics of the token standardisation (``scale_tokens``): per feature
         of the tokens, or per column (position and feature) of a table.
 
-    input_weights_ : ndarray of shape (n_token_features, d_model_) or None
+    input_weights_ : ndarray of shape (n_token_features, ``d_model_``) or None
         Input projection; None when the tokens enter unprojected.
 
     layers_ : list of dict of str to ndarray
@@ -293,17 +293,19 @@ class AttentionTransformer(
         ``"linear2_bias"`` of shape ``(d_model_,)`` and, with ``layer_norm``,
         ``"norm2_weight"`` and ``"norm2_bias"``.
 
-    final_norm_weight_, final_norm_bias_ : ndarray of shape (d_model_,) or None
+    final_norm_weight_, final_norm_bias_ : ndarray of shape (``d_model_``,) \
+            or None
         Gain and bias of the final layer norm (``norm_first`` with
         ``layer_norm``).
 
-    position_embeddings_ : ndarray of shape (max_tokens_, d_model_) or None
+    position_embeddings_ : ndarray of shape (``max_tokens_``, ``d_model_``) \
+            or None
         Learned positional encoding.
 
-    cls_token_ : ndarray of shape (d_model_,) or None
+    cls_token_ : ndarray of shape (``d_model_``,) or None
         Class token, for ``pooling="cls"``.
 
-    pooling_query_ : ndarray of shape (d_model_,) or None
+    pooling_query_ : ndarray of shape (``d_model_``,) or None
         Query of the attention pooling, for ``pooling="attention"``.
 
     head_coef_ : ndarray of shape (n_features_out, n_outputs) or None
@@ -637,8 +639,8 @@ class AttentionTransformer(
 
         Returns
         -------
-        tokens : ndarray of shape (n_samples, n_tokens, d_model_) or list of \
-                ndarray of shape (n_tokens_i, d_model_)
+        tokens : ndarray of shape (n_samples, n_tokens, ``d_model_``) or list \
+                of ndarray of shape (n_tokens_i, ``d_model_``)
             An array for table and 3D input, a list for a list of sequences. With
             ``pooling="cls"`` each sequence ends with the class token's output
             (``n_tokens + 1`` rows).
