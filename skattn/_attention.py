@@ -135,7 +135,7 @@ def masked_scores(q, k_t, allowed, scale, batch_shape):
     return scores
 
 
-def exp_minus_row_max(scores):
+def exp_minus_row_max(scores, exponent=None):
     """Exponentiate scores in place, each row shifted by its maximum.
 
     Parameters
@@ -144,6 +144,11 @@ def exp_minus_row_max(scores):
         Scaled scores, -inf where a key is not allowed; overwritten by the
         unnormalised probabilities (each row's largest is 1; rows with no
         allowed key are 0).
+    exponent : ndarray of int, broadcastable to (..., tq, 1), default=None
+        The scores are divided by ``2**exponent``: the shifted scores are
+        multiplied back before the exponential (to -inf where that
+        overflows: a probability of 0), and so is the shift (inf where it
+        overflows).
 
     Returns
     -------
@@ -159,8 +164,53 @@ def exp_minus_row_max(scores):
     empty = np.isneginf(row_max)  # rows with no allowed key
     row_max[empty] = 0.0
     scores -= row_max
+    if exponent is not None:
+        with np.errstate(over="ignore"):
+            np.ldexp(scores, exponent, out=scores)
+            row_max = np.ldexp(row_max, exponent)
     np.exp(scores, out=scores)
     return row_max, empty, scores.sum(axis=-1, keepdims=True)
+
+
+def score_exponents(q, k, scale):
+    """Powers of two that keep each row of scores far from overflow.
+
+    ``|scale * q_i . k_j| < 2**(e(max|q_i|) + e(max|k|) + e(|scale|) +
+    e(d))``, with ``e`` the binary exponent (``x < 2**e(x)``): computed on
+    exponents, the bound itself cannot overflow. The scores of a row whose
+    bound exceeds a quarter of the dtype's largest number are computed
+    divided by a power of two (see :func:`attention_tile`).
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., Tq, Dk)
+    k : ndarray of shape (..., Tk, Dk)
+    scale : scalar
+
+    Returns
+    -------
+    exponent : ndarray of int of shape (..., Tq, 1), or None
+        ``max(0, bound - limit)`` for each row; None when no row needs it (the
+        usual case: scores below about 1e307 in float64, 8e37 in float32).
+    """
+    limit = np.finfo(q.dtype).maxexp - 2
+    q_max = np.maximum(
+        q.max(axis=-1, keepdims=True, initial=0),
+        -q.min(axis=-1, keepdims=True, initial=0),
+    )  # (..., Tq, 1), without a temporary |q|
+    k_max = np.maximum(
+        k.max(axis=(-2, -1), keepdims=True, initial=0),
+        -k.min(axis=(-2, -1), keepdims=True, initial=0),
+    )  # (..., 1, 1)
+    bound = (
+        np.frexp(q_max)[1]
+        + np.frexp(k_max)[1]
+        + math.frexp(abs(float(scale)))[1]
+        + math.frexp(q.shape[-1])[1]
+    )
+    if not np.any(bound > limit):
+        return None
+    return np.maximum(bound - limit, 0).astype(np.int32)
 
 
 def check_dropout(dropout, n_keys):
@@ -234,7 +284,16 @@ def dropout_multipliers(dropout, rows, n_keys, batch_shape, dtype):
 
 
 def attention_tile(
-    q, k_t, v, allowed, scale, batch_shape, *, return_weights, multipliers=None
+    q,
+    k_t,
+    v,
+    allowed,
+    scale,
+    batch_shape,
+    *,
+    return_weights,
+    multipliers=None,
+    exponent=None,
 ):
     """Attention of one tile of queries against all keys: the exact softmax.
 
@@ -263,17 +322,24 @@ def attention_tile(
         Dropout multipliers of the probabilities (see
         :func:`dropout_multipliers`), applied after their row sums are taken;
         the weights returned are then the dropped ones.
+    exponent : ndarray of int, broadcastable to (..., tq, 1), default=None
+        Scores that would overflow (see :func:`score_exponents`): each row's
+        scores are computed divided by ``2**exponent`` (exact: a power of
+        two), shifted by their maximum, then multiplied back, so that the
+        differences that the softmax needs stay finite.
 
     Returns
     -------
     context : ndarray of shape (..., tq, Dv)
     lse : ndarray of shape (..., tq)
-        Of the scores, whatever the dropout.
+        Of the scores, whatever the dropout (inf where it overflows).
     weights : ndarray of shape (..., tq, Tk) or None
     """
+    if exponent is not None:
+        q = np.ldexp(q, -exponent)
     scores = masked_scores(q, k_t, allowed, scale, batch_shape)  # (..., tq, Tk)
     # unnormalised probabilities, each row's max is 1; row_sum >= 1, or 0 if empty
-    row_max, empty, row_sum = exp_minus_row_max(scores)  # (..., tq, 1)
+    row_max, empty, row_sum = exp_minus_row_max(scores, exponent)  # (..., tq, 1)
     if multipliers is not None:
         scores *= multipliers  # dropout of the weights, after the softmax's sums
     context = np.matmul(scores, v)  # (..., tq, Dv)
@@ -478,9 +544,17 @@ def attention_forward(
         out[...], lse[...] = 0, np.inf
         return out, lse, weights
 
+    # scores beyond the dtype's range: rows computed divided by a power of two,
+    # on the exact path (the folded shift would overflow)
+    exponent = score_exponents(q, k, scale)
+    # values so large that a sum of Tk of them overflows: divided by a power
+    # of two, and the output multiplied back (a weighted mean of them is finite)
+    v_exponent = _value_exponent(v, n_keys)
+    if v_exponent:
+        v = np.ldexp(v, -v_exponent)
     k_t = np.swapaxes(k, -1, -2)  # (..., Dk, Tk)
     # faster from 16 keys and 8 dimensions on; dropout takes the exact tile
-    fold = not return_weights and dropout is None
+    fold = not return_weights and dropout is None and exponent is None
     if fold:
         folded = fold_keys_values(k, v, scale)
 
@@ -506,6 +580,11 @@ def attention_forward(
                 batch_shape,
                 return_weights=return_weights,
                 multipliers=multipliers,
+                exponent=None
+                if exponent is None
+                else np.broadcast_to(exponent, batch_shape + exponent.shape[-2:])[
+                    ..., rows, :
+                ],
             )
         context, tile_lse, tile_weights = tile
         out[..., rows, :], lse[..., rows] = context, tile_lse
@@ -513,7 +592,21 @@ def attention_forward(
             weights[..., rows, :] = tile_weights
 
     map_parallel(run_tile, query_tiles(n_queries, n_keys, batch_shape, tile_elements))
+    if v_exponent:
+        np.ldexp(out, v_exponent, out=out)
     return out, lse, weights
+
+
+def _value_exponent(v, n_keys):
+    """Power of two by which to divide values whose sum over the keys could
+    overflow (each unnormalised probability is at most 1, or ``1 / (1 - p)``
+    with dropout); 0 for the usual values."""
+    if v.size == 0:
+        return 0
+    v_max = max(float(v.max()), -float(v.min()))
+    limit = np.finfo(v.dtype).maxexp - 2
+    bound = math.frexp(v_max)[1] + math.frexp(n_keys)[1]
+    return max(0, bound - limit)
 
 
 def sum_to_shape(grad, shape):
@@ -764,6 +857,28 @@ def _check_array(array, name, min_ndim=2):
     return array
 
 
+def _check_batch_shapes(*named_shapes):
+    """Raise a ValueError naming the arrays whose leading (batch) axes do not
+    broadcast together (numpy's message names "arg 0" and "arg 1").
+
+    Parameters
+    ----------
+    *named_shapes : (str, tuple or None)
+        Each array's name and full shape (None: no such array); the last two
+        axes are (tokens, width) and do not take part.
+    """
+    shapes = [(name, shape) for name, shape in named_shapes if shape is not None]
+    try:
+        np.broadcast_shapes(*(shape[:-2] for _, shape in shapes))
+    except ValueError:
+        described = ", ".join(f"{name} {shape}" for name, shape in shapes)
+        raise ValueError(
+            "The leading (batch) axes, all but the last two, must broadcast "
+            f"together (numpy rules), but they do not: {described}. Give every "
+            "array the same batch axes, or axes of size 1 to share one along them."
+        ) from None
+
+
 def _check_scale(scale):
     """``scale`` as a finite float, or None."""
     if scale is None:
@@ -775,10 +890,15 @@ def _check_scale(scale):
     return float(scale)
 
 
+def _check_bool(value, name):
+    """A flag as a bool; a TypeError for anything else ("yes", 1, None)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}.")
+    return bool(value)
+
+
 def _check_causal(causal):
-    if not isinstance(causal, (bool, np.bool_)):
-        raise TypeError(f"causal must be True or False, got {causal!r}.")
-    return bool(causal)
+    return _check_bool(causal, "causal")
 
 
 def scaled_dot_product_attention(
@@ -841,6 +961,7 @@ def scaled_dot_product_attention(
         for array, name in ((query, "query"), (key, "key"), (value, "value"))
     )
     scale, causal = _check_scale(scale), _check_causal(causal)
+    return_weights = _check_bool(return_weights, "return_weights")
     if query.shape[-1] != key.shape[-1]:
         raise ValueError(
             f"query and key must have the same last dimension d_k, got "
@@ -852,6 +973,12 @@ def scaled_dot_product_attention(
             f"{key.shape[-2]} and {value.shape[-2]}."
         )
     mask = _as_mask(mask, query.shape[-2], key.shape[-2])
+    _check_batch_shapes(
+        ("query", query.shape),
+        ("key", key.shape),
+        ("value", value.shape),
+        ("mask", None if mask is None else mask.shape),
+    )
     dtype = compute_dtype(query, key, value)
     result_dtype = output_dtype(query, key, value)
     query, key, value = (a.astype(dtype, copy=False) for a in (query, key, value))

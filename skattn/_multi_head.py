@@ -19,6 +19,8 @@ import numpy as np
 from ._attention import (
     _as_mask,
     _check_array,
+    _check_batch_shapes,
+    _check_bool,
     _check_causal,
     attention_backward,
     attention_forward,
@@ -36,7 +38,8 @@ def project(x, w):
     GEMM per sample; flattening the leading axes makes it one GEMM (2.6x
     faster for (256, 32, 64) tokens here).
     """
-    flat = x.reshape(-1, x.shape[-1]) @ w  # (N*T, d_out)
+    # the row count spelled out: -1 is ambiguous for tokens of no feature
+    flat = x.reshape(math.prod(x.shape[:-1]), x.shape[-1]) @ w  # (N*T, d_out)
     return flat.reshape(x.shape[:-1] + (w.shape[1],))
 
 
@@ -260,6 +263,7 @@ def multi_head_attention(
     dtype, result_dtype = compute_dtype(x), output_dtype(x)
     x = x.astype(dtype, copy=False)
     causal = _check_causal(causal)
+    return_weights = _check_bool(return_weights, "return_weights")
     if (
         isinstance(n_heads, (bool, np.bool_))
         or not isinstance(n_heads, (int, np.integer))
@@ -293,6 +297,7 @@ def multi_head_attention(
             )
         w_output = w_output.astype(dtype, copy=False)
     mask = _as_mask(mask, x.shape[-2], x.shape[-2])
+    _check_batch_shapes(("x", x.shape), ("mask", None if mask is None else mask.shape))
     n_tokens = x.shape[-2]
     batch_shape = x.shape[:-2]
     if mask is not None:
