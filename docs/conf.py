@@ -144,7 +144,15 @@ html_context = {"default_mode": "light"}
 # get_params, set_output, set_fit_request... come from scikit-learn, whose
 # docstrings cross-reference scikit-learn's own pages (:ref:, :term:). Without
 # intersphinx those targets do not exist here: keep their text, drop the link.
-_SKLEARN_ROLE = re.compile(r":(?:ref|term|doc):`([^`<]*?)\s*(?:<[^`>]*>)?`")
+_SKLEARN_ROLE = re.compile(r":(ref|term|doc):`([^`<]*?)\s*(<[^`>]*>)?`")
+
+
+def _sklearn_reference_text(match):
+    """A term or a titled link keeps its text; a bare label names the source."""
+    role, text, target = match.groups()
+    if role == "term" or target:
+        return text
+    return "scikit-learn's documentation"
 
 
 def _unlink_sklearn_references(app, what, name, obj, options, lines):
@@ -152,9 +160,7 @@ def _unlink_sklearn_references(app, what, name, obj, options, lines):
     if not module.startswith("sklearn"):
         return
     for index, line in enumerate(lines):
-        lines[index] = _SKLEARN_ROLE.sub(
-            lambda match: match.group(1) or "scikit-learn's user guide", line
-        )
+        lines[index] = _SKLEARN_ROLE.sub(_sklearn_reference_text, line)
 
 
 def setup(app):
