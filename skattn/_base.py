@@ -46,6 +46,7 @@ from ._validation import (
     Interval,
     StrOptions,
     check_array_like,
+    check_finite_output,
     check_init,
     check_input,
     check_sample_weight,
@@ -672,6 +673,9 @@ class BaseAttention(BaseEstimator):
         with single_threaded_blas():  # once, not per batch: it costs ~20 us
             for rows, _, pooled in self._forward_batches(sequences):
                 X_new[rows] = pooled
+        check_finite_output(
+            self, X_new, sequences, self._fitted_structure["scale_tokens"]
+        )
         return X_new
 
     def _per_token(self, X, layer=None, max_bytes=None):
@@ -718,6 +722,8 @@ class BaseAttention(BaseEstimator):
                     continue
                 for row, row_tokens in zip(rows, tokens, strict=True):
                     out[row][...] = row_tokens[: len(out[row])]
+        scale_tokens = self._fitted_structure["scale_tokens"]
+        check_finite_output(self, out, sequences, scale_tokens)
         return out
 
     def _check_weights_bytes(self, n_tokens, dtype, max_bytes):

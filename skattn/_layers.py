@@ -115,17 +115,39 @@ def token_mask(lengths, n_tokens):
 def layer_norm_forward(x, weight, bias, eps=LAYER_NORM_EPS):
     """Layer normalisation over the last axis.
 
+    Rows of finite numbers whose mean or squares overflow (tokens of 1e300, or
+    1e20 in float32) are normalised divided by a power of two near their
+    largest entry: exact, where the plain formula gave ``inv_std = 0`` (a row
+    of zeros) or NaN.
+
     Returns
     -------
     out : ndarray, same shape as ``x``
     cache : dict
         ``x_hat`` (normalised input) and ``inv_std`` of shape (..., 1).
     """
-    mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
-    centred = x - mean
-    variance = np.mean(centred * centred, axis=-1, keepdims=True)  # (..., 1)
-    inv_std = 1.0 / np.sqrt(variance + x.dtype.type(eps))  # (..., 1)
-    x_hat = centred * inv_std
+    with np.errstate(over="ignore", invalid="ignore"):  # recomputed below
+        mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
+        centred = x - mean
+        variance = np.mean(centred * centred, axis=-1, keepdims=True)  # (..., 1)
+    if np.isfinite(variance).all():
+        inv_std = 1.0 / np.sqrt(variance + x.dtype.type(eps))  # (..., 1)
+        x_hat = centred * inv_std
+    else:
+        # x / 2**e, e the exponent of each overflowing row's largest |x|:
+        # x_hat = centred' / sqrt(var' + eps / 4**e), inv_std = that / 2**e
+        largest = np.maximum(
+            x.max(axis=-1, keepdims=True), -x.min(axis=-1, keepdims=True)
+        )
+        exponent = np.where(np.isfinite(variance), 0, np.frexp(largest)[1])
+        exponent = exponent.astype(np.int32)
+        x_scaled = np.ldexp(x, -exponent)
+        centred = x_scaled - x_scaled.mean(axis=-1, keepdims=True)
+        variance = np.mean(centred * centred, axis=-1, keepdims=True)
+        eps_scaled = np.ldexp(x.dtype.type(eps), -2 * exponent)  # may underflow
+        inv_std_scaled = 1.0 / np.sqrt(variance + eps_scaled)
+        x_hat = centred * inv_std_scaled
+        inv_std = np.ldexp(inv_std_scaled, -exponent)  # may underflow to 0
     return x_hat * weight + bias, {"x_hat": x_hat, "inv_std": inv_std}
 
 

@@ -11,6 +11,7 @@ trained: ``fit`` draws the models and learns the token statistics.
 # SPDX-License-Identifier: BSD-3-Clause
 
 import math
+from collections.abc import Mapping, Set
 from numbers import Integral
 
 import numpy as np
@@ -39,6 +40,7 @@ from ._validation import (
     Interval,
     StrOptions,
     _fit_context,
+    check_finite_output,
     check_input,
     check_sample_weight,
 )
@@ -383,7 +385,7 @@ class RandomAttentionFeatures(
     def _patch_sizes(self, sequences):
         """The patch sizes the models draw from (None: no patches); checked."""
         if self.patch_size != "auto":
-            values = _as_list(self.patch_size)
+            values = _as_list(self.patch_size, "patch_size")
 
             def valid(v):
                 positive = isinstance(v, Integral) and not isinstance(v, bool) and v > 0
@@ -423,7 +425,14 @@ class RandomAttentionFeatures(
         X_new : ndarray of shape (n_samples, ``n_features_out_``)
             For each model in turn, each statistic of ``pooling`` in turn, one
             column per feature of the model's width; computed in float32, in
-            the dtype of X (float32 or float64).
+            the dtype of X (float32 or float64). With ``scale_tokens`` the
+            tokens are standardised in the dtype of X before the cast.
+
+        Raises
+        ------
+        ValueError
+            When tokens too large for float32 (unstandardised, or far
+            outside those of fit) make the models overflow, instead of NaN.
         """
         check_is_fitted(self)
         structure = self._fitted_structure
@@ -434,14 +443,17 @@ class RandomAttentionFeatures(
         n_features = token_width(sequences)
         n_tokens = sequences.shape[1] if self._input_kind == TABLE else 1
         statistics = self._fitted_statistics
+        # the tokens are standardised in the dtype of X, before the cast to
+        # float32: float64 tokens beyond float32's range (1e300) then enter
+        # the models finite, as AttentionTransformer's do
+        token_mean = token_scale = None
+        if structure["scale_tokens"]:
+            token_mean = self.token_mean_.astype(dtype, copy=False)
+            token_scale = self.token_scale_.astype(dtype, copy=False)
         models = []
         for config, weights in zip(self.models_, self.weights_, strict=True):
-            model = self._build(config, n_features, n_tokens)
-            params = dict(weights)
-            if structure["scale_tokens"]:
-                params["token_mean"] = self.token_mean_.astype(COMPUTE_DTYPE)
-                params["token_scale"] = self.token_scale_.astype(COMPUTE_DTYPE)
-            models.append((model, params))
+            model = self._build(config, n_features, n_tokens, scales_tokens=False)
+            models.append((model, dict(weights)))
         lengths = sequence_lengths(sequences)
         n_out = self.n_features_out_
 
@@ -460,6 +472,8 @@ class RandomAttentionFeatures(
 
         def run(rows, x):
             """Every model on one padded batch: its statistics side by side."""
+            if token_mean is not None:  # a new array: never modifies X
+                x = (x - token_mean) / token_scale
             x = x.astype(COMPUTE_DTYPE, copy=False)
             out = np.empty((len(rows), n_out), dtype=COMPUTE_DTYPE)
             batch_lengths = lengths[rows]
@@ -483,6 +497,7 @@ class RandomAttentionFeatures(
                 run, sequences, lengths, rows, row_bytes, batch_budget()
             ):
                 X_new[batch] = out
+        check_finite_output(self, X_new, sequences, structure["scale_tokens"])
         return X_new
 
     def get_feature_names_out(self, input_features=None):
@@ -515,10 +530,15 @@ class RandomAttentionFeatures(
     # Helpers
     # -------
 
-    def _build(self, config, n_features, n_tokens):
-        """The model of one configuration (see ``skattn._model.build_model``)."""
+    def _build(self, config, n_features, n_tokens, scales_tokens=True):
+        """The model of one configuration (see ``skattn._model.build_model``).
+
+        With ``scales_tokens=False`` the model has no token standardisation
+        even with ``scale_tokens``: ``transform`` standardises the tokens
+        itself, in the dtype of X.
+        """
         token_shape = None
-        if self._fitted_structure["scale_tokens"]:
+        if scales_tokens and self._fitted_structure["scale_tokens"]:
             token_shape = (n_features,)
             if self._input_kind == TABLE:
                 token_shape = (n_tokens, n_features)
@@ -561,7 +581,7 @@ class RandomAttentionFeatures(
         candidates = {}
         for name, (valid, what) in rules.items():
             value = getattr(self, name)
-            values = _as_list(value)
+            values = _as_list(value, name)
             if not values or not all(valid(v) for v in values):
                 raise ValueError(
                     f"{name} must be {what} or a non-empty list of them (each "
@@ -575,7 +595,7 @@ class RandomAttentionFeatures(
 
     def _statistics(self):
         """The names of ``pooling`` as a list; checked."""
-        names = _as_list(self.pooling)
+        names = _as_list(self.pooling, "pooling")
         if (
             not names
             or not all(isinstance(n, str) and n in STATISTICS for n in names)
@@ -599,8 +619,22 @@ class RandomAttentionFeatures(
         return tags
 
 
-def _as_list(value):
-    """A parameter value as a list of candidates: scalars and strings alone."""
+def _as_list(value, name):
+    """A parameter value as a list of candidates: scalars and strings alone.
+
+    Raises
+    ------
+    TypeError
+        For a set (no order: the columns would change from run to run) or a
+        mapping (its keys would be read as the candidates).
+    """
     if value is None or isinstance(value, (str, bool, np.bool_, Integral)):
         return [value]
+    if isinstance(value, (Set, Mapping)):
+        raise TypeError(
+            f"{name} must be a value or a list of values, got a "
+            f"{type(value).__name__} {value!r:.80}: a set has no order (the "
+            "models and columns would change from run to run) and a mapping's "
+            f"keys are not candidates. Pass a list, e.g. {name}={list(value)!r:.80}."
+        )
     return list(value)

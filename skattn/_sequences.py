@@ -305,12 +305,26 @@ def token_moments(sequences, sample_weight=None, *, per_position=False):
             w = np.broadcast_to(w, block.shape[:2])[:, :, None]  # (b, T, 1)
             yield block.astype(np.float64), w
 
+    # the moments of x / 2**e, e the exponent of each feature's largest |x|
+    # (padding included: zeros): the sums and squares of tokens beyond 1e154
+    # overflow, but a power of two scales every operation exactly
+    largest = 0.0
+    for block, _ in blocks():
+        largest = np.maximum(largest, np.max(np.abs(block), axis=axes))
+    exponent = np.frexp(largest)[1]
     # two passes, so that a large mean does not cancel the variance's digits
-    total = sum(np.sum(w * block, axis=axes) for block, w in blocks())
+    total = sum(
+        np.sum(w * np.ldexp(block, -exponent), axis=axes) for block, w in blocks()
+    )
     count = sum(np.sum(w, axis=axes) for _, w in blocks())
     mean = total / count
-    variance = sum(np.sum(w * (block - mean) ** 2, axis=axes) for block, w in blocks())
+    variance = sum(
+        np.sum(w * (np.ldexp(block, -exponent) - mean) ** 2, axis=axes)
+        for block, w in blocks()
+    )
     scale = np.sqrt(variance / count)
-    scale[scale <= 1e-12 * np.maximum(np.abs(mean), 1.0)] = 1.0
+    constant = scale <= 1e-12 * np.maximum(np.abs(mean), 2.0**-exponent)
+    mean, scale = np.ldexp(mean, exponent), np.ldexp(scale, exponent)
+    scale[constant] = 1.0
     dtype = sequences_dtype(sequences)
     return mean.astype(dtype), scale.astype(dtype)

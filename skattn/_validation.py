@@ -30,6 +30,7 @@ __all__ = [
     "_check_optimize_result",
     "_fit_context",
     "check_array_like",
+    "check_finite_output",
     "check_sample_weight",
     "check_target",
     "normalize_weights",
@@ -71,6 +72,44 @@ def check_array_like(value, name):
             f"{name} must be an array-like (an array, a list or a DataFrame), got "
             f"a {type(value).__name__}, which has no order of samples."
         )
+
+
+def check_finite_output(estimator, out, sequences, scale_tokens):
+    """Raise a ValueError when a forward pass returned NaN or inf.
+
+    Finite tokens can still overflow the model: unstandardised tokens of
+    1e300 (or 1e20 in float32, which RandomAttentionFeatures computes in)
+    overflow the products and the layer norms. Checked on the result, a pass
+    over the output only.
+
+    Parameters
+    ----------
+    estimator : BaseEstimator
+        Named in the message.
+    out : ndarray or list of ndarray
+        The result.
+    sequences : ndarray or list of ndarray
+        The checked input, for the message.
+    scale_tokens : bool
+        The fitted ``scale_tokens``.
+    """
+    arrays = out if isinstance(out, list) else [out]
+    if all(np.isfinite(array).all() for array in arrays):
+        return
+    seqs = sequences if isinstance(sequences, list) else [sequences]
+    largest = max(float(np.max(np.abs(seq), initial=0)) for seq in seqs)
+    remedy = (
+        "Standardise the tokens (scale_tokens=True, the default) or rescale X."
+        if not scale_tokens
+        else "X's tokens are far outside those of fit (standardised with fit's "
+        "statistics, they are still too large): rescale X as the training data, "
+        "or fit on data of this scale."
+    )
+    raise ValueError(
+        f"{type(estimator).__name__} cannot compute X: its tokens (largest "
+        f"|x| = {largest:.3g}, scale_tokens={scale_tokens}) overflow the model's "
+        f"arithmetic and gave NaN or inf. {remedy}"
+    )
 
 
 def working_memory_bytes():

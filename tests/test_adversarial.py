@@ -2,20 +2,26 @@
 
 Each test failed before its fix: huge finite scores or values in the kernels,
 batch axes that do not broadcast, flags that are not bools, tokens of no
-feature in multi_head_attention, float64 tokens beyond float32's range in
-RandomAttentionFeatures, the L-BFGS verbose table, an Adam epsilon that
-underflows float32, and unordered collections as lists of candidates.
+feature in multi_head_attention, token statistics and layer norms of tokens
+beyond 1e154, float64 tokens beyond float32's range in RandomAttentionFeatures,
+the L-BFGS verbose table, an Adam epsilon that underflows float32, and
+unordered collections as lists of candidates.
 """
 
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import contextlib
+import io
+import re
 import warnings
 
 import numpy as np
 import pytest
 
 from skattn import (
+    AttentionTransformer,
+    RandomAttentionFeatures,
     multi_head_attention,
     scaled_dot_product_attention,
 )
@@ -109,3 +115,91 @@ def test_multi_head_attention_tokens_of_no_feature():
     )
     assert out.shape == (2, 3, 4) and not out.any()
     np.testing.assert_allclose(weights, 1 / 3)
+
+
+def test_token_statistics_of_huge_tokens():
+    """Tokens of 1e300 had an infinite token_scale_ (their squares overflow):
+    every token standardised to 0 and the output was one constant vector."""
+    X = np.random.default_rng(0).standard_normal((6, 4))
+    model = AttentionTransformer(objective=None, random_state=0)
+    expected = model.fit(X).transform(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        huge = model.fit(X * 1e300).transform(X * 1e300)
+    np.testing.assert_allclose(huge, expected, atol=1e-12)
+    np.testing.assert_allclose(
+        model.token_scale_.ravel() / 1e300, X.std(axis=0), rtol=1e-12
+    )
+
+
+def test_random_features_float64_tokens_beyond_float32():
+    """Float64 tokens of 1e300 gave NaN features: cast to float32 (inf) before
+    their standardisation. They are standardised in float64 first."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((6, 4))
+    features = RandomAttentionFeatures(n_models=2, random_state=0)
+    expected = features.fit(X).transform(X)
+    huge = features.fit(X * 1e300).transform(X * 1e300)
+    np.testing.assert_allclose(huge, expected, atol=1e-5)
+
+
+def test_unstandardised_huge_tokens_are_computed_or_refused():
+    """scale_tokens=False with tokens of 1e300 returned NaN features without
+    a word: the layer norm's squares overflowed. The layer norm now scales
+    such rows by a power of two (AttentionTransformer computes them, as it
+    does the same tokens divided by 1e290, up to the layer norm's epsilon);
+    RandomAttentionFeatures, in float32, cannot hold them and says so."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((6, 4))
+    model = AttentionTransformer(objective=None, scale_tokens=False, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = model.fit(X * 1e300).transform(X * 1e300)
+    np.testing.assert_allclose(out, model.fit(X * 1e10).transform(X * 1e10), atol=1e-6)
+    features = RandomAttentionFeatures(n_models=1, scale_tokens=False, random_state=0)
+    features.fit(X * 1e300)
+    with (
+        pytest.raises(ValueError, match=r"scale_tokens=False.*scale_tokens=True"),
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        features.transform(X * 1e300)
+
+
+def test_lbfgs_verbose_counts_its_iterations():
+    """The L-BFGS table printed iteration 0 on every line (n_iter_ is set at
+    the end of the fit)."""
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((10, 3)), np.arange(10) % 2
+    model = AttentionTransformer(
+        solver="lbfgs", max_iter=3, verbose=True, warm_start=True, random_state=0
+    )
+    for _ in range(2):
+        output = io.StringIO()
+        with contextlib.redirect_stdout(output):
+            model.fit(X, y)
+        printed = re.findall(r"\]\s+(\d+)\s+\S+e[+-]\d+", output.getvalue())
+        n_before = model.n_iter_ - len(printed)
+        assert [int(i) for i in printed] == list(range(n_before + 1, model.n_iter_ + 1))
+
+
+def test_adam_epsilon_below_float32_is_named():
+    """epsilon=1e-300 rounds to zero in float32 (Adam's dtype): the fit
+    raised 'non-finite weights', blaming the tokens or the learning rate."""
+    X, y = np.random.default_rng(0).standard_normal((10, 3)), np.arange(10) % 2
+    with pytest.raises(ValueError, match=r"epsilon=1e-300 .*larger epsilon"):
+        AttentionTransformer(epsilon=1e-300, max_iter=2).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"n_heads": {1: 2}}, {"pooling": {"mean", "max"}}, {"head_dim": {8, 16}}],
+)
+def test_random_features_candidates_must_be_ordered(params):
+    """A set of candidates was accepted (its order, and so the models and the
+    columns, changes with the process's hash seed) and a dict's keys were read
+    as the candidates."""
+    features = RandomAttentionFeatures(n_models=1, **params)
+    name = next(iter(params))
+    with pytest.raises(TypeError, match=f"{name} must be a value or a list"):
+        features.fit(np.ones((3, 2)))
