@@ -24,7 +24,14 @@ class AdamOptimizer:
     beta_1, beta_2 : float, default=0.9, 0.999
         Decay rates of the first and second moment estimates.
     epsilon : float, default=1e-8
-        Numerical stability term.
+        Numerical stability term; at least the smallest normal number of the
+        parameters' dtype (1.2e-38 in float32): a smaller one rounds to zero
+        (or loses its digits) there, and a step of a zero moment is then 0/0.
+
+    Raises
+    ------
+    ValueError
+        For an ``epsilon`` below the smallest normal number of the dtype.
 
     Attributes
     ----------
@@ -41,6 +48,14 @@ class AdamOptimizer:
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = epsilon
+        dtype = next(iter(params.values())).dtype if params else np.dtype(np.float64)
+        if epsilon < np.finfo(dtype).tiny:
+            raise ValueError(
+                f"epsilon={epsilon} is below the smallest normal {dtype} number, "
+                f"{np.finfo(dtype).tiny:.3g}: Adam computes in {dtype}, where it "
+                "rounds to zero and a step of a zero moment is 0/0 (NaN weights). "
+                "Pass a larger epsilon (the default is 1e-8)."
+            )
         self.t = 0
         self.ms = {name: np.zeros_like(value) for name, value in params.items()}
         self.vs = {name: np.zeros_like(value) for name, value in params.items()}

@@ -391,11 +391,15 @@ def fit_lbfgs(est, model, params, data, *, alpha):
         flat = np.concatenate([grads[name].ravel() for name in names])
         return loss, flat.astype(np.float64)
 
+    first_iteration = est.n_iter_  # n_iter_ counts this fit's only at its end
+
     def callback(intermediate_result):
         est.loss_curve_.append(float(intermediate_result.fun))
         if est.verbose:
-            print_iteration(est, est.loss_curve_[-1], start)
+            iteration = first_iteration + len(est.loss_curve_) - n_losses
+            print_iteration(est, est.loss_curve_[-1], start, iteration=iteration)
 
+    n_losses = len(est.loss_curve_)
     theta = np.concatenate([params[name].ravel() for name in names])
     result = scipy.optimize.minimize(
         loss_grad,
@@ -412,9 +416,11 @@ def fit_lbfgs(est, model, params, data, *, alpha):
     est.best_loss_ = min(est.best_loss_, est.loss_)
 
 
-def print_iteration(est, loss, start, score=None):
-    """One line of the verbose table: iteration, loss, time (and score)."""
-    line = f"{est.n_iter_:>10d} {loss:>20.6e} {time.time() - start:>10.2f}"
+def print_iteration(est, loss, start, score=None, iteration=None):
+    """One line of the verbose table: iteration (default ``n_iter_``), loss,
+    time (and score)."""
+    iteration = est.n_iter_ if iteration is None else iteration
+    line = f"{iteration:>10d} {loss:>20.6e} {time.time() - start:>10.2f}"
     if score is not None:
         line += f" {score:>12.4f}"
     print(f"[{type(est).__name__}] {line}")
