@@ -172,7 +172,7 @@ class AttentionDisplay:
                 "include_values=True writes the weights of one head: pass head= "
                 "to draw one head, or include_values=False for the grid."
             )
-        axes, figure = self._axes(plt, ax, len(heads), grid)
+        axes, figure = self._axes(plt, ax, len(heads), grid, labels)
 
         shown = weights[list(heads)]
         im_kw = {
@@ -369,18 +369,22 @@ class AttentionDisplay:
             )
         return labels
 
-    def _axes(self, plt, ax, n_axes, grid):
+    def _axes(self, plt, ax, n_axes, grid, labels):
         """The axes to draw on, and their figure: the user's, or new ones."""
         n_cols = math.ceil(math.sqrt(n_axes))
         n_rows = math.ceil(n_axes / n_cols)
+        # room for the tick labels (long column names) beside each heatmap
+        margin = 0.08 * min(max(len(label) for label in labels), 30)
         if ax is None:
             if not grid:
-                figure, axis = plt.subplots(layout="constrained")
+                figure, axis = plt.subplots(
+                    figsize=(5.2 + margin, 4.2 + margin), layout="constrained"
+                )
                 return [axis], figure
             figure, axes = plt.subplots(
                 n_rows,
                 n_cols,
-                figsize=(3.4 * n_cols + 1.2, 3.2 * n_rows),
+                figsize=((3.4 + margin) * n_cols + 1.2, (3.2 + margin) * n_rows),
                 layout="constrained",
                 squeeze=False,
             )
