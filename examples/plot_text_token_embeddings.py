@@ -172,22 +172,23 @@ plt.show()
 # ---------------------------------------------------
 # Real text: a pretrained encoder gives one vector per token (not executed
 # here: it downloads a model). ``sentence-transformers`` returns them with
-# ``output_value="token_embeddings"``, a list of ``(n_tokens_i, 384)`` arrays,
-# which is exactly the ragged input of :class:`~skattn.AttentionTransformer`:
+# ``output_value="token_embeddings"``, one ``(n_tokens_i, 384)`` tensor per
+# text; as numpy arrays they are exactly the ragged input of
+# :class:`~skattn.AttentionTransformer`:
 #
 # .. code-block:: python
 #
 #     from sentence_transformers import SentenceTransformer
 #
 #     model = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")
-#     tokens = model.encode(
-#         sentences, output_value="token_embeddings", convert_to_numpy=True
-#     )
-#     X = [t.numpy() if hasattr(t, "numpy") else t for t in tokens]
+#     # one torch tensor of shape (n_tokens_i, 384) per text
+#     texts = ["the plot was not good", "honestly , the music was great"]
+#     tokens = model.encode(texts, output_value="token_embeddings")
+#     X = [t.float().cpu().numpy() for t in tokens]
 #     pipe = make_pipeline(AttentionTransformer(random_state=0),
 #                          LogisticRegression(max_iter=1000))
-#     pipe.fit(X, y)
+#     pipe.fit(X, labels)  # one label per text
 #
 # The token labels of :class:`~skattn.plotting.AttentionDisplay` are then the
-# model's word pieces: ``model.tokenizer.tokenize(sentence)`` plus its special
+# model's word pieces: ``model.tokenizer.tokenize(text)`` plus its special
 # tokens (``[CLS]`` first and ``[SEP]`` last for this model).
