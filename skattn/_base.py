@@ -518,8 +518,8 @@ class BaseAttention(BaseEstimator):
         self.validation_scores_ = [] if self.early_stopping_ else None
         self.best_validation_score_ = -np.inf if self.early_stopping_ else None
         self._no_improvement_count = 0
-        if hasattr(self, "_optimizer"):
-            del self._optimizer
+        if hasattr(self, "_optimizer_state"):
+            del self._optimizer_state
 
     def _resolve_head_dim(self, n_features, init, labels):
         """Head width: the parameter, else the width ``init`` implies, else the rule."""

@@ -35,6 +35,14 @@ class AdamOptimizer:
 
     Attributes
     ----------
+    state : dict
+        Everything the optimizer holds, as plain Python numbers and numpy
+        arrays: ``"t"`` (number of updates made), ``"ms"`` and ``"vs"`` (dicts
+        of str to ndarray, the first and second moment estimates) and the
+        hyper-parameters. An estimator keeps this dict, not the optimizer, so
+        that a fitted estimator holds no private type (``skops.io.load`` needs
+        to trust only the public estimators); :meth:`from_state` continues
+        from it. Updated in place.
     t : int
         Number of updates made.
     ms, vs : dict of str to ndarray
@@ -44,10 +52,6 @@ class AdamOptimizer:
     def __init__(
         self, params, learning_rate_init=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-8
     ):
-        self.learning_rate_init = learning_rate_init
-        self.beta_1 = beta_1
-        self.beta_2 = beta_2
-        self.epsilon = epsilon
         dtype = next(iter(params.values())).dtype if params else np.dtype(np.float64)
         if epsilon < np.finfo(dtype).tiny:
             raise ValueError(
@@ -56,9 +60,44 @@ class AdamOptimizer:
                 "rounds to zero and a step of a zero moment is 0/0 (NaN weights). "
                 "Pass a larger epsilon (the default is 1e-8)."
             )
-        self.t = 0
-        self.ms = {name: np.zeros_like(value) for name, value in params.items()}
-        self.vs = {name: np.zeros_like(value) for name, value in params.items()}
+        self.state = {
+            "t": 0,
+            "ms": {name: np.zeros_like(value) for name, value in params.items()},
+            "vs": {name: np.zeros_like(value) for name, value in params.items()},
+            "learning_rate_init": learning_rate_init,
+            "beta_1": beta_1,
+            "beta_2": beta_2,
+            "epsilon": epsilon,
+        }
+
+    @classmethod
+    def from_state(cls, state):
+        """The optimizer that continues from ``state`` (updated in place).
+
+        Parameters
+        ----------
+        state : dict
+            The ``state`` of an optimizer, as built by the constructor.
+
+        Returns
+        -------
+        optimizer : AdamOptimizer
+        """
+        optimizer = cls.__new__(cls)
+        optimizer.state = state
+        return optimizer
+
+    @property
+    def t(self):
+        return self.state["t"]
+
+    @property
+    def ms(self):
+        return self.state["ms"]
+
+    @property
+    def vs(self):
+        return self.state["vs"]
 
     def update_params(self, params, grads):
         """Take one Adam step on ``params`` in place.
@@ -70,20 +109,20 @@ class AdamOptimizer:
         grads : dict of str to ndarray
             Gradients, same keys and shapes.
         """
-        self.t += 1
+        state = self.state
+        state["t"] = t = state["t"] + 1
+        beta_1, beta_2 = state["beta_1"], state["beta_2"]
         # bias-corrected step size, as in scikit-learn's AdamOptimizer
         learning_rate = (
-            self.learning_rate_init
-            * math.sqrt(1 - self.beta_2**self.t)
-            / (1 - self.beta_1**self.t)
+            state["learning_rate_init"] * math.sqrt(1 - beta_2**t) / (1 - beta_1**t)
         )
         for name, grad in grads.items():
-            m, v = self.ms[name], self.vs[name]
-            m *= self.beta_1
-            m += (1 - self.beta_1) * grad
-            v *= self.beta_2
+            m, v = state["ms"][name], state["vs"][name]
+            m *= beta_1
+            m += (1 - beta_1) * grad
+            v *= beta_2
             with np.errstate(over="ignore"):  # the solver raises on an inf moment
-                v += (1 - self.beta_2) * (grad * grad)
-            params[name] -= (learning_rate * m / (np.sqrt(v) + self.epsilon)).astype(
-                params[name].dtype, copy=False
-            )
+                v += (1 - beta_2) * (grad * grad)
+            params[name] -= (
+                learning_rate * m / (np.sqrt(v) + state["epsilon"])
+            ).astype(params[name].dtype, copy=False)

@@ -147,8 +147,10 @@ def fit_adam(est, model, params, data, incremental, *, alpha):
     Parameters
     ----------
     est : AttentionTransformer
-        Gives the hyper-parameters, its ``_random_state`` and ``_optimizer``
-        (kept between ``partial_fit`` calls); receives the training history.
+        Gives the hyper-parameters, its ``_random_state`` and
+        ``_optimizer_state`` (Adam's moments, step count and hyper-parameters as
+        plain numbers and arrays, kept between ``partial_fit`` calls); receives
+        the training history.
     model : Model
         The model with its head.
     params : dict of str to ndarray
@@ -173,11 +175,15 @@ def fit_adam(est, model, params, data, incremental, *, alpha):
         batch_size = min(auto, n_train)
     else:
         batch_size = min(est.batch_size, n_train)
-    if not incremental or not hasattr(est, "_optimizer"):
+    if not incremental or not hasattr(est, "_optimizer_state"):
         trainable = {name: params[name] for name in model.trainable_names()}
-        est._optimizer = AdamOptimizer(
+        optimizer = AdamOptimizer(
             trainable, est.learning_rate_init, est.beta_1, est.beta_2, est.epsilon
         )
+        # the estimator keeps the state (updated in place), not the object
+        est._optimizer_state = optimizer.state
+    else:
+        optimizer = AdamOptimizer.from_state(est._optimizer_state)
     options = dict(task=est.target_type_, alpha=alpha)
     best_params = None
     start = time.time()
@@ -196,7 +202,7 @@ def fit_adam(est, model, params, data, incremental, *, alpha):
             loss, grads = loss_gradients(
                 model, params, data, rows, dropout=dropout, **options
             )
-            est._optimizer.update_params(params, grads)
+            optimizer.update_params(params, grads)
             epoch_loss += loss * float(sample_weight[rows].sum())
         est.n_iter_ += 1
         est.t_ += n_train
@@ -307,11 +313,11 @@ def check_finite(est, params):
     finite = math.isfinite(est.loss_) and all(
         np.isfinite(value).all() for value in params.values()
     )
-    optimizer = getattr(est, "_optimizer", None)
-    if finite and est.solver == "adam" and optimizer is not None:
+    state = getattr(est, "_optimizer_state", None)
+    if finite and est.solver == "adam" and state is not None:
         # a gradient above sqrt(max float) (1.8e19 in float32) makes its
         # second moment inf: the weight then silently never moves again
-        stalled = [name for name, v in optimizer.vs.items() if not np.isfinite(v).all()]
+        stalled = [name for name, v in state["vs"].items() if not np.isfinite(v).all()]
         if stalled:
             raise ValueError(
                 f"Adam's gradients of {len(stalled)} weight array(s) (first "

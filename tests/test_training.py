@@ -48,7 +48,7 @@ def test_adam_updates_follow_the_formula():
     optimizer = AdamOptimizer(params, 0.1, beta_1=0.8, beta_2=0.9, epsilon=1e-8)
     optimizer.ms["w"][:] = [0.1, 0.2]
     optimizer.vs["w"][:] = [0.01, 0.02]
-    optimizer.t = 2
+    optimizer.state["t"] = 2
     m = 0.8 * np.array([0.1, 0.2]) + 0.2 * np.array([0.5, 0.25])
     v = 0.9 * np.array([0.01, 0.02]) + 0.1 * np.array([0.25, 0.0625])
     learning_rate = 0.1 * math.sqrt(1 - 0.9**3) / (1 - 0.8**3)
@@ -281,7 +281,7 @@ def test_early_stopping_auto_holds_out_data_from_2000_samples(n_samples, on):
     assert (est.validation_scores_ is not None) is on
     # batch_size="auto": 32 with early stopping (200 of 2000 held out), else 200
     steps = math.ceil(1800 / 32) if on else math.ceil(n_samples / 200)
-    assert est._optimizer.t == 2 * steps
+    assert est._optimizer_state["t"] == 2 * steps
     if on:
         assert len(est.validation_scores_) == 2
     # partial_fit never holds out samples

@@ -1,0 +1,124 @@
+"""Persistence: pickle and skops round trips give the same model, bit for bit.
+
+A fitted estimator holds only numpy arrays, Python numbers, dicts and lists
+(Adam's state included, as ``_optimizer_state``), so ``skops.io.load`` needs to
+trust nothing but skattn's public estimator classes (issue 11).
+"""
+
+import pickle
+
+import numpy as np
+import pytest
+from helpers import make_ragged, order_task
+from numpy.testing import assert_array_equal
+
+from skattn import AttentionTransformer, RandomAttentionFeatures
+
+try:
+    import skops.io as sio
+except ImportError:  # an optional test dependency (the "test" extra)
+    sio = None
+
+needs_skops = pytest.mark.skipif(
+    sio is None, reason="skops is not installed (pip install skops, in the test extra)"
+)
+
+TRANSFORMER = "skattn._transformer.AttentionTransformer"
+RANDOM_FEATURES = "skattn._random_features.RandomAttentionFeatures"
+
+
+def skops_round_trip(est, expected_untrusted):
+    """Dump with skops, check the untrusted types, load trusting exactly those."""
+    blob = sio.dumps(est)
+    untrusted = sio.get_untrusted_types(data=blob)
+    assert untrusted == expected_untrusted
+    return sio.loads(blob, trusted=expected_untrusted)
+
+
+def pickle_round_trip(est, expected_untrusted=None):
+    return pickle.loads(pickle.dumps(est))
+
+
+ROUND_TRIPS = [
+    pytest.param(pickle_round_trip, id="pickle"),
+    pytest.param(skops_round_trip, id="skops", marks=needs_skops),
+]
+
+
+def adam(**kwargs):
+    """A small Adam model that shuffles and drops out: its random state matters."""
+    return AttentionTransformer(
+        n_heads=2, head_dim=2, dropout=0.1, max_iter=3, random_state=0, **kwargs
+    )
+
+
+@pytest.fixture(scope="module")
+def task():
+    X, y = order_task(n=60, n_tokens=5, width=3)
+    return X, y
+
+
+def fitted_estimators(X, y):
+    return {
+        "adam-fit": (adam().fit(X, y), [TRANSFORMER]),
+        "adam-partial_fit": (adam().partial_fit(X, y), [TRANSFORMER]),
+        "lbfgs": (
+            AttentionTransformer(
+                n_heads=2, head_dim=2, solver="lbfgs", max_iter=3, random_state=0
+            ).fit(X, y),
+            [TRANSFORMER],
+        ),
+        "random-features": (
+            RandomAttentionFeatures(n_models=4, random_state=0).fit(X),
+            [RANDOM_FEATURES],
+        ),
+    }
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("round_trip", ROUND_TRIPS)
+def test_round_trip_transforms_bit_identically(task, round_trip):
+    X, y = task
+    ragged = make_ragged(width=3)
+    for name, (est, untrusted) in fitted_estimators(X, y).items():
+        restored = round_trip(est, untrusted)
+        assert type(restored) is type(est), name
+        assert_array_equal(restored.transform(X), est.transform(X), err_msg=name)
+        assert_array_equal(
+            restored.transform(ragged), est.transform(ragged), err_msg=name
+        )
+        if hasattr(est, "head_coef_"):
+            assert_array_equal(restored.head_coef_, est.head_coef_, err_msg=name)
+
+
+@needs_skops
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_skops_trusts_only_the_public_estimator_classes(task):
+    """No private type (the Adam optimizer once was one) in a fitted estimator."""
+    X, y = task
+    for name, (est, expected) in fitted_estimators(X, y).items():
+        public = f"{type(est).__module__}.{type(est).__name__}"
+        assert expected == [public], name
+        assert sio.get_untrusted_types(data=sio.dumps(est)) == expected, name
+    # the Adam state is plain numbers and arrays
+    state = adam().fit(X, y)._optimizer_state
+    assert isinstance(state["t"], int) and state["t"] > 0
+    for key in ("ms", "vs"):
+        assert all(isinstance(v, np.ndarray) for v in state[key].values())
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("round_trip", ROUND_TRIPS)
+@pytest.mark.parametrize("start", ["fit", "partial_fit"])
+def test_partial_fit_after_a_round_trip_continues_as_without(task, round_trip, start):
+    """Adam's moments and step count, and the random state, survive the trip."""
+    X, y = task
+    uninterrupted = getattr(adam(), start)(X, y)
+    interrupted = round_trip(getattr(adam(), start)(X, y), [TRANSFORMER])
+    for _ in range(2):
+        uninterrupted.partial_fit(X, y)
+        interrupted.partial_fit(X, y)
+    assert interrupted._optimizer_state["t"] == uninterrupted._optimizer_state["t"]
+    assert_array_equal(interrupted.transform(X), uninterrupted.transform(X))
+    assert_array_equal(interrupted.head_coef_, uninterrupted.head_coef_)
+    assert interrupted.loss_curve_ == uninterrupted.loss_curve_
