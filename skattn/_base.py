@@ -42,6 +42,8 @@ from ._sequences import (
 )
 from ._training import batch_budget, fit_adam, fit_lbfgs, model_row_bytes
 from ._validation import (
+    CHANNELS_FIRST,
+    CHANNELS_LAST,
     TABLE,
     Interval,
     StrOptions,
@@ -83,6 +85,7 @@ STRUCTURE_PARAMETERS = (
     "n_heads",
     "head_dim",
     "features_per_token",
+    "data_format",
     "scale_tokens",
     "patch_size",
     "n_layers",
@@ -110,6 +113,7 @@ class BaseAttention(BaseEstimator):
         "n_heads": [Interval(Integral, 1, None, closed="left")],
         "head_dim": [Interval(Integral, 1, None, closed="left"), None],
         "features_per_token": [Interval(Integral, 1, None, closed="left"), None],
+        "data_format": [StrOptions({CHANNELS_LAST, CHANNELS_FIRST})],
         "scale_tokens": ["boolean"],
         "patch_size": [
             Interval(Integral, 1, None, closed="left"),
@@ -168,7 +172,11 @@ class BaseAttention(BaseEstimator):
         if not first_pass:  # from here on, the parameters are the fitted ones
             self._check_structure(incremental)
         sequences = check_input(
-            self, X, reset=first_pass, features_per_token=self.features_per_token
+            self,
+            X,
+            reset=first_pass,
+            features_per_token=self.features_per_token,
+            data_format=self.data_format,
         )
         lengths = sequence_lengths(sequences)
         self._check_lengths(lengths, reset=first_pass)
@@ -621,6 +629,8 @@ class BaseAttention(BaseEstimator):
             X,
             reset=False,
             features_per_token=self._fitted_structure["features_per_token"],
+            # absent from estimators fitted before data_format existed
+            data_format=self._fitted_structure.get("data_format", CHANNELS_LAST),
         )
         self._check_lengths(sequence_lengths(sequences))
         return sequences

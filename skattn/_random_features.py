@@ -36,6 +36,8 @@ from ._sequences import (
 )
 from ._training import batch_budget
 from ._validation import (
+    CHANNELS_FIRST,
+    CHANNELS_LAST,
     TABLE,
     Interval,
     StrOptions,
@@ -128,7 +130,19 @@ class RandomAttentionFeatures(
     features_per_token : int, default=None
         For 2D input only: the number of consecutive columns that form one
         token. None: 1, each column is a scalar token. Must divide the number of
-        columns.
+        columns. With sequences, leave it None (or the token width:
+        ``n_channels`` with ``data_format="channels_first"``).
+
+    data_format : {"channels_last", "channels_first"}, default="channels_last"
+        Layout of 3D arrays and of the arrays of a list, as in
+        :class:`AttentionTransformer`: ``"channels_last"`` reads
+        ``(n_samples, n_tokens, n_features)`` and ``(n_tokens_i, n_features)``
+        arrays; ``"channels_first"`` reads ``(n_samples, n_channels,
+        n_timepoints)`` and ``(n_channels, n_timepoints_i)`` arrays (aeon's and
+        sktime's panels) as their transposes, the time points as tokens.
+        Nothing is guessed from the shapes. Tables are read the same way in
+        both (``"channels_first"`` raises only with ``features_per_token``
+        above 1).
 
     random_state : int, RandomState instance or None, default=None
         Seed of the models (their configurations and weights). Pass an int for
@@ -222,10 +236,12 @@ class RandomAttentionFeatures(
     features_per_token`` tokens), a 3D array ``(n_samples, n_tokens,
     n_features)``, or a list, tuple or 1-D object array of 2D arrays
     ``(n_tokens_i, n_features)`` (padded internally and masked: padding never
-    changes a result). ``transform`` takes the same kind of input as ``fit``,
-    and computes with the models, statistics, ``scale_tokens`` and
-    ``features_per_token`` of the last ``fit``, whatever ``set_params``
-    changed since.
+    changes a result), each in the ``(n_channels, n_timepoints)`` layout with
+    ``data_format="channels_first"``; a list of 1-D arrays of different
+    lengths is read as univariate series. ``transform`` takes the same kind of
+    input as ``fit``, and computes with the models, statistics,
+    ``scale_tokens``, ``features_per_token`` and ``data_format`` of the last
+    ``fit``, whatever ``set_params`` changed since.
 
     References
     ----------
@@ -277,6 +293,7 @@ class RandomAttentionFeatures(
         "pooling": [StrOptions(set(STATISTICS)), "array-like"],
         "scale_tokens": ["boolean"],
         "features_per_token": [Interval(Integral, 1, None, closed="left"), None],
+        "data_format": [StrOptions({CHANNELS_LAST, CHANNELS_FIRST})],
         "random_state": ["random_state"],
     }
 
@@ -292,6 +309,7 @@ class RandomAttentionFeatures(
         pooling=("mean", "max"),
         scale_tokens=True,
         features_per_token=None,
+        data_format="channels_last",
         random_state=None,
     ):
         self.n_models = n_models
@@ -303,6 +321,7 @@ class RandomAttentionFeatures(
         self.pooling = pooling
         self.scale_tokens = scale_tokens
         self.features_per_token = features_per_token
+        self.data_format = data_format
         self.random_state = random_state
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -334,7 +353,11 @@ class RandomAttentionFeatures(
         candidates = self._candidates()
         statistics = self._statistics()  # checked before any work
         sequences = check_input(
-            self, X, reset=True, features_per_token=self.features_per_token
+            self,
+            X,
+            reset=True,
+            features_per_token=self.features_per_token,
+            data_format=self.data_format,
         )
         dtype = sequences_dtype(sequences)
         if sample_weight is not None:
@@ -344,6 +367,7 @@ class RandomAttentionFeatures(
         self._fitted_structure = {
             "scale_tokens": self.scale_tokens,
             "features_per_token": self.features_per_token,
+            "data_format": self.data_format,
         }
         self.token_mean_ = self.token_scale_ = None
         if self.scale_tokens:
@@ -437,7 +461,12 @@ class RandomAttentionFeatures(
         check_is_fitted(self)
         structure = self._fitted_structure
         sequences = check_input(
-            self, X, reset=False, features_per_token=structure["features_per_token"]
+            self,
+            X,
+            reset=False,
+            features_per_token=structure["features_per_token"],
+            # absent from estimators fitted before data_format existed
+            data_format=structure.get("data_format", CHANNELS_LAST),
         )
         dtype = sequences_dtype(sequences)
         n_features = token_width(sequences)

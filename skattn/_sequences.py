@@ -231,17 +231,21 @@ def padded_batches(sequences, lengths, rows, row_bytes, budget_bytes):
     batch : ndarray of int
         The samples of this batch, a subset of ``rows``.
     x : ndarray of shape (len(batch), T, n_features)
-        Their tokens, zero-padded to the longest: a view of ``sequences`` for
-        consecutive rows of an array, never ``sequences`` modified.
+        Their tokens, C-ordered, zero-padded to the longest: a view of
+        ``sequences`` for consecutive rows of a C-ordered array, never
+        ``sequences`` modified.
     """
     dtype = sequences_dtype(sequences)
     for batch in batch_indices(lengths[rows], row_bytes, budget_bytes):
         batch = rows[batch]
         if isinstance(sequences, np.ndarray):
-            if np.all(np.diff(batch) == 1):  # consecutive rows: a view
-                yield batch, sequences[batch[0] : batch[-1] + 1]
+            # consecutive rows of a C-ordered array: a view; else a C-ordered
+            # copy of these rows only (the transpose of channels-first input
+            # too, so that it computes exactly as its contiguous copy)
+            if np.all(np.diff(batch) == 1):
+                yield batch, np.ascontiguousarray(sequences[batch[0] : batch[-1] + 1])
             else:
-                yield batch, sequences[batch]  # a copy of these rows only
+                yield batch, np.ascontiguousarray(sequences[batch])
         else:
             yield batch, pad_sequences([sequences[i] for i in batch], dtype)[0]
 
@@ -303,7 +307,9 @@ def token_moments(sequences, sample_weight=None, *, per_position=False):
             if lengths is not None:  # padded tokens weigh nothing
                 w = w * (np.arange(block.shape[1]) < lengths[:, None])
             w = np.broadcast_to(w, block.shape[:2])[:, :, None]  # (b, T, 1)
-            yield block.astype(np.float64), w
+            # C order: sums over a transposed view (channels-first input)
+            # are those of its contiguous copy, to the bit
+            yield block.astype(np.float64, order="C"), w
 
     # the moments of x / 2**e, e the exponent of each feature's largest |x|
     # (padding included: zeros): the sums and squares of tokens beyond 1e154

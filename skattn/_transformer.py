@@ -46,7 +46,31 @@ class AttentionTransformer(
     features_per_token : int, default=None
         For 2D input only: the number of consecutive columns that form one token.
         None: 1, each column is a scalar token (as in FT-Transformer). Must divide
-        the number of columns.
+        the number of columns. With sequences, leave it None (or the token
+        width: ``n_channels`` with ``data_format="channels_first"``).
+
+    data_format : {"channels_last", "channels_first"}, default="channels_last"
+        Layout of 3D arrays and of the arrays of a list (tables are read the
+        same way in both).
+
+        - ``"channels_last"``: ``(n_samples, n_tokens, n_features)`` and
+          ``(n_tokens_i, n_features)`` arrays (tslearn, PyTorch, Keras).
+        - ``"channels_first"``: ``(n_samples, n_channels, n_timepoints)`` and
+          ``(n_channels, n_timepoints_i)`` arrays, as aeon and sktime store
+          panels; read as their transposes (a view, not a copy): the time
+          points are the tokens, the channels their features.
+
+        Nothing is guessed from the shapes: an aeon panel of 6 channels and
+        100 time points passed with ``"channels_last"`` is read as 6 tokens of
+        100 features, without error. ``n_features_in_`` is the token width
+        (``n_channels`` with ``"channels_first"``); the per-token outputs are
+        ``(n_tokens, d_model_)`` in both layouts. With a table,
+        ``"channels_first"`` is ignored when a token is one column
+        (``features_per_token=None`` or 1: a column is a time point of a single
+        channel in both layouts) and raises a ``ValueError`` for wider tokens,
+        whose columns are interleaved channels: reshape a panel flattened
+        channel by channel to ``(n_samples, n_channels, n_timepoints)``
+        instead.
 
     scale_tokens : bool, default=True
         Standardise the tokens with statistics learned in fit:
@@ -371,11 +395,24 @@ class AttentionTransformer(
     - a 2D array or DataFrame ``(n_samples, n_features)``: ``n_features /
       features_per_token`` tokens of width ``features_per_token``;
     - a 3D array ``(n_samples, n_tokens, n_features)`` (the tslearn / PyTorch
-      order; sktime and aeon store ``(n_samples, n_channels, n_timepoints)``,
-      which must be transposed with ``X.transpose(0, 2, 1)``);
+      order), or ``(n_samples, n_channels, n_timepoints)`` with
+      ``data_format="channels_first"`` (aeon's and sktime's ``numpy3D``);
     - a list, tuple or 1-D object array of 2D arrays ``(n_tokens_i,
-      n_features)``: sequences of different lengths, padded internally and
-      masked.
+      n_features)``, or ``(n_channels, n_timepoints_i)`` with
+      ``data_format="channels_first"`` (aeon's collections of unequal
+      length): sequences of different lengths, padded internally and masked;
+    - a list of 1-D arrays (or Series) of different lengths: univariate series,
+      read as ``(n_tokens_i, 1)`` whatever ``data_format``. Of one length, they
+      are the rows of a table in ``fit``, as scikit-learn reads a list of rows
+      (pass ``[x[:, None] for x in X]`` to read them as series); after a ``fit``
+      on sequences, a list of 1-D arrays is always read as series.
+
+    Series of different lengths padded with NaN in one array (tslearn's
+    ``to_time_series_dataset``) raise an error that gives the conversion to a
+    list, ``[x[~np.isnan(x).all(axis=1)] for x in X]``; so does a nested
+    DataFrame (sktime's ``nested_univ``), whose conversion is
+    ``sktime.datatypes.convert_to(X, to_type="numpy3D")`` with
+    ``data_format="channels_first"``.
 
     ``transform`` takes the same kind of input as ``fit`` (a table after a table,
     sequences after sequences). ``fit`` and ``transform`` run in batches of
@@ -395,8 +432,8 @@ class AttentionTransformer(
     output.
 
     The parameters that fix the model's structure (``n_heads``, ``head_dim``,
-    ``features_per_token``, ``scale_tokens``, ``patch_size``, ``n_layers``,
-    ``ff_dim``, ``activation``, ``norm_first``, ``pooling``,
+    ``features_per_token``, ``data_format``, ``scale_tokens``, ``patch_size``,
+    ``n_layers``, ``ff_dim``, ``activation``, ``norm_first``, ``pooling``,
     ``positional_encoding``, ``residual``, ``layer_norm`` and ``causal``) take
     effect at the next ``fit`` that builds a model: a fitted transformer
     computes with the values it was fitted with, whatever ``set_params``
@@ -439,6 +476,7 @@ class AttentionTransformer(
         head_dim=None,
         *,
         features_per_token=None,
+        data_format="channels_last",
         scale_tokens=True,
         patch_size="auto",
         n_layers=1,
@@ -474,6 +512,7 @@ class AttentionTransformer(
         self.n_heads = n_heads
         self.head_dim = head_dim
         self.features_per_token = features_per_token
+        self.data_format = data_format
         self.scale_tokens = scale_tokens
         self.patch_size = patch_size
         self.n_layers = n_layers
@@ -643,7 +682,8 @@ class AttentionTransformer(
                 of ndarray of shape (n_tokens_i, ``d_model_``)
             An array for table and 3D input, a list for a list of sequences. With
             ``pooling="cls"`` each sequence ends with the class token's output
-            (``n_tokens + 1`` rows).
+            (``n_tokens + 1`` rows). One row per token whatever
+            ``data_format``: with ``"channels_first"``, one per time point.
         """
         return self._per_token(X)
 
@@ -682,7 +722,8 @@ class AttentionTransformer(
                 list of ndarray of shape (n_heads, n_tokens_i, n_tokens_i)
             An array for table and 3D input, a list for a list of sequences. With
             ``pooling="cls"`` the class token is the last token (``n_tokens + 1``);
-            with patches, ``n_tokens`` counts patches.
+            with patches, ``n_tokens`` counts patches. With
+            ``data_format="channels_first"`` the tokens are the time points.
         """
         layer = self._check_layer(layer)
         return self._per_token(X, layer=layer, max_bytes=max_bytes)

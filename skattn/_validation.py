@@ -41,6 +41,12 @@ __all__ = [
 
 FLOAT_DTYPES = (np.float64, np.float32)
 TABLE, SEQUENCES = "table", "sequences"
+CHANNELS_LAST, CHANNELS_FIRST = "channels_last", "channels_first"
+# How each data_format names the axes of a sequence, for the messages.
+SEQUENCE_SHAPE = {
+    CHANNELS_LAST: "(n_tokens, n_features)",
+    CHANNELS_FIRST: "(n_channels, n_timepoints)",
+}
 
 
 class Interval(_param_validation.Interval):
@@ -139,25 +145,39 @@ def _is_ragged(X):
         return True
 
 
-def _check_ragged(X):
-    """Check each sequence of a ragged input; return a list of 2D arrays."""
+def _check_ragged(X, data_format=CHANNELS_LAST):
+    """Check each sequence of a ragged input; return a list of 2D arrays.
+
+    With ``data_format="channels_first"`` each array is ``(n_channels,
+    n_timepoints)`` and is returned transposed (a view). A list of 1-D arrays
+    only is a list of univariate series, each returned as ``(n_tokens_i, 1)``.
+    """
+    first = data_format == CHANNELS_FIRST
+    shape = SEQUENCE_SHAPE[data_format]
+    univariate = _is_univariate(X)
     sequences = []
     for i, seq in enumerate(X):
         name = f"X[{i}]"
         ndim = _ndim(seq)
+        given_shape = np.shape(seq) if ndim is not None else None
         if ndim is None:
             raise ValueError(
-                f"{name} must be a 2D array of shape (n_tokens, n_features), but "
-                f"its rows have different lengths: {seq!r:.80}."
+                f"{name} must be a 2D array of shape {shape}, but its rows have "
+                f"different lengths: {seq!r:.80}."
             )
-        if ndim != 2:
+        if univariate:  # a series of scalars: (n_tokens_i, 1), a view
+            seq = np.reshape(np.asarray(seq), (-1, 1))
+        elif ndim != 2:
             raise ValueError(
-                f"{name} must be a 2D array of shape (n_tokens, n_features), got "
-                f"{ndim} dimension(s): {seq!r:.80}."
+                f"{name} must be a 2D array of shape {shape}, got {ndim} "
+                f"dimension(s): {seq!r:.80}. (A list of 1-D arrays only is read as "
+                "univariate series.)"
             )
+        elif first:  # read as its transpose (n_timepoints, n_channels), a view
+            seq = np.asarray(seq).T
         if np.shape(seq)[0] == 0:
             raise ValueError(
-                f"{name} is a zero-length sequence (shape {np.shape(seq)}); every "
+                f"{name} is a zero-length sequence (shape {given_shape}); every "
                 "sequence needs at least one token."
             )
         try:
@@ -167,13 +187,51 @@ def _check_ragged(X):
                 raise
             raise ValueError(f"{name}: {exc}") from exc
         if sequences and seq.shape[1] != sequences[0].shape[1]:
-            raise ValueError(
-                f"{name} has {seq.shape[1]} features per token, but X[0] has "
-                f"{sequences[0].shape[1]}: all sequences must have the same width."
-            )
+            raise ValueError(_width_mismatch(name, seq, sequences[0], data_format))
         sequences.append(seq)
     dtype = np.result_type(*(seq.dtype for seq in sequences))
     return [seq.astype(dtype, copy=False) for seq in sequences]
+
+
+def _is_univariate(X):
+    """Whether X holds 1-D arrays (or Series) only: univariate series.
+
+    Nested lists stay rows of a table, as scikit-learn reads them.
+    """
+    return all(getattr(seq, "ndim", None) == 1 for seq in X)
+
+
+def _is_univariate_list(estimator, X, reset):
+    """Whether a list of 1-D arrays is read as univariate series.
+
+    In fit, when their lengths differ (of one length, they are the rows of a
+    table, as scikit-learn reads a list of rows); after a fit on sequences,
+    always.
+    """
+    if not isinstance(X, (list, tuple)) or not _is_univariate(X):
+        return False
+    if not reset:
+        return getattr(estimator, "_input_kind", None) == SEQUENCES
+    return any(len(seq) != len(X[0]) for seq in X)
+
+
+def _width_mismatch(name, seq, first_seq, data_format):
+    """The message of a sequence whose width differs from X[0]'s."""
+    if data_format == CHANNELS_FIRST:
+        return (
+            f"{name} has {seq.shape[1]} channels (rows), but X[0] has "
+            f"{first_seq.shape[1]}: all sequences must have the same channels. "
+            "data_format='channels_first' reads each array as (n_channels, "
+            "n_timepoints); for (n_timepoints, n_channels) arrays, pass "
+            "data_format='channels_last' (the default)."
+        )
+    return (
+        f"{name} has {seq.shape[1]} features per token, but X[0] has "
+        f"{first_seq.shape[1]}: all sequences must have the same width. "
+        "data_format='channels_last' (the default) reads each array as "
+        "(n_tokens, n_features); for (n_channels, n_timepoints) arrays, as "
+        "aeon's collections of unequal length, pass data_format='channels_first'."
+    )
 
 
 def _ndim(value):
@@ -185,7 +243,7 @@ def _ndim(value):
         return None
 
 
-def _explain_inhomogeneous(X):
+def _explain_inhomogeneous(X, data_format=CHANNELS_LAST):
     """Raise a ValueError naming the element of a list that numpy could not stack.
 
     ``_is_ragged`` reads a list as sequences when its first element is 2D; a
@@ -196,7 +254,8 @@ def _explain_inhomogeneous(X):
     if not isinstance(X, (list, tuple)):
         return
     if any(_ndim(seq) == 2 for seq in X):
-        _check_ragged(X)  # a list of sequences, with an element that is not one
+        # a list of sequences, with an element that is not one
+        _check_ragged(X, data_format)
     first = np.shape(X[0]) if _ndim(X[0]) is not None else None
     for i, row in enumerate(X[1:], start=1):
         shape = np.shape(row) if _ndim(row) is not None else None
@@ -204,23 +263,38 @@ def _explain_inhomogeneous(X):
             raise ValueError(
                 f"X[{i}] has shape {shape}, but X[0] has shape {first}: the rows "
                 "of a table must all have the same length, and a list of "
-                "sequences must hold 2D (n_tokens, n_features) arrays."
+                "sequences must hold 2D (n_tokens, n_features) arrays (or 1-D "
+                "numpy arrays only, read as univariate series)."
             )
 
 
-def _check_n_features_per_token(estimator, n_features, reset):
+def _check_n_features_per_token(estimator, n_features, reset, data_format):
     """Set or check ``n_features_in_`` for sequence input (the token width)."""
     if reset:
         estimator.n_features_in_ = n_features
     elif n_features != estimator.n_features_in_:
+        name = type(estimator).__name__
+        if data_format == CHANNELS_FIRST:
+            raise ValueError(
+                f"X has {n_features} channels, but {name} is expecting "
+                f"{estimator.n_features_in_} channels as input. It was fitted with "
+                "data_format='channels_first', which reads (n_samples, n_channels, "
+                "n_timepoints) arrays and lists of (n_channels, n_timepoints) "
+                "arrays: pass X in that layout."
+            )
         raise ValueError(
-            f"X has {n_features} features per token, but "
-            f"{estimator.__class__.__name__} is expecting "
-            f"{estimator.n_features_in_} features per token as input."
+            f"X has {n_features} features per token, but {name} is expecting "
+            f"{estimator.n_features_in_} features per token as input. It was "
+            "fitted with data_format='channels_last', which reads (n_samples, "
+            "n_tokens, n_features) arrays and lists of (n_tokens, n_features) "
+            "arrays: pass X in that layout (for data stored as (n_channels, "
+            "n_timepoints), fit with data_format='channels_first')."
         )
 
 
-def check_input(estimator, X, *, reset, features_per_token=None):
+def check_input(
+    estimator, X, *, reset, features_per_token=None, data_format=CHANNELS_LAST
+):
     """Validate X and turn it into sequences of tokens.
 
     Sets (``reset=True``) or checks ``n_features_in_``, ``feature_names_in_`` and
@@ -237,17 +311,24 @@ def check_input(estimator, X, *, reset, features_per_token=None):
         True in fit: remember the input's properties; False: check against them.
     features_per_token : int or None, default=None
         Features per token of a table (None: 1).
+    data_format : {"channels_last", "channels_first"}, default="channels_last"
+        Layout of 3D arrays and of the arrays of a list: ``(n_tokens,
+        n_features)`` per sequence, or ``(n_channels, n_timepoints)``, read as
+        its transpose. Tables are read the same way in both.
 
     Returns
     -------
     sequences : ndarray of shape (n_samples, n_tokens, n_features) or list of \
             ndarray of shape (n_tokens_i, n_features)
-        Finite float32 or float64 tokens; a view of X where possible, never X
-        itself modified.
+        Finite float32 or float64 tokens; a view of X where possible (the
+        transpose of channels-first input is a view too), never X itself
+        modified.
     """
     check_array_like(X, "X")
-    if _is_ragged(X):
-        sequences = _check_ragged(X)
+    _check_not_nested(X)
+    first = data_format == CHANNELS_FIRST
+    if _is_ragged(X) or _is_univariate_list(estimator, X, reset):
+        sequences = _check_ragged(X, data_format)
         n_features = sequences[0].shape[1]
     else:
         try:
@@ -259,13 +340,24 @@ def check_input(estimator, X, *, reset, features_per_token=None):
                 input_name="X",
             )
         except ValueError:
-            _explain_inhomogeneous(X)
+            _explain_inhomogeneous(X, data_format)
+            _explain_nan_padding(X, data_format)
             raise
         if array.ndim == 2:
             _check_kind(estimator, TABLE, reset)
             _check_feature_names(estimator, X, reset=reset)
             _check_n_features(estimator, array, reset=reset)
             width = 1 if features_per_token is None else features_per_token
+            if first and width > 1:
+                raise ValueError(
+                    "data_format='channels_first' applies to 3D arrays and lists "
+                    "of sequences; a table is read as tokens of features_per_token="
+                    f"{features_per_token} consecutive columns (column t * "
+                    f"{features_per_token} + c is feature c of token t). Reshape "
+                    "a panel flattened channel by channel, (n_samples, n_channels "
+                    "* n_timepoints), to (n_samples, n_channels, n_timepoints) "
+                    "and pass that, or pass data_format='channels_last'."
+                )
             if array.shape[1] % width:
                 raise ValueError(
                     f"features_per_token={features_per_token} does not divide the "
@@ -274,18 +366,20 @@ def check_input(estimator, X, *, reset, features_per_token=None):
                     "features_per_token."
                 )
             return array.reshape(array.shape[0], -1, width)  # (N, T, D)
+        layout = f"(n_samples, {SEQUENCE_SHAPE[data_format][1:]}"
         if array.ndim != 3:
             raise ValueError(
                 f"X has {array.ndim} dimensions (shape {array.shape}); expected a "
-                "2D table (n_samples, n_features), a 3D array (n_samples, n_tokens, "
-                "n_features) or a list of 2D (n_tokens, n_features) arrays."
+                f"2D table (n_samples, n_features), a 3D array {layout} or a list "
+                f"of 2D {SEQUENCE_SHAPE[data_format]} arrays."
             )
         if 0 in array.shape[1:]:
             raise ValueError(
                 f"X of shape {array.shape} has no tokens or no features: "
-                "expected (n_samples, n_tokens, n_features) with n_tokens >= 1 "
-                "and n_features >= 1."
+                f"expected {layout} with every axis of length at least 1."
             )
+        if first:  # (n_samples, n_timepoints, n_channels), a view
+            array = array.transpose(0, 2, 1)
         sequences, n_features = array, array.shape[2]
 
     if features_per_token is not None and features_per_token != n_features:
@@ -296,8 +390,67 @@ def check_input(estimator, X, *, reset, features_per_token=None):
         )
     _check_kind(estimator, SEQUENCES, reset)
     _check_feature_names(estimator, X, reset=reset)
-    _check_n_features_per_token(estimator, n_features, reset)
+    _check_n_features_per_token(estimator, n_features, reset, data_format)
     return sequences
+
+
+def _check_not_nested(X):
+    """Raise a ValueError for a nested DataFrame (sktime's "nested_univ").
+
+    Its cells hold a pandas Series (or an array) of time points per channel;
+    numpy's own message is "setting an array element with a sequence".
+    """
+    if not (hasattr(X, "iloc") and hasattr(X, "columns")) or 0 in X.shape:
+        return
+    if getattr(X.iloc[0, 0], "ndim", 0) == 0:
+        return
+    raise ValueError(
+        "X is a nested DataFrame (sktime's 'nested_univ' format: a column per "
+        "channel, a Series of time points in each cell), which skattn does not "
+        "read. Convert it to a 3D array (n_samples, n_channels, n_timepoints) "
+        "and pass data_format='channels_first': with sktime, "
+        "sktime.datatypes.convert_to(X, to_type='numpy3D'); with numpy, "
+        "np.stack([np.stack([np.asarray(c) for c in row]) for row in "
+        "X.itertuples(index=False)]). Series of different lengths go in a list "
+        "of (n_channels, n_timepoints_i) arrays, with "
+        "data_format='channels_first': [np.stack([np.asarray(c) for c in row]) "
+        "for row in X.itertuples(index=False)]."
+    )
+
+
+def _explain_nan_padding(X, data_format):
+    """Raise a ValueError for a 3D array padded with NaN (tslearn's convention).
+
+    tslearn stores series of different lengths as one array whose last time
+    points are NaN in every channel. Does nothing for other NaN (missing values
+    inside the sequences) or other failures.
+    """
+    if _ndim(X) != 3 or sparse.issparse(X):
+        return
+    array = np.asarray(X)
+    if array.dtype.kind != "f":
+        return
+    feature_axis = 1 if data_format == CHANNELS_FIRST else 2
+    missing = np.isnan(array)
+    padded = missing.all(axis=feature_axis)  # (n_samples, n_tokens)
+    if not padded.any() or np.any(missing.any(axis=feature_axis) != padded):
+        return  # no NaN token, or NaN inside a token: missing values
+    if np.any(np.diff(padded.astype(np.int8), axis=1) < 0):
+        return  # a NaN token before a valid one: not padding
+    lengths = padded.shape[1] - padded.sum(axis=1)
+    if data_format == CHANNELS_FIRST:
+        convert = "[x[:, ~np.isnan(x).all(axis=0)] for x in X]"
+        layout = "a list of (n_channels, n_timepoints_i) arrays"
+    else:
+        convert = "[x[~np.isnan(x).all(axis=1)] for x in X]"
+        layout = "a list of (n_tokens_i, n_features) arrays"
+    raise ValueError(
+        f"Input X contains NaN: its sequences end with tokens that are NaN in "
+        f"every feature (lengths {lengths.min()} to {lengths.max()} of "
+        f"{padded.shape[1]}), tslearn's padding of series of different lengths. "
+        f"Pass sequences of different lengths as {layout}, padded internally "
+        f"and masked: X = {convert}."
+    )
 
 
 def _check_kind(estimator, kind, reset):

@@ -24,6 +24,7 @@ STRUCTURAL_CHANGES = {
     "n_heads": 2,
     "head_dim": 3,
     "features_per_token": 2,
+    "data_format": "channels_first",
     "scale_tokens": False,
     "patch_size": 2,
     "n_layers": 2,
@@ -145,7 +146,12 @@ def test_continued_training_accepts_changed_training_parameters():
 
 
 @pytest.mark.parametrize(
-    "name, value", [("scale_tokens", False), ("features_per_token", 2)]
+    "name, value",
+    [
+        ("scale_tokens", False),
+        ("features_per_token", 2),
+        ("data_format", "channels_first"),
+    ],
 )
 def test_random_features_transform_with_the_fitted_structure(name, value):
     # scale_tokens and features_per_token were read again by transform: a
