@@ -1,8 +1,10 @@
 """Input validation: raw input to checked sequences, with clear errors.
 
-The only module that imports private scikit-learn APIs (``_fit_context``,
-``_param_validation``, ``_check_feature_names``): when scikit-learn moves them,
-this is the one file to change.
+The only module that imports private scikit-learn APIs, those without a public
+equivalent: ``_fit_context``, ``_param_validation`` (``Interval``,
+``StrOptions``), ``_check_sample_weight`` and ``_check_optimize_result``. When
+scikit-learn moves them, this is the one file to change. Feature names and
+``n_features_in_`` go through the public ``validate_data`` (scikit-learn 1.6).
 """
 
 # Authors: The skattn developers
@@ -18,11 +20,7 @@ from sklearn.utils import _param_validation, check_array
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.optimize import _check_optimize_result
-from sklearn.utils.validation import (
-    _check_feature_names,
-    _check_n_features,
-    _check_sample_weight,
-)
+from sklearn.utils.validation import _check_sample_weight, validate_data
 
 __all__ = [
     "Interval",
@@ -345,8 +343,8 @@ def check_input(
             raise
         if array.ndim == 2:
             _check_kind(estimator, TABLE, reset)
-            _check_feature_names(estimator, X, reset=reset)
-            _check_n_features(estimator, array, reset=reset)
+            # feature_names_in_ and n_features_in_ (X's width: array's, checked)
+            validate_data(estimator, X, reset=reset, skip_check_array=True)
             width = 1 if features_per_token is None else features_per_token
             if first and width > 1:
                 raise ValueError(
@@ -389,7 +387,9 @@ def check_input(
             "features_per_token=None for sequence input."
         )
     _check_kind(estimator, SEQUENCES, reset)
-    _check_feature_names(estimator, X, reset=reset)
+    # feature_names_in_ only: ensure_2d=False skips n_features_in_, which for
+    # sequences is the token width, set below
+    validate_data(estimator, X, reset=reset, skip_check_array=True, ensure_2d=False)
     _check_n_features_per_token(estimator, n_features, reset, data_format)
     return sequences
 
