@@ -20,7 +20,7 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_random_state
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from ._layers import ACTIVATIONS, patch_count
 from ._model import (
@@ -165,8 +165,12 @@ class BaseAttention(BaseEstimator):
     # Fitting
     # -------
 
-    def _fit(self, X, y, sample_weight, *, incremental, classes=None):
+    def _fit(
+        self, X, y, sample_weight, *, incremental, classes=None, X_val=None, y_val=None
+    ):
         """Shared body of fit and partial_fit."""
+        if X_val is not None or y_val is not None:
+            self._check_validation_request(X_val, y_val)
         fitted = hasattr(self, "layers_")
         first_pass = not fitted or not (self.warm_start or incremental)
         if not first_pass:  # from here on, the parameters are the fitted ones
@@ -212,12 +216,23 @@ class BaseAttention(BaseEstimator):
             alpha = self._penalty(
                 sample_weight, weight_exponent, sequences_dtype(sequences)
             )
+        validation = None
+        if X_val is not None:
+            if task is None:
+                raise ValueError(
+                    "X_val and y_val are the validation set of early stopping, "
+                    "but nothing is learned (no y, or objective=None): pass y, "
+                    "or drop X_val and y_val."
+                )
+            validation = self._check_validation_set(
+                X_val, y_val, task, y, lengths[0], first_pass
+            )
 
         self.early_stopping_ = (
             task is not None
             and not incremental
             and (
-                len(sequences) >= AUTO_EARLY_STOPPING_SAMPLES
+                validation is not None or len(sequences) >= AUTO_EARLY_STOPPING_SAMPLES
                 if self.early_stopping == "auto"
                 else bool(self.early_stopping)
             )
@@ -230,6 +245,12 @@ class BaseAttention(BaseEstimator):
         if self.early_stopping_ and self.validation_scores_ is None:
             # a warm start that turns early stopping on
             self.validation_scores_, self.best_validation_score_ = [], -np.inf
+        if (
+            self.early_stopping_
+            and getattr(self, "validation_loss_curve_", None) is None
+        ):
+            # also an estimator fitted before validation_loss_curve_ existed
+            self.validation_loss_curve_ = []
         model = self._model(n_outputs=len(self.head_intercept_))
         input_dtype = dtype = sequences_dtype(sequences)
         if self.solver == "adam":
@@ -241,6 +262,14 @@ class BaseAttention(BaseEstimator):
             sample_weight = sample_weight.astype(dtype)
             if task == "regression":
                 y = y.astype(dtype)
+            if validation is not None:
+                (val_sequences, *val_rest), val_alpha = validation
+                val_sequences = astype_sequences(val_sequences, dtype)
+                val_lengths, val_y, val_weight = val_rest
+                if task == "regression":
+                    val_y = val_y.astype(dtype)
+                val_data = (val_sequences, val_lengths, val_y, val_weight.astype(dtype))
+                validation = val_data, val_alpha
         params = self._fitted_params(dtype, model)
         data = (sequences, lengths, y, sample_weight)
         start = time.time()
@@ -256,7 +285,15 @@ class BaseAttention(BaseEstimator):
             if self.solver == "lbfgs":
                 fit_lbfgs(self, model, params, data, alpha=alpha)
             else:
-                fit_adam(self, model, params, data, incremental, alpha=alpha)
+                fit_adam(
+                    self,
+                    model,
+                    params,
+                    data,
+                    incremental,
+                    alpha=alpha,
+                    validation=validation,
+                )
         if self.verbose:
             print(f"[{type(self).__name__}] Training took {time.time() - start:.2f}s.")
         # stored in the input's dtype; the fixed parameters (token statistics)
@@ -332,6 +369,104 @@ class BaseAttention(BaseEstimator):
                 f"{self.classes_.tolist()} of the first call: pass the same "
                 "classes, or None after the first call."
             )
+
+    def _check_validation_request(self, X_val, y_val):
+        """X_val and y_val together, for Adam's early stopping (as in
+        HistGradientBoostingClassifier)."""
+        if y_val is None:
+            raise ValueError("X_val is provided, but y_val was not provided.")
+        if X_val is None:
+            raise ValueError("y_val is provided, but X_val was not provided.")
+        if self.early_stopping is False:
+            raise ValueError(
+                "X_val and y_val are passed to fit while early_stopping=False: "
+                "they are the validation set of early stopping. Set "
+                "early_stopping to True or 'auto', or drop X_val and y_val."
+            )
+        if self.solver != "adam":
+            raise ValueError(
+                f"X_val and y_val are the validation set of early stopping, "
+                f"which needs solver='adam' (got {self.solver!r})."
+            )
+
+    def _check_validation_set(self, X_val, y_val, task, y, n_tokens, first_pass):
+        """X_val checked as X, y_val encoded as y (``y`` already encoded).
+
+        Returns
+        -------
+        validation : tuple
+            ``((sequences, lengths, y_val, weights), alpha)``: the weights are
+            the ``class_weight`` of each sample's class (1 without it), from
+            the classes' counts in ``y`` for "balanced"; ``alpha`` is the
+            penalty for these weights (see :meth:`_penalty`).
+        """
+        structure = self._fitted_structure if not first_pass else None
+        try:
+            sequences = check_input(
+                self,
+                X_val,
+                reset=False,
+                features_per_token=self.features_per_token,
+                data_format=self.data_format,
+            )
+        except ValueError as exc:
+            raise ValueError(f"X_val: {exc}") from exc
+        lengths = sequence_lengths(sequences)
+        pooling = self.pooling if structure is None else structure["pooling"]
+        if pooling == "flatten" and np.any(wrong := lengths != n_tokens):
+            raise ValueError(
+                f"X_val: pooling='flatten' needs sequences of {n_tokens} tokens, "
+                f"the length of X's; got {lengths[wrong][0]}."
+            )
+        check_array_like(y_val, "y_val")
+        y_val = check_array(y_val, ensure_2d=False, dtype=None, input_name="y_val")
+        if y_val.ndim == 2 and y_val.shape[1] == 1:
+            y_val = y_val[:, 0]
+        if len(y_val) != len(sequences):
+            raise ValueError(
+                "Found input variables with inconsistent numbers of samples: "
+                f"[{len(sequences)}, {len(y_val)}] (X_val and y_val)."
+            )
+        weights = np.ones(len(y_val))
+        if task == "classification":
+            if y_val.ndim != 1:
+                raise ValueError(f"y_val must be 1-D as y, got shape {y_val.shape}.")
+            unseen = np.setdiff1d(y_val, self.classes_)
+            if len(unseen):
+                raise ValueError(
+                    f"y_val has labels {unseen.tolist()} not among the classes "
+                    f"{self.classes_.tolist()} of y."
+                )
+            y_val = np.searchsorted(self.classes_, y_val)
+            if self.class_weight is not None:
+                class_weights = compute_class_weight(
+                    self.class_weight, classes=self.classes_, y=self.classes_[y]
+                )
+                weights = class_weights[y_val]
+                if not weights.max() > 0:
+                    raise ValueError(
+                        f"class_weight={self.class_weight!r} gives every sample "
+                        "of y_val weight zero: its loss is undefined. Pass a "
+                        "validation set with samples of a class of positive weight."
+                    )
+        else:
+            try:
+                y_val = y_val.astype(np.float64).reshape(len(y_val), -1)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"y_val must be numeric as y (regression): {exc}"
+                ) from None
+            if y_val.shape[1] != len(self._target_mean):
+                raise ValueError(
+                    f"y_val has {y_val.shape[1]} outputs, but y has "
+                    f"{len(self._target_mean)}."
+                )
+            # standardised with y's moments
+            y_val = self._encode_target(y_val, task, False, None, None)
+        weights, exponent = normalize_weights(weights)
+        dtype = sequences_dtype(sequences)
+        alpha = self._penalty(weights, exponent, dtype)
+        return (sequences, lengths, y_val, weights.astype(dtype)), alpha
 
     def _class_weights(self, y, task, sample_weight):
         """Sample weights times ``class_weight`` (y holds class indices).
@@ -524,6 +659,7 @@ class BaseAttention(BaseEstimator):
         self.loss_curve_ = []
         self.best_loss_ = np.inf
         self.validation_scores_ = [] if self.early_stopping_ else None
+        self.validation_loss_curve_ = [] if self.early_stopping_ else None
         self.best_validation_score_ = -np.inf if self.early_stopping_ else None
         self._no_improvement_count = 0
         if hasattr(self, "_optimizer_state"):

@@ -120,9 +120,19 @@ def loss_gradients(model, params, data, rows, *, task, alpha, dropout=None):
     return loss, grads
 
 
-def validation_score(model, params, data, rows, task):
-    """Accuracy (classification) or R^2 (regression) of the head on ``rows``."""
-    sequences, lengths, y, _ = data
+def validation_metrics(model, params, data, rows, task, alpha):
+    """Score and loss of the head on ``rows`` (the early-stopping validation set).
+
+    Returns
+    -------
+    score : float
+        Accuracy (classification) or R^2 (regression) of the head, unweighted.
+    loss : float
+        The objective of :func:`loss_gradients` on ``rows`` as one batch,
+        without dropout: the loss weighted by the rows' ``sample_weight``, plus
+        the L2 penalty ``0.5 * alpha * ||W||^2 / sum(sample_weight[rows])``.
+    """
+    sequences, lengths, y, sample_weight = data
 
     def predict(batch, x):
         _, pooled, _ = model.forward(params, x, lengths[batch])
@@ -134,12 +144,21 @@ def validation_score(model, params, data, rows, task):
         predict, sequences, lengths, rows, row_bytes, batch_budget()
     ):
         predictions[batch] = batch_predictions
+    weight = sample_weight[rows]
+    loss, _ = LOSS_FUNCTIONS[task](predictions[rows], y[rows], weight)
+    total_weight = float(weight.sum())
+    for name, spec in model.param_specs().items():
+        if spec.penalized:
+            value = params[name]
+            loss += 0.5 * alpha * float(np.sum(value * value)) / total_weight
     if task == "classification":
-        return accuracy_score(y[rows], predictions[rows].argmax(axis=1))
-    return r2_score(y[rows], predictions[rows])
+        score = accuracy_score(y[rows], predictions[rows].argmax(axis=1))
+    else:
+        score = r2_score(y[rows], predictions[rows])
+    return score, loss
 
 
-def fit_adam(est, model, params, data, incremental, *, alpha):
+def fit_adam(est, model, params, data, incremental, *, alpha, validation=None):
     """Adam on shuffled minibatches, with early stopping (like MLP's).
 
     A minibatch whose samples all weigh zero holds no sample: it takes no step.
@@ -162,16 +181,25 @@ def fit_adam(est, model, params, data, incremental, *, alpha):
     alpha : float
         L2 penalty for the weights of ``data`` (``est.alpha`` for the user's
         weights, divided by the power of two that normalised them).
+    validation : tuple or None, default=None
+        ``(data, alpha)`` of an explicit validation set (``fit``'s ``X_val``
+        and ``y_val``) for early stopping, in the layout of ``data``; None: with
+        ``est.early_stopping_``, ``validation_fraction`` of ``data`` is held out.
     """
     sequences, lengths, y, sample_weight = data
     n_samples = len(lengths)
     train = np.arange(n_samples)
-    validation = None
+    validation_rows = None
     if est.early_stopping_ and not incremental:
-        train, validation = validation_split(est, y, sample_weight)
+        if validation is None:
+            train, validation_rows = validation_split(est, y, sample_weight)
+            validation_data, validation_alpha = data, alpha
+        else:
+            validation_data, validation_alpha = validation
+            validation_rows = np.arange(len(validation_data[1]))
     n_train = len(train)
     if est.batch_size == "auto":
-        auto = 200 if validation is None else EARLY_STOPPING_BATCH
+        auto = 200 if validation_rows is None else EARLY_STOPPING_BATCH
         batch_size = min(auto, n_train)
     else:
         batch_size = min(est.batch_size, n_train)
@@ -211,9 +239,17 @@ def fit_adam(est, model, params, data, incremental, *, alpha):
         check_finite(est, params)
 
         score = None
-        if validation is not None:
-            score = validation_score(model, params, data, validation, est.target_type_)
+        if validation_rows is not None:
+            score, validation_loss = validation_metrics(
+                model,
+                params,
+                validation_data,
+                validation_rows,
+                est.target_type_,
+                validation_alpha,
+            )
             est.validation_scores_.append(score)
+            est.validation_loss_curve_.append(validation_loss)
             if score > est.best_validation_score_:
                 best_params = {k: v.copy() for k, v in params.items()}
         update_no_improvement_count(est, score)
@@ -224,7 +260,9 @@ def fit_adam(est, model, params, data, incremental, *, alpha):
         if est._no_improvement_count > est.n_iter_no_change:
             if est.verbose:
                 criterion = (
-                    "Validation score" if validation is not None else "Training loss"
+                    "Validation score"
+                    if validation_rows is not None
+                    else "Training loss"
                 )
                 print(
                     f"[{type(est).__name__}] {criterion} did not improve more "

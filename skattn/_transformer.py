@@ -226,8 +226,9 @@ class AttentionTransformer(
         :class:`~sklearn.ensemble.HistGradientBoostingClassifier` turns it on
         above 10,000), off below, where a tenth of the samples is too few to
         stop on (on 1347 digits it cost 1.3 points of accuracy).
-        ``partial_fit`` never holds samples out. Whether it was on is
-        ``early_stopping_``.
+        ``X_val`` and ``y_val`` passed to ``fit`` are the validation set
+        instead (and turn "auto" on). ``partial_fit`` never validates. Whether
+        it was on is ``early_stopping_``.
 
     validation_fraction : float, default=0.1
         Share of the samples set aside with ``early_stopping``.
@@ -363,6 +364,18 @@ class AttentionTransformer(
 
     validation_scores_ : list of float or None
         Validation score after each epoch, with ``early_stopping``.
+
+    validation_loss_curve_ : list of float or None
+        Loss on the validation set after each epoch, with ``early_stopping``
+        (beside ``validation_scores_``; scikit-learn's MLP records only the
+        scores). It is the training objective evaluated on the whole validation
+        set as one batch, without dropout: the loss weighted by the samples'
+        ``sample_weight`` (times ``class_weight``; ``X_val``'s samples weigh
+        their ``class_weight`` only), on the standardised target for
+        regression, plus the L2 penalty ``alpha / 2 * ||W||^2`` divided by the
+        validation set's summed weight, as the penalty of each minibatch of
+        ``loss_curve_`` (MLPClassifier's convention) is divided by the
+        minibatch's. The best epoch's value is the loss of the weights kept.
 
     best_validation_score_ : float or None
         Best validation score, with ``early_stopping``.
@@ -546,7 +559,7 @@ class AttentionTransformer(
         self.random_state = random_state
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X, y=None, sample_weight=None, *, X_val=None, y_val=None):
         """Fit the transformer: seed its weights, then learn them from ``y``.
 
         .. note::
@@ -576,15 +589,33 @@ class AttentionTransformer(
             their sum sets the strength of ``alpha``); None gives every sample
             weight 1.
 
+        X_val : array-like of the formats of X, default=None
+            Validation sequences of early stopping (Adam), checked and read as
+            X (``data_format`` included), instead of holding out
+            ``validation_fraction`` of X: nothing is split off, and
+            ``early_stopping="auto"`` turns on. Needs ``y_val``; refused with
+            ``early_stopping=False`` or ``solver="lbfgs"`` (as in
+            :class:`~sklearn.ensemble.HistGradientBoostingClassifier`). In a
+            :class:`~sklearn.pipeline.Pipeline`, request it with
+            ``set_fit_request(X_val=True, y_val=True)`` (metadata routing on),
+            and transform it by the preceding steps with
+            ``Pipeline(..., transform_input=["X_val"])``.
+
+        y_val : array-like of shape (n_val,) or (n_val, n_outputs), default=None
+            Target of ``X_val``, encoded as y: class labels among y's
+            classes, or numbers standardised with y's mean and scale.
+
         Returns
         -------
         self : AttentionTransformer
             Fitted transformer.
         """
-        return self._fit(X, y, sample_weight, incremental=False)
+        return self._fit(
+            X, y, sample_weight, incremental=False, X_val=X_val, y_val=y_val
+        )
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit_transform(self, X, y=None, sample_weight=None):
+    def fit_transform(self, X, y=None, sample_weight=None, *, X_val=None, y_val=None):
         """Fit the transformer, then transform X.
 
         .. note::
@@ -604,12 +635,20 @@ class AttentionTransformer(
         sample_weight : array-like of shape (n_samples,), default=None
             Weights of the samples in the loss.
 
+        X_val : array-like of the formats of X, default=None
+            Validation sequences of early stopping, see :meth:`fit`.
+
+        y_val : array-like of shape (n_val,) or (n_val, n_outputs), default=None
+            Target of ``X_val``.
+
         Returns
         -------
         X_new : ndarray of shape (n_samples, n_features_out)
             Pooled representations of X.
         """
-        return self._fit(X, y, sample_weight, incremental=False).transform(X)
+        return self._fit(
+            X, y, sample_weight, incremental=False, X_val=X_val, y_val=y_val
+        ).transform(X)
 
     @available_if(lambda est: est._check_solver())
     @_fit_context(prefer_skip_nested_validation=True)
