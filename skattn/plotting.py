@@ -417,18 +417,29 @@ class AttentionDisplay:
         return axes, figure
 
 
-def _check_head(head, n_heads):
-    """The index in ``range(n_heads)`` of ``head`` (negative counts back)."""
+def _check_index(value, n_items, name, items, *, none_allowed=False):
+    """The index in ``range(n_items)`` of ``value`` (negative counts back).
+
+    ``name`` is the parameter, ``items`` says what is counted, and
+    ``none_allowed`` whether the parameter also takes None (for the message).
+    """
     if (
-        isinstance(head, (bool, np.bool_))
-        or not isinstance(head, Integral)
-        or not -n_heads <= head < n_heads
+        isinstance(value, (bool, np.bool_))
+        or not isinstance(value, Integral)
+        or not -n_items <= value < n_items
     ):
         raise ValueError(
-            f"head must be None or an integer in [-{n_heads}, {n_heads}) for "
-            f"weights of {n_heads} head(s), got {head!r}."
+            f"{name} must be {'None or ' if none_allowed else ''}an integer in "
+            f"[-{n_items}, {n_items}) for {items}, got {value!r}."
         )
-    return int(head) % n_heads
+    return int(value) % n_items
+
+
+def _check_head(head, n_heads):
+    """The index of ``head`` among ``n_heads`` heads."""
+    return _check_index(
+        head, n_heads, "head", f"weights of {n_heads} head(s)", none_allowed=True
+    )
 
 
 def _check_estimator(estimator):
@@ -495,17 +506,8 @@ def _select_sample(X, sample):
 
 
 def _check_sample(sample, n_samples):
-    """The index in ``range(n_samples)`` of ``sample`` (negative counts back)."""
-    if (
-        isinstance(sample, (bool, np.bool_))
-        or not isinstance(sample, Integral)
-        or not -n_samples <= sample < n_samples
-    ):
-        raise ValueError(
-            f"sample must be an integer in [-{n_samples}, {n_samples}) for X of "
-            f"{n_samples} sample(s), got {sample!r}."
-        )
-    return int(sample) % n_samples
+    """The index of ``sample`` among the ``n_samples`` samples of X."""
+    return _check_index(sample, n_samples, "sample", f"X of {n_samples} sample(s)")
 
 
 def _model_token_labels(
