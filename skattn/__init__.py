@@ -4,6 +4,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 
 from ._attention import scaled_dot_product_attention
+from ._estimators import AttentionClassifier, AttentionRegressor
 from ._multi_head import multi_head_attention
 from ._random_features import RandomAttentionFeatures
 from ._transformer import AttentionTransformer
@@ -11,6 +12,8 @@ from ._transformer import AttentionTransformer
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "AttentionClassifier",
+    "AttentionRegressor",
     "AttentionTransformer",
     "RandomAttentionFeatures",
     "__version__",

@@ -1,0 +1,137 @@
+"""AttentionClassifier and AttentionRegressor (issue 11, item 2): predictions of
+the head that AttentionTransformer trains and sets aside."""
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+
+from skattn import AttentionClassifier, AttentionRegressor, AttentionTransformer
+
+pytestmark = pytest.mark.filterwarnings("ignore", category=ConvergenceWarning)
+
+PARAMS = dict(n_heads=2, head_dim=4, max_iter=15, random_state=0)
+
+
+def make_data(n=60, n_tokens=5, width=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, n_tokens, width))
+    signal = X[:, :, 0].mean(axis=1)
+    return X, signal
+
+
+def head(transformer, X):
+    return (
+        transformer.transform(X) @ transformer.head_coef_ + transformer.head_intercept_
+    )
+
+
+@pytest.mark.parametrize("solver", ["lbfgs", "adam"])
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_classifier_agrees_with_transformer_head(solver, n_classes):
+    X, signal = make_data()
+    y = np.digitize(signal, np.quantile(signal, np.linspace(0, 1, n_classes + 1)[1:-1]))
+    labels = np.array(["a", "b", "c"])[y]
+    clf = AttentionClassifier(solver=solver, **PARAMS).fit(X, labels)
+    att = AttentionTransformer(objective="classification", solver=solver, **PARAMS).fit(
+        X, labels
+    )
+    logits = head(att, X)
+    np.testing.assert_array_equal(clf.classes_, att.classes_)
+    np.testing.assert_array_equal(clf.predict(X), att.classes_[logits.argmax(1)])
+    proba = np.exp(logits - logits.max(1, keepdims=True))
+    proba /= proba.sum(1, keepdims=True)
+    np.testing.assert_allclose(clf.predict_proba(X), proba, rtol=0, atol=1e-12)
+    expected = logits[:, 1] - logits[:, 0] if n_classes == 2 else logits
+    np.testing.assert_allclose(clf.decision_function(X), expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        clf.predict_log_proba(X), np.log(proba), rtol=0, atol=1e-12
+    )
+
+
+@pytest.mark.parametrize("solver", ["lbfgs", "adam"])
+@pytest.mark.parametrize("n_outputs", [None, 2])
+def test_regressor_agrees_with_transformer_head(solver, n_outputs):
+    X, signal = make_data()
+    y = 100 + 7 * signal
+    if n_outputs:
+        y = np.column_stack([y, -3 * signal])
+    reg = AttentionRegressor(solver=solver, **PARAMS).fit(X, y)
+    att = AttentionTransformer(objective="regression", solver=solver, **PARAMS).fit(
+        X, y
+    )
+    expected = head(att, X) * att._target_scale + att._target_mean
+    y_pred = reg.predict(X)
+    assert y_pred.shape == y.shape  # 1-D for a 1-D y
+    np.testing.assert_allclose(y_pred, expected.reshape(y.shape), rtol=1e-12, atol=0)
+
+
+def test_classifier_proba_and_score():
+    X, signal = make_data(n=80)
+    y = (signal > 0).astype(int)
+    clf = AttentionClassifier(solver="lbfgs", max_iter=50, random_state=0).fit(X, y)
+    proba = clf.predict_proba(X)
+    assert proba.shape == (80, 2)
+    np.testing.assert_allclose(proba.sum(1), 1, rtol=1e-12)
+    np.testing.assert_array_equal(clf.classes_[proba.argmax(1)], clf.predict(X))
+    assert clf.decision_function(X).shape == (80,)
+    np.testing.assert_array_equal(clf.decision_function(X) > 0, clf.predict(X) == 1)
+    assert clf.score(X, y) > 0.9
+    assert clf.score(X, y) == np.mean(clf.predict(X) == y)
+
+
+def test_regressor_score_and_column_target():
+    X, signal = make_data(n=80)
+    y = 5 + 2 * signal
+    reg = AttentionRegressor(solver="lbfgs", max_iter=50, random_state=0)
+    assert reg.fit(X, y).score(X, y) > 0.9
+    column = clone(reg).fit(X, y[:, None])
+    assert column.predict(X).shape == (80,)
+    np.testing.assert_allclose(column.predict(X), reg.predict(X), rtol=1e-12)
+
+
+def test_ragged_sequences_and_float32():
+    X, signal = make_data()
+    ragged = [x[: 2 + i % 4] for i, x in enumerate(X)]
+    y = (signal > 0).astype(int)
+    clf = AttentionClassifier(**PARAMS).fit(ragged, y)
+    assert clf.predict_proba(ragged).shape == (len(ragged), 2)
+    reg = AttentionRegressor(**PARAMS).fit(X.astype(np.float32), signal)
+    assert reg.predict(X.astype(np.float32)).shape == (len(X),)
+
+
+def test_partial_fit():
+    X, signal = make_data(n=90)
+    y = np.digitize(signal, [-0.3, 0.3])
+    clf = AttentionClassifier(**PARAMS)
+    clf.partial_fit(X[:30], y[:30], classes=[0, 1, 2])
+    for start in (30, 60):
+        clf.partial_fit(X[start : start + 30], y[start : start + 30])
+    assert clf.n_iter_ == 3
+    np.testing.assert_array_equal(clf.classes_, [0, 1, 2])
+    assert clf.predict_proba(X).shape == (90, 3)
+
+    reg = AttentionRegressor(**PARAMS)
+    losses = [reg.partial_fit(X, signal).loss_ for _ in range(5)]
+    assert reg.n_iter_ == 5 and losses[-1] < losses[0]
+    assert reg.predict(X).shape == (90,)
+
+    assert not hasattr(AttentionRegressor(solver="lbfgs"), "partial_fit")
+
+
+def test_no_objective_parameter():
+    for cls in (AttentionClassifier, AttentionRegressor):
+        params = cls().get_params()
+        assert "objective" not in params
+        transformer = set(AttentionTransformer().get_params()) - {"objective"}
+        assert set(params) == transformer
+        assert "objective :" not in cls.__doc__
+        assert "random_state :" in cls.__doc__
+
+
+def test_regressor_refuses_class_labels_and_classifier_continuous():
+    X, signal = make_data()
+    with pytest.raises(ValueError, match="Unknown label type"):
+        AttentionClassifier(**PARAMS).fit(X, signal)
+    with pytest.raises(ValueError, match="numeric"):
+        AttentionRegressor(**PARAMS).fit(X, np.array(["a", "b"] * 30))
