@@ -1,10 +1,11 @@
-"""Scaled dot-product attention in plain numpy: query tiles, forward, backward.
+"""Scaled dot-product attention in plain numpy: query tiles and the forward pass.
 
 The plain exact tile (:func:`attention_tile`) comes first, then the faster tile
 that folds the softmax shift and the row sums into its two matrix products, the
-tiled forward pass, the backward pass, and the public
-:func:`scaled_dot_product_attention`. Multi-head attention builds on these in
-``_multi_head.py``.
+tiled forward pass, and the public :func:`scaled_dot_product_attention`. The
+backward pass is in ``_attention_backward.py``, the checks of the public
+kernels' arguments in ``_kernel_checks.py``; multi-head attention builds on
+these in ``_multi_head.py``.
 
 Pure functions on arrays: nothing here imports scikit-learn or knows about an
 estimator. Forward functions return what the backward pass will need (the
@@ -24,13 +25,19 @@ References: Vaswani et al., "Attention is all you need", NeurIPS 2017; Dao et al
 # SPDX-License-Identifier: BSD-3-Clause
 
 import math
-from numbers import Real
 
 import numpy as np
-from scipy import sparse
 
 from ._dropout import INDEX_BITS, grid_index, keep_scale
-from ._parallel import map_parallel, single_threaded_blas
+from ._kernel_checks import (
+    as_mask,
+    check_batch_shapes,
+    check_bool,
+    check_causal,
+    check_kernel_array,
+    check_scale,
+)
+from ._parallel import map_parallel
 
 # A row sum of exponentials below this may have lost precision to underflow: the
 # folded shift (see attention_tile_shift_folded) then hands the tile to the exact
@@ -41,26 +48,6 @@ FOLDED_SUM_FLOOR = math.exp(-60.0)
 # of 2**16..2**22 measured on (4, 8192, 16), (32, 1024, 16) and (512, 256, 16)
 # heads; memory stays linear in the sequence length.
 TILE_ELEMENTS = 2**20
-
-# The backward pass folds lse and delta into its products (as
-# attention_tile_shift_folded folds the shift) only when there are at least this
-# many keys per query column: the extra column costs a copy of the queries and
-# of dO, worth it only against long rows of scores. At 16 keys and 8 dimensions,
-# folding made the backward pass 2x slower; at 64 keys and 16 dimensions, 1.4x
-# faster. (The forward pass saves three passes, not two: it always folds.)
-FOLD_MIN_KEYS_PER_DIM = 2
-
-# The backward pass recomputes each probability as exp(scale * q.k - lse). A
-# dot product of d terms is exact to about d * eps * |scale| * |q| * |k|
-# (Higham, "Accuracy and Stability of Numerical Algorithms", section 3.1), and
-# the recomputed product need not round as the forward pass's did (other tile
-# shapes, a folded column): where that bound, in units of the exponent,
-# exceeds RECOMPUTE_ERROR_MAX (0.1 % of a probability), a tile's probabilities
-# are normalised again from its own scores, as the forward pass's exact tile
-# does (a pass more). Scores of 1e10 in float32 are off by hundreds: exp(scores
-# - lse) overflowed. In float32 at head width 16 the bound is reached by scores
-# (and lse) of about 450; trained models stay far below it.
-RECOMPUTE_ERROR_MAX = 2.0**-10
 
 
 def compute_dtype(*arrays):
@@ -609,298 +596,6 @@ def _value_exponent(v, n_keys):
     return max(0, bound - limit)
 
 
-def sum_to_shape(grad, shape):
-    """Sum a gradient over the dimensions its array was broadcast along."""
-    if grad.shape == shape:
-        return grad
-    n_extra = grad.ndim - len(shape)
-    axes = tuple(range(n_extra)) + tuple(
-        n_extra + i
-        for i, size in enumerate(shape)
-        if size == 1 and grad.shape[n_extra + i] != 1
-    )
-    return grad.sum(axis=axes).reshape(shape)
-
-
-def backward_folds_rows(n_keys, n_dims):
-    """Whether the backward pass adds its per-row terms (``-lse``, ``-delta``)
-    inside its products, as an extra column (see FOLD_MIN_KEYS_PER_DIM).
-
-    Parameters
-    ----------
-    n_keys : int
-        Keys per query row.
-    n_dims : int
-        Width of the queries (and keys).
-    """
-    return n_keys >= FOLD_MIN_KEYS_PER_DIM * (n_dims + 1)
-
-
-def matmul_add_rows(a, b_t, rows, fold):
-    """``a @ b_t + rows``: a matrix product plus one value per row.
-
-    Parameters
-    ----------
-    a : ndarray of shape (..., n, d)
-    b_t : ndarray of shape (..., d, m), or (..., d + 1, m) when ``fold``
-        ``b`` transposed; when ``fold``, over a row of ones (see
-        :func:`keys_with_ones`).
-    rows : ndarray of shape (..., n, 1)
-        Added to each row of the product.
-    fold : bool
-        Add ``rows`` inside the product (``[a, rows] @ b_t``: no pass over the
-        (n, m) result, but a copy of ``a``), or after it.
-
-    Returns
-    -------
-    ndarray of shape (..., n, m), a new array.
-    """
-    if fold:
-        return np.matmul(append_column(a, rows), b_t)
-    product = np.matmul(a, b_t)
-    if product.shape[:-2] != rows.shape[:-2]:  # a broadcasts: a new array
-        return product + rows
-    product += rows
-    return product
-
-
-def recompute_error_bound(q, k, neg_lse, scale):
-    """Bound of the error of ``scale * q.k - lse`` recomputed in the backward pass.
-
-    Parameters
-    ----------
-    q : ndarray of shape (..., Tq, Dk)
-    k : ndarray of shape (..., Tk, Dk)
-    neg_lse : ndarray of shape (..., Tq, 1)
-        Minus the forward pass's log-sum-exp (0 for rows with no allowed key).
-    scale : scalar
-
-    Returns
-    -------
-    bound : ndarray of shape (..., Tq, 1)
-        ``(Dk + 2) * eps * (|scale| |q| max|k| + |lse|)``: the terms of the
-        product and its partial sums are bounded by the parenthesis (see
-        RECOMPUTE_ERROR_MAX).
-    """
-    q_norm = np.sqrt(np.einsum("...i,...i->...", q, q))[..., None]  # (..., Tq, 1)
-    largest = q_norm * (key_norm_max(k)[..., None] * abs(scale)) + np.abs(neg_lse)
-    return (q.shape[-1] + 2) * np.finfo(q.dtype).eps * largest
-
-
-def attention_backward(
-    d_out,
-    q,
-    k,
-    v,
-    out,
-    lse,
-    *,
-    mask=None,
-    causal=False,
-    scale=None,
-    tile_elements=TILE_ELEMENTS,
-    dropout=None,
-):
-    """Gradients of :func:`attention_forward` with respect to q, k and v.
-
-    Recomputes the probabilities tile by tile from the kept log-sum-exp, so that
-    memory stays linear in the number of keys; tiles whose scores are too large
-    for that recomputation to be accurate (see RECOMPUTE_ERROR_MAX) are
-    normalised from their own scores instead. Uses the identity
-    ``rowsum(dP * P) = rowsum(dO * O)`` (Dao et al., 2022) for the softmax.
-
-    With dropout, the multipliers ``M`` of a tile are recomputed from the keys:
-    ``O = (P * M) V`` gives ``dV = (P * M)^T dO`` and ``dP = (dO V^T) * M``,
-    and the identity still holds with the dropped output ``O``.
-
-    Parameters
-    ----------
-    d_out : ndarray of shape (..., Tq, Dv)
-        Gradient of the loss with respect to the output.
-    q, k, v, mask, causal, scale, tile_elements, dropout
-        As given to :func:`attention_forward`.
-    out : ndarray of shape (..., Tq, Dv)
-        Output of :func:`attention_forward`.
-    lse : ndarray of shape (..., Tq)
-        Log-sum-exp kept by :func:`attention_forward`.
-
-    Returns
-    -------
-    d_q : ndarray, shape of ``q``
-    d_k : ndarray, shape of ``k``
-    d_v : ndarray, shape of ``v``
-    """
-    dtype = q.dtype
-    n_queries, n_keys = q.shape[-2], k.shape[-2]
-    batch_shape = lse.shape[:-1]
-    if mask is not None:
-        mask = np.broadcast_to(mask, batch_shape + (n_queries, n_keys))
-    dropout = check_dropout(dropout, n_keys)
-    if scale is None:
-        scale = default_scale(q.shape[-1])
-    scale = dtype.type(scale)
-
-    d_q = np.empty(batch_shape + q.shape[-2:], dtype=dtype)
-    d_k = np.zeros(batch_shape + k.shape[-2:], dtype=dtype)
-    d_v = np.zeros(batch_shape + v.shape[-2:], dtype=dtype)
-    if n_keys == 0:  # the output is 0 whatever the queries
-        d_q[...] = 0
-        return tuple(
-            sum_to_shape(grad, array.shape)
-            for grad, array in ((d_q, q), (d_k, k), (d_v, v))
-        )
-    # rowsum(dO * O) is rowsum(dP * P), the softmax's correction term
-    delta = np.einsum("...i,...i->...", d_out, out)[..., None]  # (..., Tq, 1)
-    # scale * q.k - lse and dP - delta, each one product; a row with no
-    # allowed key has lse = inf, and is masked anyway
-    fold = dropout is None and backward_folds_rows(n_keys, q.shape[-1])
-    if fold:  # transposed keys and values over a row of ones
-        k_t = keys_with_ones(k, scale)  # (..., Dk + 1, Tk)
-        k_scaled = np.swapaxes(k_t[..., :-1, :], -1, -2)  # (..., Tk, Dk): scale * k
-        v_t = np.swapaxes(append_column(v, 1), -1, -2)  # (..., Dv + 1, Tk)
-    else:
-        k_scaled = k * scale  # (..., Tk, Dk)
-        k_t = np.swapaxes(k_scaled, -1, -2)  # (..., Dk, Tk)
-        v_t = np.swapaxes(v, -1, -2)  # (..., Dv, Tk)
-    neg_lse = -np.where(np.isinf(lse), 0, lse)[..., None]  # (..., Tq, 1)
-    renormalise = recompute_error_bound(q, k, neg_lse, scale) > RECOMPUTE_ERROR_MAX
-    with single_threaded_blas():
-        for rows in query_tiles(n_queries, n_keys, batch_shape, tile_elements):
-            q_tile = q[..., rows, :]  # (..., tq, Dk)
-            allowed = tile_mask(mask, causal, rows, n_keys)
-            if np.any(renormalise[..., rows, :]):  # exp(scores - lse) unsafe
-                probs = masked_scores(
-                    q_tile, np.swapaxes(k_scaled, -1, -2), allowed, 1, batch_shape
-                )
-                _, empty, row_sum = exp_minus_row_max(probs)
-                np.divide(probs, row_sum, out=probs, where=~empty)
-            else:
-                # (..., tq, Tk), of the full batch shape: lse has it
-                probs = matmul_add_rows(q_tile, k_t, neg_lse[..., rows, :], fold)
-                if allowed is not None:
-                    np.copyto(probs, -np.inf, where=~allowed)
-                np.exp(probs, out=probs)  # (..., tq, Tk); empty rows are 0
-
-            d_tile = d_out[..., rows, :]  # (..., tq, Dv)
-            if dropout is None:
-                d_v += np.matmul(np.swapaxes(probs, -1, -2), d_tile)  # (..., Tk, Dv)
-                d_scores = matmul_add_rows(d_tile, v_t, -delta[..., rows, :], fold)
-            else:
-                multipliers = dropout_multipliers(
-                    dropout, rows, n_keys, batch_shape, dtype
-                )  # (..., tq, Tk)
-                dropped = probs * multipliers  # (..., tq, Tk)
-                d_v += np.matmul(np.swapaxes(dropped, -1, -2), d_tile)  # (..., Tk, Dv)
-                d_scores = np.matmul(d_tile, v_t) * multipliers  # (..., tq, Tk)
-                d_scores -= delta[..., rows, :]
-            d_scores *= probs  # (..., tq, Tk): gradient of the scaled scores
-            d_q[..., rows, :] = np.matmul(d_scores, k_scaled)  # (..., tq, Dk)
-            d_k += np.matmul(np.swapaxes(d_scores, -1, -2), q_tile)  # (..., Tk, Dk)
-    d_k *= scale
-    return (
-        sum_to_shape(d_q, q.shape),
-        sum_to_shape(d_k, k.shape),
-        sum_to_shape(d_v, v.shape),
-    )
-
-
-def _as_mask(mask, n_queries, n_keys):
-    """Check a user mask: boolean, broadcastable to (..., Tq, Tk); at least 2-D."""
-    if mask is None:
-        return None
-    mask = np.asarray(mask)
-    if mask.dtype != bool:
-        raise TypeError(
-            f"mask must be a boolean array (True = may attend), got dtype {mask.dtype}."
-        )
-    try:
-        np.broadcast_shapes(mask.shape, (n_queries, n_keys))
-    except ValueError:
-        raise ValueError(
-            f"mask of shape {mask.shape} does not broadcast to (..., T_q, T_k) = "
-            f"(..., {n_queries}, {n_keys})."
-        ) from None
-    return mask.reshape((1,) * (2 - mask.ndim) + mask.shape) if mask.ndim < 2 else mask
-
-
-def _check_array(array, name, min_ndim=2):
-    """A kernel's array argument as a real ndarray of at least ``min_ndim`` axes.
-
-    Raises
-    ------
-    TypeError
-        For a sparse matrix, or a dtype that is not boolean, integer or real
-        floating (complex numbers have no softmax order; objects and strings
-        are not numbers).
-    ValueError
-        For fewer than ``min_ndim`` axes.
-    """
-    if sparse.issparse(array):
-        raise TypeError(
-            f"{name} is a sparse {type(array).__name__}; the attention kernels "
-            f"take dense arrays: pass {name}.toarray()."
-        )
-    array = np.asarray(array)
-    if array.dtype.kind not in "biuf":
-        raise TypeError(
-            f"{name} must be an array of real numbers, got dtype {array.dtype}"
-            + (
-                ": pass its real part (np.real) if the imaginary part is not needed."
-                if array.dtype.kind == "c"
-                else "."
-            )
-        )
-    if array.ndim < min_ndim:
-        raise ValueError(
-            f"{name} must have at least {min_ndim} dimensions, got shape {array.shape}."
-        )
-    return array
-
-
-def _check_batch_shapes(*named_shapes):
-    """Raise a ValueError naming the arrays whose leading (batch) axes do not
-    broadcast together (numpy's message names "arg 0" and "arg 1").
-
-    Parameters
-    ----------
-    *named_shapes : (str, tuple or None)
-        Each array's name and full shape (None: no such array); the last two
-        axes are (tokens, width) and do not take part.
-    """
-    shapes = [(name, shape) for name, shape in named_shapes if shape is not None]
-    try:
-        np.broadcast_shapes(*(shape[:-2] for _, shape in shapes))
-    except ValueError:
-        described = ", ".join(f"{name} {shape}" for name, shape in shapes)
-        raise ValueError(
-            "The leading (batch) axes, all but the last two, must broadcast "
-            f"together (numpy rules), but they do not: {described}. Give every "
-            "array the same batch axes, or axes of size 1 to share one along them."
-        ) from None
-
-
-def _check_scale(scale):
-    """``scale`` as a finite float, or None."""
-    if scale is None:
-        return None
-    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, Real):
-        raise TypeError(f"scale must be a real number or None, got {scale!r}.")
-    if not math.isfinite(scale):
-        raise ValueError(f"scale must be finite, got {scale!r}.")
-    return float(scale)
-
-
-def _check_bool(value, name):
-    """A flag as a bool; a TypeError for anything else ("yes", 1, None)."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r}.")
-    return bool(value)
-
-
-def _check_causal(causal):
-    return _check_bool(causal, "causal")
-
-
 def scaled_dot_product_attention(
     query, key, value, *, mask=None, causal=False, scale=None, return_weights=False
 ):
@@ -957,11 +652,11 @@ def scaled_dot_product_attention(
      [3.51  4.51 ]]
     """
     query, key, value = (
-        _check_array(array, name)
+        check_kernel_array(array, name)
         for array, name in ((query, "query"), (key, "key"), (value, "value"))
     )
-    scale, causal = _check_scale(scale), _check_causal(causal)
-    return_weights = _check_bool(return_weights, "return_weights")
+    scale, causal = check_scale(scale), check_causal(causal)
+    return_weights = check_bool(return_weights, "return_weights")
     if query.shape[-1] != key.shape[-1]:
         raise ValueError(
             f"query and key must have the same last dimension d_k, got "
@@ -972,8 +667,8 @@ def scaled_dot_product_attention(
             f"key and value must have the same number of tokens T_k, got "
             f"{key.shape[-2]} and {value.shape[-2]}."
         )
-    mask = _as_mask(mask, query.shape[-2], key.shape[-2])
-    _check_batch_shapes(
+    mask = as_mask(mask, query.shape[-2], key.shape[-2])
+    check_batch_shapes(
         ("query", query.shape),
         ("key", key.shape),
         ("value", value.shape),

@@ -16,16 +16,14 @@ import math
 
 import numpy as np
 
-from ._attention import (
-    _as_mask,
-    _check_array,
-    _check_batch_shapes,
-    _check_bool,
-    _check_causal,
-    attention_backward,
-    attention_forward,
-    compute_dtype,
-    output_dtype,
+from ._attention import attention_forward, compute_dtype, output_dtype
+from ._attention_backward import attention_backward
+from ._kernel_checks import (
+    as_mask,
+    check_batch_shapes,
+    check_bool,
+    check_causal,
+    check_kernel_array,
 )
 from ._parallel import map_parallel
 from ._sequences import BATCH_BYTES, activation_bytes, batch_indices
@@ -259,11 +257,11 @@ def multi_head_attention(
     >>> out.shape, out.dtype, w.shape
     ((2, 5, 8), dtype('float32'), (2, 2, 5, 5))
     """
-    x = _check_array(x, "x")
+    x = check_kernel_array(x, "x")
     dtype, result_dtype = compute_dtype(x), output_dtype(x)
     x = x.astype(dtype, copy=False)
-    causal = _check_causal(causal)
-    return_weights = _check_bool(return_weights, "return_weights")
+    causal = check_causal(causal)
+    return_weights = check_bool(return_weights, "return_weights")
     if (
         isinstance(n_heads, (bool, np.bool_))
         or not isinstance(n_heads, (int, np.integer))
@@ -272,7 +270,7 @@ def multi_head_attention(
         raise ValueError(f"n_heads must be a positive integer, got {n_heads!r}.")
     weights = {}
     for name, w in (("w_query", w_query), ("w_key", w_key), ("w_value", w_value)):
-        w = _check_array(w, name, min_ndim=0)
+        w = check_kernel_array(w, name, min_ndim=0)
         if w.ndim != 2 or w.shape[0] != x.shape[-1]:
             raise ValueError(
                 f"{name} must have shape (D, n_heads * head_dim) with D = "
@@ -289,15 +287,15 @@ def multi_head_attention(
             f"{weights['w_query'].shape} and {weights['w_key'].shape}."
         )
     if w_output is not None:
-        w_output = _check_array(w_output, "w_output", min_ndim=0)
+        w_output = check_kernel_array(w_output, "w_output", min_ndim=0)
         if w_output.ndim != 2 or w_output.shape[0] != weights["w_value"].shape[1]:
             raise ValueError(
                 f"w_output must have shape ({weights['w_value'].shape[1]}, d_out), "
                 f"got {w_output.shape}."
             )
         w_output = w_output.astype(dtype, copy=False)
-    mask = _as_mask(mask, x.shape[-2], x.shape[-2])
-    _check_batch_shapes(("x", x.shape), ("mask", None if mask is None else mask.shape))
+    mask = as_mask(mask, x.shape[-2], x.shape[-2])
+    check_batch_shapes(("x", x.shape), ("mask", None if mask is None else mask.shape))
     n_tokens = x.shape[-2]
     batch_shape = x.shape[:-2]
     if mask is not None:

@@ -14,7 +14,8 @@ import math
 
 import numpy as np
 
-from ._attention import attention_backward, attention_forward
+from ._attention import attention_forward
+from ._attention_backward import attention_backward
 from ._layers import ParamSpec, Unit, token_mask
 
 

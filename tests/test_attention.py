@@ -13,11 +13,8 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 import skattn
 from skattn import multi_head_attention, scaled_dot_product_attention
-from skattn._attention import (
-    attention_backward,
-    attention_forward,
-    causal_tile,
-)
+from skattn._attention import attention_forward, causal_tile
+from skattn._attention_backward import attention_backward
 from skattn._multi_head import multi_head_backward, multi_head_forward
 
 # The textbook example: three tokens, d = 2.
@@ -386,8 +383,10 @@ def test_memory_is_linear_in_sequence_length():
 
 KERNEL_MODULES = [
     "_attention",
+    "_attention_backward",
     "_dropout",
     "_head",
+    "_kernel_checks",
     "_layers",
     "_model",
     "_multi_head",

@@ -8,11 +8,8 @@ import numpy as np
 import pytest
 from helpers import numeric_gradient, relative_error
 
-from skattn._attention import (
-    attention_backward,
-    attention_forward,
-    backward_folds_rows,
-)
+from skattn._attention import attention_forward
+from skattn._attention_backward import attention_backward, backward_folds_rows
 from skattn._multi_head import multi_head_backward, multi_head_forward
 
 

@@ -24,7 +24,8 @@ from skattn import (
     multi_head_attention,
     scaled_dot_product_attention,
 )
-from skattn._attention import attention_backward, attention_forward
+from skattn._attention import attention_forward
+from skattn._attention_backward import attention_backward
 
 DTYPES = [np.float16, np.float32, np.float64]
 SCALES = st.one_of(
