@@ -1,0 +1,411 @@
+"""Dask collections: lazy blocked outputs and training streamed through Adam.
+
+The estimators' methods hand a dask collection to this module in one line
+(``if is_dask_collection(X): return ...``); everything else in skattn works on
+numpy arrays and lists. dask is imported inside the functions, never when
+skattn is imported: :func:`is_dask_collection` recognises a collection without
+importing dask, which cannot have made one if it is not in ``sys.modules``.
+
+Outputs. ``transform``, ``transform_sequences``, ``attention_weights`` and
+the predictions of a dask array chunked along the samples are
+:func:`dask.array.map_blocks` of the in-memory method: one task per block,
+which runs the method on that block (in batches within ``working_memory``) on
+whichever worker holds it. A dask bag of ragged sequences gives a bag of each
+sequence's result, one call of the method per partition.
+
+Training. ``fit`` and ``partial_fit`` of a dask array are ``partial_fit`` of
+one block after another, as dask-ml's ``Incremental``: Adam is sequential, so
+the blocks are too. Each step is one small dask computation: the block is
+produced on a worker (read, generated or computed there), the step runs on
+that worker, and the model (parameters and Adam's moments, kilobytes to a few
+megabytes) returns to the client, which sends it with the next block's step.
+The client never holds a block, and the cluster holds the block of the step
+under way, not the data set (one graph for a whole epoch, as dask-ml builds,
+let idle workers load every block ahead of the chain).
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import copy
+import math
+import sys
+import warnings
+
+import numpy as np
+from sklearn import config_context, get_config
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils.multiclass import type_of_target
+from sklearn.utils.validation import check_is_fitted
+
+from ._training import update_no_improvement_count, warn_if_diverged
+
+
+def is_dask_collection(X):
+    """Whether ``X`` is a dask collection (array, bag, dataframe, delayed).
+
+    Never imports dask: without dask in ``sys.modules`` no collection exists.
+    """
+    if "dask" not in sys.modules:
+        return False
+    from dask.base import is_dask_collection as _is_dask_collection
+
+    return _is_dask_collection(X)
+
+
+def _config():
+    """scikit-learn's configuration of the caller, for the tasks on the workers.
+
+    A worker is another process (or thread): ``working_memory`` set with
+    ``sklearn.config_context`` around the call would not reach it, as
+    :class:`sklearn.utils.parallel.Parallel` forwards it to joblib's workers.
+    Per-block outputs stay numpy arrays (``transform_output="default"``).
+    """
+    return {**get_config(), "transform_output": "default"}
+
+
+# Outputs, block by block
+# -----------------------
+
+
+def blocked_outputs(est, method, X, **kwargs):
+    """Lazy ``getattr(est, method)(X, **kwargs)`` of a dask array or bag.
+
+    Parameters
+    ----------
+    est : fitted estimator
+        Copied: the lazy result computes with the model fitted at this call,
+        whatever later fits change.
+    method : str
+        The in-memory method to run on each block (``"transform"``, ...).
+    X : dask.array.Array or dask.bag.Bag
+        A 2D (table) or 3D array chunked along the samples only, or a bag of
+        sequences of shape (n_tokens_i, n_features).
+    **kwargs
+        Passed to the method (``layer``, ``max_bytes``).
+
+    Returns
+    -------
+    dask.array.Array or dask.bag.Bag
+        For an array, an array with X's chunks along the samples and one
+        chunk along each other axis, of the in-memory result's dtype; for a
+        bag, a bag of the result of each sequence, in order.
+    """
+    import dask
+    import dask.array as da
+    import dask.bag as db
+
+    check_is_fitted(est)
+    est = copy.deepcopy(est)
+    # one copy of the model in the graph, shared by its tasks
+    model = dask.delayed(est, pure=True)
+    if isinstance(X, db.Bag):
+        return X.map_partitions(_partition_outputs, model, method, kwargs, _config())
+    _check_array(X, f"{type(est).__name__}.{method}")
+    # one sequence of zeros gives the result's shape beyond the samples and
+    # its dtype, and checks X's width and length against fit's now, not at
+    # compute time
+    probe = getattr(est, method)(np.zeros((1, *X.shape[1:]), dtype=X.dtype), **kwargs)
+    n_axes = probe.ndim
+    extra = {}
+    if n_axes < X.ndim:
+        extra["drop_axis"] = list(range(n_axes, X.ndim))
+    elif n_axes > X.ndim:
+        extra["new_axis"] = list(range(X.ndim, n_axes))
+    return da.map_blocks(
+        _block_outputs,
+        X,
+        model,
+        method,
+        kwargs,
+        _config(),
+        chunks=(X.chunks[0], *((n,) for n in probe.shape[1:])),
+        dtype=probe.dtype,
+        meta=probe[:0],
+        **extra,
+    )
+
+
+def _block_outputs(block, est, method, kwargs, config):
+    """The method on one block (a task on a worker)."""
+    with config_context(**config):
+        return getattr(est, method)(block, **kwargs)
+
+
+def _partition_outputs(partition, est, method, kwargs, config):
+    """The method on one partition of a bag: a list of per-sequence results."""
+    sequences = list(partition)
+    if not sequences:
+        return []
+    with config_context(**config):
+        return list(getattr(est, method)(sequences, **kwargs))
+
+
+def _check_array(X, call):
+    """A dask array of sequences or a table, chunked along the samples only.
+
+    Raises
+    ------
+    TypeError
+        For another dask collection (a dataframe, a delayed object).
+    ValueError
+        For an array of another dimension, or chunked along a token or
+        feature axis: a sequence must be whole in one block, and rechunking it
+        is an all-to-all exchange of the data, which skattn leaves to the user
+        to ask for.
+    """
+    import dask.array as da
+
+    if not isinstance(X, da.Array):
+        raise TypeError(
+            f"{call} reads dask arrays chunked along the samples and dask bags "
+            f"of sequences; got {type(X).__module__}.{type(X).__name__}. Convert "
+            "a dask dataframe with .to_dask_array(lengths=True)."
+        )
+    if X.ndim not in (2, 3):
+        raise ValueError(
+            f"{call} reads a 2D dask array (a table) or a 3D one (sequences); got "
+            f"{X.ndim} dimension(s), shape {X.shape}. Ragged sequences go in a "
+            "dask bag, one array of shape (n_tokens_i, n_features) per element."
+        )
+    split = [axis for axis in range(1, X.ndim) if len(X.chunks[axis]) > 1]
+    if split:
+        whole = ", ".join(f"{axis}: -1" for axis in range(1, X.ndim))
+        raise ValueError(
+            f"{call} needs a dask array chunked along the samples (axis 0) only: "
+            "each block must hold whole sequences. Got "
+            f"{len(X.chunks[split[0]])} chunks along axis {split[0]} (chunks "
+            f"{X.chunks[split[0]]}). Rechunk with X.rechunk({{{whole}}})."
+        )
+
+
+# Training, block by block
+# ------------------------
+
+
+def blocked_fit(
+    est, X, y, sample_weight, *, incremental, classes=None, X_val=None, y_val=None
+):
+    """``fit`` or ``partial_fit`` of a dask array: Adam streamed over its blocks.
+
+    ``fit``: ``max_iter`` epochs, each a ``partial_fit`` of every block in an
+    order permuted from ``random_state`` (with ``shuffle``), starting afresh
+    (or from the fitted weights with ``warm_start``, Adam's moments afresh).
+    ``partial_fit``: one pass over the blocks in their order. Each
+    ``partial_fit`` shuffles the rows of its block.
+
+    Returns
+    -------
+    est
+        Fitted, with ``n_iter_`` counting epochs and ``loss_curve_`` one loss
+        per epoch: the blocks' losses weighted by their summed sample weight.
+    """
+    import dask.array as da
+
+    name = type(est).__name__
+    call = f"{name}.{'partial_fit' if incremental else 'fit'}"
+    _check_array(X, call)
+    if est.solver != "adam":
+        raise ValueError(
+            f"{call} of a dask array streams its blocks through Adam, and "
+            f"solver={est.solver!r} cannot stream: L-BFGS takes the gradient of "
+            "the whole data set at every step and line search. Use solver='adam', "
+            "or compute X into memory."
+        )
+    if X_val is not None or y_val is not None:
+        raise ValueError(
+            f"{call} of a dask array takes no X_val and y_val: it cannot hold a "
+            "validation set out of the stream. Pass early_stopping=False."
+        )
+    if est.early_stopping is True and not incremental:
+        raise ValueError(
+            f"{call} of a dask array cannot stop early on a validation score: it "
+            "would hold out and score a validation split of the stream every "
+            "epoch. Set early_stopping=False (or 'auto', off for dask arrays); "
+            "training still stops when the training loss has not improved by tol "
+            "for n_iter_no_change epochs."
+        )
+    n_blocks = len(X.chunks[0])
+    if any(math.isnan(n) for n in X.chunks[0]):
+        raise ValueError(
+            f"{call} needs the chunk sizes of X along the samples; they are "
+            "unknown (nan). Call X.compute_chunk_sizes() first."
+        )
+    if y is None and est.objective in ("classification", "regression"):
+        raise ValueError(
+            f"{name} requires y to be passed, but the target y is None "
+            f"(objective={est.objective!r})."
+        )
+    y_blocks = _aligned(y, X, "y", call)
+    weight_blocks = _aligned(sample_weight, X, "sample_weight", call)
+
+    fitted = hasattr(est, "layers_")
+    fresh = not fitted or not (est.warm_start or incremental)
+    work = clone(est) if fresh else copy.deepcopy(est)
+    if not fresh and not incremental:
+        # fit with warm_start: Adam's moments start afresh, as in memory
+        work.__dict__.pop("_optimizer_state", None)
+    task = _task(est, y_blocks)
+    if task == "classification" and classes is None and fresh:
+        # partial_fit needs every class at its first call; the labels are small
+        classes = np.unique(da.unique(_as_1d(y)).compute())
+    if task is None:  # nothing is learned: the model is seeded on one block
+        work = _fit_step(work, X.blocks[0], None, None, None, False)
+        return _copy_fitted(work, est, fresh)
+
+    block_weights = np.asarray(X.chunks[0], dtype=np.float64)
+    if sample_weight is not None:
+        block_weights = np.array([_block_sum(w) for w in weight_blocks]).astype(float)
+    block_rng = None
+    if not incremental and est.shuffle:
+        # a stream of its own, so that partial_fit's draws (row shuffles,
+        # dropout) are those of the same blocks passed in memory
+        seed = check_random_state(est.random_state).randint(np.iinfo(np.int32).max)
+        block_rng = np.random.RandomState(seed)
+    n_epochs = 1 if incremental else est.max_iter
+    stopped = False
+    for _ in range(n_epochs):
+        order = np.arange(n_blocks)
+        if block_rng is not None:
+            order = block_rng.permutation(n_blocks)
+        state = (
+            getattr(work, "n_iter_", 0),
+            getattr(work, "best_loss_", np.inf),
+            getattr(work, "_no_improvement_count", 0),
+        )
+        n_losses = len(getattr(work, "loss_curve_", []))
+        for index in order:
+            work = _fit_step(
+                work,
+                X.blocks[index],
+                y_blocks[index],
+                weight_blocks[index],
+                classes,
+                True,
+            )
+        _record_epoch(work, state, n_losses, block_weights[order])
+        if not incremental and work._no_improvement_count > est.n_iter_no_change:
+            stopped = True
+            break
+    if not incremental and not stopped:
+        warnings.warn(
+            f"Stochastic optimizer: maximum iterations ({est.max_iter}) reached "
+            "and the optimization hasn't converged yet.",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+    if not incremental:
+        warn_if_diverged(work)
+    return _copy_fitted(work, est, fresh)
+
+
+def block_orders(random_state, n_blocks, n_epochs):
+    """The block order of each epoch of ``fit`` on a dask array (with shuffle).
+
+    Parameters
+    ----------
+    random_state : int, RandomState instance or None
+        The estimator's ``random_state``.
+    n_blocks, n_epochs : int
+        Blocks along the samples, and epochs.
+
+    Returns
+    -------
+    list of ndarray of int
+        The permutation of the blocks of each epoch, in order.
+    """
+    seed = check_random_state(random_state).randint(np.iinfo(np.int32).max)
+    rng = np.random.RandomState(seed)
+    return [rng.permutation(n_blocks) for _ in range(n_epochs)]
+
+
+def _fit_step(est, x, y, sample_weight, classes, incremental):
+    """One ``partial_fit`` (or seeding ``fit``) of one block, on a worker."""
+    import dask
+
+    step = dask.delayed(_fit_block, pure=False)
+    (est,) = dask.compute(
+        step(est, x, y, sample_weight, classes, incremental, _config())
+    )
+    return est
+
+
+def _fit_block(est, x, y, sample_weight, classes, incremental, config):
+    """The task of :func:`_fit_step`: the estimator, trained on the block."""
+    with config_context(**config):
+        if not incremental:
+            return est.fit(x)
+        kwargs = {} if sample_weight is None else {"sample_weight": sample_weight}
+        if classes is not None:
+            kwargs["classes"] = classes
+        return est.partial_fit(x, y, **kwargs)
+
+
+def _block_sum(weights):
+    """The sum of a block of weights, computed where the block is."""
+    import dask
+
+    return float(dask.compute(weights.sum())[0])
+
+
+def _record_epoch(est, state, n_losses, weights):
+    """One entry of the history per epoch, not one per block's partial_fit."""
+    losses = np.asarray(est.loss_curve_[n_losses:])
+    est.n_iter_, est.best_loss_, est._no_improvement_count = state
+    est.n_iter_ += 1
+    est.loss_ = float(np.sum(losses * weights) / np.sum(weights))
+    est.loss_curve_ = [*est.loss_curve_[:n_losses], est.loss_]
+    update_no_improvement_count(est, None)
+
+
+def _aligned(values, X, name, call):
+    """The blocks of ``values`` (None, an array or a dask array) along X's."""
+    import dask.array as da
+
+    n_blocks = len(X.chunks[0])
+    if values is None:
+        return [None] * n_blocks
+    if not isinstance(values, da.Array):
+        values = np.asarray(values)
+        values = da.from_array(values, chunks=(X.chunks[0], *values.shape[1:]))
+    if values.shape[0] != X.shape[0]:
+        raise ValueError(
+            f"{call}: X has {X.shape[0]} samples but {name} has {values.shape[0]}."
+        )
+    # the same rows as X's blocks (a 1-D array rechunks cheaply)
+    values = values.rechunk({0: X.chunks[0], **{a: -1 for a in range(1, values.ndim)}})
+    return [values.blocks[index] for index in range(n_blocks)]
+
+
+def _as_1d(y):
+    """A column vector of labels as a 1-D dask array."""
+    return y[:, 0] if y.ndim == 2 else y
+
+
+def _task(est, y_blocks):
+    """What the estimator learns from y: as ``check_target`` decides."""
+    import dask
+
+    if est.objective is None or y_blocks[0] is None:
+        return None
+    if est.objective != "auto":
+        return est.objective
+    # the first block's type, as partial_fit's first call decides
+    (first,) = dask.compute(y_blocks[0])
+    kind = type_of_target(first, input_name="y")
+    return "classification" if kind in ("binary", "multiclass") else "regression"
+
+
+def _copy_fitted(work, est, fresh):
+    """Move the fitted state of ``work`` into ``est``; its parameters stay."""
+    parameters = est.get_params(deep=False)
+    if fresh:  # the attributes of a former fit go, as a new fit resets them
+        for key in list(vars(est)):
+            if key not in parameters and key not in vars(work):
+                delattr(est, key)
+    for key, value in vars(work).items():
+        if key not in parameters:
+            setattr(est, key, value)
+    return est
