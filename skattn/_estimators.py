@@ -18,6 +18,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import BaseAttention
+from ._dask import blocked_fit, blocked_outputs, is_dask_collection
 from ._parallel import single_threaded_blas
 from ._sequences import sequences_dtype
 from ._transformer import AttentionTransformer
@@ -263,6 +264,8 @@ class AttentionClassifier(ClassifierMixin, _AttentionPredictor):
             Fitted classifier.
         """
         y = _column_to_1d(y)
+        if is_dask_collection(X):  # Adam streamed over the blocks (skattn._dask)
+            return blocked_fit(self, X, y, sample_weight, incremental=False)
         return self._fit(
             X, y, sample_weight, incremental=False, X_val=X_val, y_val=y_val
         )
@@ -295,6 +298,10 @@ class AttentionClassifier(ClassifierMixin, _AttentionPredictor):
             The classifier, trained one more epoch.
         """
         y = _column_to_1d(y)
+        if is_dask_collection(X):  # one pass over the blocks (skattn._dask)
+            return blocked_fit(
+                self, X, y, sample_weight, incremental=True, classes=classes
+            )
         return self._fit(X, y, sample_weight, incremental=True, classes=classes)
 
     def decision_function(self, X):
@@ -313,6 +320,8 @@ class AttentionClassifier(ClassifierMixin, _AttentionPredictor):
             One logit per class; for two classes, the log-odds of
             ``classes_[1]`` (the difference of its logit and the other's).
         """
+        if is_dask_collection(X):  # lazy, block by block (skattn._dask)
+            return blocked_outputs(self, "decision_function", X)
         logits = self._head_outputs(X)
         if logits.shape[1] == 2:
             return logits[:, 1] - logits[:, 0]
@@ -333,6 +342,8 @@ class AttentionClassifier(ClassifierMixin, _AttentionPredictor):
         y_pred : ndarray of shape (n_samples,)
             Predicted class labels.
         """
+        if is_dask_collection(X):  # lazy, block by block (skattn._dask)
+            return blocked_outputs(self, "predict", X)
         logits = self._head_outputs(X)
         return self.classes_[np.argmax(logits, axis=1)]
 
@@ -351,6 +362,8 @@ class AttentionClassifier(ClassifierMixin, _AttentionPredictor):
         log_proba : ndarray of shape (n_samples, n_classes)
             Log-probability of each class of ``classes_``.
         """
+        if is_dask_collection(X):  # lazy, block by block (skattn._dask)
+            return blocked_outputs(self, "predict_log_proba", X)
         logits = self._head_outputs(X)
         shifted = logits - logits.max(axis=1, keepdims=True)
         return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
@@ -370,6 +383,8 @@ class AttentionClassifier(ClassifierMixin, _AttentionPredictor):
         proba : ndarray of shape (n_samples, n_classes)
             Probability of each class of ``classes_``; rows sum to 1.
         """
+        if is_dask_collection(X):  # lazy, block by block (skattn._dask)
+            return blocked_outputs(self, "predict_proba", X)
         logits = self._head_outputs(X)
         proba = np.exp(logits - logits.max(axis=1, keepdims=True))
         proba /= proba.sum(axis=1, keepdims=True)
@@ -451,6 +466,8 @@ class AttentionRegressor(RegressorMixin, _AttentionPredictor):
         self : AttentionRegressor
             Fitted regressor.
         """
+        if is_dask_collection(X):  # Adam streamed over the blocks (skattn._dask)
+            return blocked_fit(self, X, y, sample_weight, incremental=False)
         return self._fit(
             X, y, sample_weight, incremental=False, X_val=X_val, y_val=y_val
         )
@@ -478,6 +495,8 @@ class AttentionRegressor(RegressorMixin, _AttentionPredictor):
         self : AttentionRegressor
             The regressor, trained one more epoch.
         """
+        if is_dask_collection(X):  # one pass over the blocks (skattn._dask)
+            return blocked_fit(self, X, y, sample_weight, incremental=True)
         return self._fit(X, y, sample_weight, incremental=True)
 
     def predict(self, X):
@@ -496,6 +515,8 @@ class AttentionRegressor(RegressorMixin, _AttentionPredictor):
             1-D for a single target (``y`` of shape (n_samples,) or
             (n_samples, 1)).
         """
+        if is_dask_collection(X):  # lazy, block by block (skattn._dask)
+            return blocked_outputs(self, "predict", X)
         y_pred = self._head_outputs(X) * self._target_scale + self._target_mean
         if y_pred.shape[1] == 1:
             return y_pred[:, 0]

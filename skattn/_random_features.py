@@ -23,6 +23,7 @@ from sklearn.base import (
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from ._dask import blocked_outputs, is_dask_collection
 from ._model import build_model
 from ._parallel import single_threaded_blas
 from ._pooling import pool_max, pool_mean, pool_ppv
@@ -458,6 +459,8 @@ class RandomAttentionFeatures(
             When tokens too large for float32 (unstandardised, or far
             outside those of fit) make the models overflow, instead of NaN.
         """
+        if is_dask_collection(X):  # lazy, block by block (skattn._dask)
+            return blocked_outputs(self, "transform", X)
         check_is_fitted(self)
         structure = self._fitted_structure
         sequences = check_input(

@@ -7,6 +7,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.metaestimators import available_if
 
 from ._base import ATTENTION_WEIGHTS_MAX_BYTES, BaseAttention
+from ._dask import blocked_fit, blocked_outputs, is_dask_collection
 from ._validation import _fit_context
 
 
@@ -610,6 +611,8 @@ class AttentionTransformer(
         self : AttentionTransformer
             Fitted transformer.
         """
+        if is_dask_collection(X):  # Adam streamed over the blocks (skattn._dask)
+            return blocked_fit(self, X, y, sample_weight, incremental=False)
         return self._fit(
             X, y, sample_weight, incremental=False, X_val=X_val, y_val=y_val
         )
@@ -646,6 +649,8 @@ class AttentionTransformer(
         X_new : ndarray of shape (n_samples, n_features_out)
             Pooled representations of X.
         """
+        if is_dask_collection(X):  # blocked fit, lazy transform (skattn._dask)
+            return self.fit(X, y, sample_weight, X_val=X_val, y_val=y_val).transform(X)
         return self._fit(
             X, y, sample_weight, incremental=False, X_val=X_val, y_val=y_val
         ).transform(X)
@@ -683,6 +688,10 @@ class AttentionTransformer(
         self : AttentionTransformer
             The transformer, trained one more epoch.
         """
+        if is_dask_collection(X):  # one pass over the blocks (skattn._dask)
+            return blocked_fit(
+                self, X, y, sample_weight, incremental=True, classes=classes
+            )
         return self._fit(X, y, sample_weight, incremental=True, classes=classes)
 
     def transform(self, X):
@@ -703,6 +712,8 @@ class AttentionTransformer(
             ``n_features_out`` is ``d_model_``, or ``n_tokens * d_model_`` for
             ``pooling="flatten"``.
         """
+        if is_dask_collection(X):  # lazy, block by block (skattn._dask)
+            return blocked_outputs(self, "transform", X)
         return self._transform(X)
 
     def transform_sequences(self, X):
@@ -724,6 +735,8 @@ class AttentionTransformer(
             (``n_tokens + 1`` rows). One row per token whatever
             ``data_format``: with ``"channels_first"``, one per time point.
         """
+        if is_dask_collection(X):  # lazy, block by block (skattn._dask)
+            return blocked_outputs(self, "transform_sequences", X)
         return self._per_token(X)
 
     def attention_weights(self, X, *, layer=-1, max_bytes=ATTENTION_WEIGHTS_MAX_BYTES):
@@ -764,6 +777,10 @@ class AttentionTransformer(
             with patches, ``n_tokens`` counts patches. With
             ``data_format="channels_first"`` the tokens are the time points.
         """
+        if is_dask_collection(X):  # lazy, block by block (skattn._dask)
+            return blocked_outputs(
+                self, "attention_weights", X, layer=layer, max_bytes=max_bytes
+            )
         layer = self._check_layer(layer)
         return self._per_token(X, layer=layer, max_bytes=max_bytes)
 
