@@ -20,6 +20,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from ._callbacks import CALLBACK_BASES, FitTasks
 from ._layers import ACTIVATIONS, patch_count
 from ._model import (
     attributes_to_params,
@@ -103,7 +104,7 @@ STRUCTURE_PARAMETERS = (
 ATTENTION_WEIGHTS_MAX_BYTES = 2**30
 
 
-class BaseAttention(TargetMixin, BaseEstimator):
+class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
     """Base class of the attention estimators (not for direct use)."""
 
     _parameter_constraints: dict = {
@@ -166,6 +167,7 @@ class BaseAttention(TargetMixin, BaseEstimator):
         self, X, y, sample_weight, *, incremental, classes=None, X_val=None, y_val=None
     ):
         """Shared body of fit and partial_fit."""
+        tasks = FitTasks(self, X, y, sample_weight, X_val, y_val)
         if X_val is not None or y_val is not None:
             self._check_validation_request(X_val, y_val)
         fitted = hasattr(self, "layers_")
@@ -185,9 +187,9 @@ class BaseAttention(TargetMixin, BaseEstimator):
         if not first_pass and task != self.target_type_:
             fitted_for = self.target_type_ or "no target (seeded weights)"
             raise ValueError(
-                f"This call's target asks for {task or 'no training'}, but the "
-                f"transformer was fitted for {fitted_for}; fit it anew (without "
-                "warm_start) to change the task."
+                f"This call's target asks for {task or 'no training'}, but "
+                f"{type(self).__name__} was fitted for {fitted_for}; fit it anew "
+                "(without warm_start) to change the task."
             )
         self._check_classes(classes, task, first_pass)
         if task is not None and self.dropout and self.solver == "lbfgs":
@@ -234,10 +236,20 @@ class BaseAttention(TargetMixin, BaseEstimator):
                 else bool(self.early_stopping)
             )
         )
+        max_subtasks = 0  # the fit's tasks, for scikit-learn's callbacks
+        if task is not None:
+            max_subtasks = self.max_iter + 1  # L-BFGS: one left over, not run
+            if self.solver == "adam":
+                max_subtasks = 1 if incremental else self.max_iter
+                max_subtasks *= 2 if self.early_stopping_ else 1  # + validation
+        tasks.start(
+            "partial_fit" if incremental else "fit", max_subtasks=max_subtasks
+        )
         if first_pass:
             self._random_state = check_random_state(self.random_state)
             self._initialize(sequences, lengths, task, y, sample_weight)
         if task is None:
+            tasks.finish()
             return self
         if self.early_stopping_ and self.validation_scores_ is None:
             # a warm start that turns early stopping on
@@ -268,6 +280,11 @@ class BaseAttention(TargetMixin, BaseEstimator):
                 val_data = (val_sequences, val_lengths, val_y, val_weight.astype(dtype))
                 validation = val_data, val_alpha
         params = self._fitted_params(dtype, model)
+        tasks.to_attributes = lambda params: params_to_attributes(
+            self._trained_params(params, model, input_dtype),
+            model.param_specs(),
+            self._fitted_structure["n_layers"],
+        )
         data = (sequences, lengths, y, sample_weight)
         start = time.time()
         if self.verbose:
@@ -280,7 +297,7 @@ class BaseAttention(TargetMixin, BaseEstimator):
         # threads ran up to 16x slower on a busy 2-core machine
         with single_threaded_blas():
             if self.solver == "lbfgs":
-                fit_lbfgs(self, model, params, data, alpha=alpha)
+                fit_lbfgs(self, model, params, data, alpha=alpha, tasks=tasks)
             else:
                 fit_adam(
                     self,
@@ -290,20 +307,12 @@ class BaseAttention(TargetMixin, BaseEstimator):
                     incremental,
                     alpha=alpha,
                     validation=validation,
+                    tasks=tasks,
                 )
         if self.verbose:
             print(f"[{type(self).__name__}] Training took {time.time() - start:.2f}s.")
-        # stored in the input's dtype; the fixed parameters (token statistics)
-        # keep their full precision
-        fixed = self._fitted_params(input_dtype, model)
-        trainable = model.trainable_names()
-        self._store_params(
-            {
-                name: value.astype(input_dtype) if name in trainable else fixed[name]
-                for name, value in params.items()
-            },
-            model,
-        )
+        self._store_params(self._trained_params(params, model, input_dtype), model)
+        tasks.finish()
         return self
 
     def _check_structure(self, incremental):
@@ -481,6 +490,17 @@ class BaseAttention(TargetMixin, BaseEstimator):
         """The fitted parameters of ``model`` as a dict, cast to ``dtype``."""
         params = attributes_to_params(self, model.param_specs())
         return {name: value.astype(dtype, copy=False) for name, value in params.items()}
+
+    def _trained_params(self, params, model, dtype):
+        """The solver's parameters as stored: the trained ones copied in the
+        input's ``dtype``, the fixed ones (token statistics) at the full
+        precision they were stored with."""
+        fixed = self._fitted_params(dtype, model)
+        trainable = model.trainable_names()
+        return {
+            name: value.astype(dtype) if name in trainable else fixed[name]
+            for name, value in params.items()
+        }
 
     def _store_params(self, params, model):
         """Store a parameter dict as fitted attributes (None for absent ones)."""

@@ -278,8 +278,8 @@ class TargetMixin:
             self._target_scale = np.where(scale > 0, np.ldexp(scale, exponent), 1.0)
         elif y.shape[1] != len(self._target_mean):
             raise ValueError(
-                f"y has {y.shape[1]} outputs, but the transformer was fitted on "
-                f"{len(self._target_mean)}."
+                f"y has {y.shape[1]} outputs, but {type(self).__name__} was "
+                f"fitted on {len(self._target_mean)}."
             )
         # (y - mean) / scale, each divided by a power of two near the scale
         # first: y - mean overflows for targets of either sign near 1.8e308

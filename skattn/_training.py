@@ -158,7 +158,9 @@ def validation_metrics(model, params, data, rows, task, alpha):
     return score, loss
 
 
-def fit_adam(est, model, params, data, incremental, *, alpha, validation=None):
+def fit_adam(
+    est, model, params, data, incremental, *, tasks, alpha, validation=None
+):
     """Adam on shuffled minibatches, with early stopping (like MLP's).
 
     A minibatch whose samples all weigh zero holds no sample: it takes no step.
@@ -185,15 +187,20 @@ def fit_adam(est, model, params, data, incremental, *, alpha, validation=None):
         ``(data, alpha)`` of an explicit validation set (``fit``'s ``X_val``
         and ``y_val``) for early stopping, in the layout of ``data``; None: with
         ``est.early_stopping_``, ``validation_fraction`` of ``data`` is held out.
+    tasks : FitTasks
+        The fit's callback tasks: an ``"epoch"`` task per epoch, then a
+        ``"validation"`` task with a validation set; a callback that asks to
+        stop ends the training after the epoch.
     """
     sequences, lengths, y, sample_weight = data
     n_samples = len(lengths)
     train = np.arange(n_samples)
-    validation_rows = None
+    validation_rows = train_rows = held_out = None  # held_out: of the training set
     if est.early_stopping_ and not incremental:
         if validation is None:
             train, validation_rows = validation_split(est, y, sample_weight)
             validation_data, validation_alpha = data, alpha
+            train_rows, held_out = np.sort(train), np.sort(validation_rows)
         else:
             validation_data, validation_alpha = validation
             validation_rows = np.arange(len(validation_data[1]))
@@ -216,6 +223,7 @@ def fit_adam(est, model, params, data, incremental, *, alpha, validation=None):
     best_params = None
     start = time.time()
     for _ in range(est.max_iter):
+        epoch = tasks.begin("epoch")
         if est.shuffle:
             train = est._random_state.permutation(train)
         epoch_loss = 0.0
@@ -237,6 +245,7 @@ def fit_adam(est, model, params, data, incremental, *, alpha, validation=None):
         est.loss_ = epoch_loss / float(sample_weight[train].sum())
         est.loss_curve_.append(est.loss_)
         check_finite(est, params)
+        stop = tasks.end(epoch, params, train_rows)
 
         score = None
         if validation_rows is not None:
@@ -252,10 +261,15 @@ def fit_adam(est, model, params, data, incremental, *, alpha, validation=None):
             est.validation_loss_curve_.append(validation_loss)
             if score > est.best_validation_score_:
                 best_params = {k: v.copy() for k, v in params.items()}
+            stop |= tasks.validate(params, held_out)
         update_no_improvement_count(est, score)
         if est.verbose:
             print_iteration(est, est.loss_, start, score)
         if incremental:
+            break
+        if stop:
+            if est.verbose:
+                print(f"[{type(est).__name__}] A callback asked to stop. Stopping.")
             break
         if est._no_improvement_count > est.n_iter_no_change:
             if est.verbose:
@@ -408,10 +422,14 @@ def update_no_improvement_count(est, score):
     est.best_loss_ = min(est.best_loss_, est.loss_curve_[-1])
 
 
-def fit_lbfgs(est, model, params, data, *, alpha):
+def fit_lbfgs(est, model, params, data, *, tasks, alpha):
     """Full-batch L-BFGS-B on the packed parameter vector (like NCA's ``fit``).
 
     ``alpha`` is the L2 penalty for the weights of ``data`` (see :func:`fit_adam`).
+    ``tasks``: the fit's callback tasks, an ``"iteration"`` task per L-BFGS
+    iteration (as scikit-learn's ``LogisticRegression`` reports them: the last
+    one begun never runs, and ends empty); a callback that asks to stop ends
+    the minimisation after the iteration.
     """
     names = sorted(model.trainable_names())
     shapes = [params[name].shape for name in names]
@@ -436,12 +454,20 @@ def fit_lbfgs(est, model, params, data, *, alpha):
         return loss, flat.astype(np.float64)
 
     first_iteration = est.n_iter_  # n_iter_ counts this fit's only at its end
+    task, stopped = tasks.begin("iteration"), False
 
     def callback(intermediate_result):
+        nonlocal task, stopped
         est.loss_curve_.append(float(intermediate_result.fun))
         if est.verbose:
             iteration = first_iteration + len(est.loss_curve_) - n_losses
             print_iteration(est, est.loss_curve_[-1], start, iteration=iteration)
+        if tasks.end(task, {**params, **unpack(intermediate_result.x)}):
+            task, stopped = None, True
+            if est.verbose:
+                print(f"[{type(est).__name__}] A callback asked to stop. Stopping.")
+            raise StopIteration  # scipy >= 1.11 ends the minimisation there
+        task = tasks.begin("iteration")
 
     n_losses = len(est.loss_curve_)
     theta = np.concatenate([params[name].ravel() for name in names])
@@ -453,7 +479,11 @@ def fit_lbfgs(est, model, params, data, *, alpha):
         callback=callback,
         options={"maxiter": est.max_iter, "gtol": est.tol},
     )
-    est.n_iter_ += _check_optimize_result("lbfgs", result, est.max_iter)
+    tasks.end(task)  # the iteration begun last, which did not run (None if stopped)
+    if stopped:  # by a callback, not a failure to converge
+        est.n_iter_ += result.nit
+    else:
+        est.n_iter_ += _check_optimize_result("lbfgs", result, est.max_iter)
     params.update(unpack(result.x))
     est.loss_ = float(result.fun)
     check_finite(est, params)

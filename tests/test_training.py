@@ -523,5 +523,6 @@ def test_warm_start_cannot_change_the_task():
     with pytest.raises(ValueError, match="fitted for no target"):
         est.fit(X, y)
     est = AttentionTransformer(n_heads=2, max_iter=2, warm_start=True).fit(X, y)
-    with pytest.raises(ValueError, match="asks for regression, but the transformer"):
+    msg = "asks for regression, but AttentionTransformer was fitted"
+    with pytest.raises(ValueError, match=msg):
         est.fit(X, y + 0.5)
