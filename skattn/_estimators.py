@@ -265,7 +265,9 @@ class AttentionClassifier(ClassifierMixin, _AttentionPredictor):
         """
         y = _column_to_1d(y)
         if is_dask_collection(X):  # Adam streamed over the blocks (skattn._dask)
-            return blocked_fit(self, X, y, sample_weight, incremental=False)
+            return blocked_fit(
+                self, X, y, sample_weight, incremental=False, X_val=X_val, y_val=y_val
+            )
         return self._fit(
             X, y, sample_weight, incremental=False, X_val=X_val, y_val=y_val
         )
@@ -467,7 +469,9 @@ class AttentionRegressor(RegressorMixin, _AttentionPredictor):
             Fitted regressor.
         """
         if is_dask_collection(X):  # Adam streamed over the blocks (skattn._dask)
-            return blocked_fit(self, X, y, sample_weight, incremental=False)
+            return blocked_fit(
+                self, X, y, sample_weight, incremental=False, X_val=X_val, y_val=y_val
+            )
         return self._fit(
             X, y, sample_weight, incremental=False, X_val=X_val, y_val=y_val
         )

@@ -612,7 +612,9 @@ class AttentionTransformer(
             Fitted transformer.
         """
         if is_dask_collection(X):  # Adam streamed over the blocks (skattn._dask)
-            return blocked_fit(self, X, y, sample_weight, incremental=False)
+            return blocked_fit(
+                self, X, y, sample_weight, incremental=False, X_val=X_val, y_val=y_val
+            )
         return self._fit(
             X, y, sample_weight, incremental=False, X_val=X_val, y_val=y_val
         )
