@@ -1,0 +1,295 @@
+"""Dask: grid search on a cluster, lazy blocked outputs and streamed training.
+
+One ``distributed.LocalCluster`` of two worker processes serves the module;
+every result computed on it must equal the in-memory one exactly.
+"""
+
+import subprocess
+import sys
+import warnings
+
+import joblib
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV, cross_validate
+from sklearn.pipeline import make_pipeline
+
+from skattn import (
+    AttentionClassifier,
+    AttentionRegressor,
+    AttentionTransformer,
+    RandomAttentionFeatures,
+)
+from skattn._dask import block_orders
+
+SMALL = dict(n_heads=2, head_dim=4, ff_dim=8, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A client of a local cluster of two single-threaded worker processes."""
+    pytest.importorskip(
+        "distributed", reason="the dask tests need the [dask] extra (distributed)"
+    )
+    pytest.importorskip("dask.array", reason="the dask tests need dask[array]")
+    from distributed import Client, LocalCluster
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # port and memory notices of the cluster
+        cluster = LocalCluster(
+            n_workers=2,
+            processes=True,
+            threads_per_worker=1,
+            host="127.0.0.1",
+            dashboard_address=None,
+        )
+    client = Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+@pytest.fixture(scope="module")
+def data():
+    """60 sequences of 5 tokens of width 3, labels, blocks of 20."""
+    rng = np.random.RandomState(0)
+    X = rng.standard_normal((60, 5, 3))
+    y = (X[:, :, 0].mean(axis=1) > 0).astype(int)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def fitted(data):
+    X, y = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return AttentionTransformer(max_iter=5, **SMALL).fit(X, y)
+
+
+def _by_block(function, X, size=20, **kwargs):
+    """``function`` in memory on each block of ``size`` samples, concatenated.
+
+    The blocked result equals it bit for bit; the result of X at once may
+    differ by float rounding, as batches of other sizes do.
+    """
+    outputs = [function(X[i : i + size], **kwargs) for i in range(0, len(X), size)]
+    return np.concatenate(outputs)
+
+
+def _blocks(X, size=20):
+    import dask.array as da
+
+    return da.from_array(X, chunks=(size, *X.shape[1:]))
+
+
+def test_import_skattn_imports_no_dask():
+    """skattn imports without dask, and recognises no collection without it."""
+    code = (
+        "import sys, skattn\n"
+        "from skattn._dask import is_dask_collection\n"
+        "class Fake:\n"
+        "    def __dask_graph__(self):\n"
+        "        return {}\n"
+        "assert not is_dask_collection(Fake())\n"
+        "assert 'dask' not in sys.modules, 'import skattn imported dask'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_workers_run_blas_on_one_thread(client):
+    """The nanny's OMP_NUM_THREADS=1 reaches skattn: one thread per task."""
+    from skattn._parallel import parallel_workers
+
+    assert set(client.run(parallel_workers).values()) == {1}
+
+
+def test_grid_search_on_cluster_equals_n_jobs_1(client, data):
+    X, y = data
+    pipe = make_pipeline(
+        AttentionTransformer(max_iter=3, **SMALL), LogisticRegression()
+    )
+    grid = {"attentiontransformer__n_heads": [1, 2]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        local = GridSearchCV(pipe, grid, cv=2).fit(X, y)
+        local_cv = cross_validate(pipe, X, y, cv=2)
+        with joblib.parallel_backend("dask"):
+            remote = GridSearchCV(pipe, grid, cv=2, n_jobs=-1).fit(X, y)
+            remote_cv = cross_validate(pipe, X, y, cv=2, n_jobs=-1)
+    for key in ("split0_test_score", "split1_test_score", "mean_test_score"):
+        np.testing.assert_array_equal(remote.cv_results_[key], local.cv_results_[key])
+    np.testing.assert_array_equal(remote_cv["test_score"], local_cv["test_score"])
+
+
+@pytest.mark.parametrize(
+    "method, kwargs, tail",
+    [
+        ("transform", {}, (8,)),
+        ("transform_sequences", {}, (5, 8)),
+        ("attention_weights", {"layer": 0}, (2, 5, 5)),
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_blocked_outputs_equal_in_memory(
+    client, data, fitted, method, kwargs, tail, dtype
+):
+    import dask.array as da
+
+    X = data[0].astype(dtype)
+    lazy = getattr(fitted, method)(_blocks(X), **kwargs)
+    assert isinstance(lazy, da.Array)
+    assert lazy.shape == (60, *tail)
+    assert lazy.chunks == ((20, 20, 20), *((n,) for n in tail))
+    assert lazy.dtype == dtype
+    computed = lazy.compute()
+    function = getattr(fitted, method)
+    np.testing.assert_array_equal(computed, _by_block(function, X, **kwargs))
+    np.testing.assert_allclose(computed, function(X, **kwargs), rtol=1e-5, atol=1e-6)
+
+
+def test_blocked_predictions_equal_in_memory(client, data):
+    X, y = data
+    dX = _blocks(X)
+    labels = np.array(["neg", "pos"])[y]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        clf = AttentionClassifier(max_iter=3, **SMALL).fit(X, labels)
+        reg = AttentionRegressor(max_iter=3, **SMALL).fit(X, X[:, :, 1].sum(axis=1))
+    rf = RandomAttentionFeatures(random_state=0).fit(X)
+    cases = [
+        (clf, "predict"),
+        (clf, "predict_proba"),
+        (clf, "predict_log_proba"),
+        (clf, "decision_function"),
+        (reg, "predict"),
+        (rf, "transform"),
+    ]
+    for est, method in cases:
+        lazy = getattr(est, method)(dX)
+        expected = _by_block(getattr(est, method), X)
+        assert (lazy.shape, lazy.dtype) == (expected.shape, expected.dtype)
+        assert lazy.chunks[0] == (20, 20, 20)
+        np.testing.assert_array_equal(lazy.compute(), expected)
+
+
+def test_blocked_table(client):
+    rng = np.random.RandomState(0)
+    X = rng.standard_normal((30, 6))
+    est = AttentionTransformer(**SMALL).fit(X)
+    np.testing.assert_array_equal(
+        est.transform(_blocks(X, 10)).compute(), _by_block(est.transform, X, 10)
+    )
+
+
+def test_ragged_bag(client, fitted):
+    import dask.bag as db
+
+    rng = np.random.RandomState(1)
+    sequences = [rng.standard_normal((n, 3)) for n in (2, 7, 4, 5, 3)]
+    bag = db.from_sequence(sequences, npartitions=2)
+    tokens = fitted.transform_sequences(bag)
+    assert isinstance(tokens, db.Bag)
+    for lazy, expected in zip(
+        tokens.compute(), fitted.transform_sequences(sequences), strict=True
+    ):
+        np.testing.assert_array_equal(lazy, expected)
+    pooled = np.stack(fitted.transform(bag).compute())
+    np.testing.assert_array_equal(pooled, fitted.transform(sequences))
+
+
+def test_bad_collections(fitted, data):
+    pytest.importorskip("dask.array", reason="the dask tests need dask[array]")
+    import dask
+
+    X = data[0]
+    import dask.array as da
+
+    tokens_split = da.from_array(X, chunks=(20, 2, 3))
+    with pytest.raises(ValueError, match=r"along the samples \(axis 0\) only.*axis 1"):
+        fitted.transform(tokens_split)
+    with pytest.raises(ValueError, match="chunked along the samples"):
+        fitted.fit(tokens_split, data[1])
+    with pytest.raises(ValueError, match="2D dask array .* or a 3D one"):
+        fitted.transform(da.zeros((4, 5, 3, 1), chunks=2))
+    with pytest.raises(TypeError, match="reads dask arrays"):
+        fitted.transform(dask.delayed(X))
+    with pytest.raises(ValueError, match="3 features"):  # checked before compute
+        fitted.transform(_blocks(X[:, :, :2]))
+
+
+def test_blocked_fit_errors(data):
+    pytest.importorskip("dask.array", reason="the dask tests need dask[array]")
+    X, y = data
+    dX, dy = _blocks(X), _blocks(y)
+    with pytest.raises(ValueError, match="solver='lbfgs' cannot stream"):
+        AttentionClassifier(solver="lbfgs", **SMALL).fit(dX, dy)
+    with pytest.raises(ValueError, match="cannot stop early"):
+        AttentionClassifier(early_stopping=True, **SMALL).fit(dX, dy)
+    with pytest.raises(ValueError, match="takes no X_val"):
+        AttentionClassifier(**SMALL).fit(dX, dy, X_val=X, y_val=y)
+    with pytest.raises(ValueError, match="X has 60 samples but y has 59"):
+        AttentionClassifier(**SMALL).fit(dX, dy[:59])
+    with pytest.raises(ValueError, match="requires y"):
+        AttentionClassifier(**SMALL).fit(dX, None)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_blocked_fit_equals_partial_fit_of_the_blocks(client, data, shuffle):
+    """max_iter epochs of partial_fit over the blocks in the documented order."""
+    X, y = data
+    # the first block misses class 2: fit finds the classes of all the blocks
+    y = y.copy()
+    y[40:45] = 2
+    weight = np.linspace(0.5, 2, 60)
+    est = AttentionClassifier(max_iter=3, shuffle=shuffle, **SMALL)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(_blocks(X), _blocks(y), sample_weight=_blocks(weight))
+    reference = clone(est)
+    orders = block_orders(0, 3, 3) if shuffle else [range(3)] * 3
+    for order in orders:
+        for b in order:
+            rows = slice(20 * b, 20 * b + 20)
+            reference.partial_fit(
+                X[rows], y[rows], classes=[0, 1, 2], sample_weight=weight[rows]
+            )
+    for name in ("input_weights_", "head_coef_", "head_intercept_", "token_mean_"):
+        np.testing.assert_array_equal(getattr(est, name), getattr(reference, name))
+    for layer, expected in zip(est.layers_, reference.layers_, strict=True):
+        for key in expected:
+            np.testing.assert_array_equal(layer[key], expected[key])
+    np.testing.assert_array_equal(est.classes_, [0, 1, 2])
+    assert est.n_iter_ == 3 and len(est.loss_curve_) == 3
+    assert est.early_stopping_ is False
+
+
+def test_blocked_partial_fit_and_stopping(client, data):
+    X, y = data
+    dX = _blocks(X)
+    target = X[:, :, 1].sum(axis=1)
+    est = AttentionRegressor(**SMALL)
+    reference = clone(est)
+    for _ in range(2):  # one pass over the blocks in order, per call
+        est.partial_fit(dX, _blocks(target))
+        for b in range(3):
+            rows = slice(20 * b, 20 * b + 20)
+            reference.partial_fit(X[rows], target[rows])
+    np.testing.assert_array_equal(est.head_coef_, reference.head_coef_)
+    assert est.n_iter_ == 2
+    # no improvement by tol=1e9 after the first epoch: stops after
+    # n_iter_no_change + 2 epochs, as fit in memory
+    stopping = AttentionTransformer(tol=1e9, n_iter_no_change=1, **SMALL)
+    stopping.fit(dX, _blocks(y))
+    in_memory = clone(stopping).fit(X, y)
+    assert stopping.n_iter_ == in_memory.n_iter_ == 3
+
+
+def test_blocked_fit_without_target_seeds(client, data):
+    X = data[0]
+    est = AttentionTransformer(**SMALL).fit(_blocks(X))
+    expected = AttentionTransformer(**SMALL).fit(X[:20])  # the first block
+    np.testing.assert_array_equal(est.token_mean_, expected.token_mean_)
+    assert est.target_type_ is None
