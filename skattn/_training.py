@@ -27,7 +27,7 @@ from ._head import LOSS_FUNCTIONS
 from ._layers import DropoutStreams
 from ._optimizers import AdamOptimizer
 from ._sequences import BATCH_BYTES, map_batches, sequences_dtype, token_width
-from ._validation import _check_optimize_result, working_memory_bytes
+from ._validation import working_memory_bytes
 
 # batch_size="auto": min(200, n_samples) as MLPClassifier, but minibatches of
 # EARLY_STOPPING_BATCH when early stopping is on: its few epochs then take more,
@@ -158,9 +158,7 @@ def validation_metrics(model, params, data, rows, task, alpha):
     return score, loss
 
 
-def fit_adam(
-    est, model, params, data, incremental, *, tasks, alpha, validation=None
-):
+def fit_adam(est, model, params, data, incremental, *, tasks, alpha, validation=None):
     """Adam on shuffled minibatches, with early stopping (like MLP's).
 
     A minibatch whose samples all weigh zero holds no sample: it takes no step.
@@ -483,11 +481,24 @@ def fit_lbfgs(est, model, params, data, *, tasks, alpha):
     if stopped:  # by a callback, not a failure to converge
         est.n_iter_ += result.nit
     else:
-        est.n_iter_ += _check_optimize_result("lbfgs", result, est.max_iter)
+        est.n_iter_ += lbfgs_iterations(result, est.max_iter)
     params.update(unpack(result.x))
     est.loss_ = float(result.fun)
     check_finite(est, params)
     est.best_loss_ = min(est.best_loss_, est.loss_)
+
+
+def lbfgs_iterations(result, max_iter):
+    """Iterations L-BFGS ran; a ``ConvergenceWarning`` when it did not converge."""
+    if result.status != 0:
+        warnings.warn(
+            f"lbfgs failed to converge after {result.nit} iteration(s) (status="
+            f"{result.status}): {result.message}. Increase max_iter (now "
+            f"{max_iter}) or tol.",
+            ConvergenceWarning,
+            stacklevel=4,
+        )
+    return min(result.nit, max_iter)  # scipy's count may pass maxiter
 
 
 def print_iteration(est, loss, start, score=None, iteration=None):

@@ -1,15 +1,17 @@
 """Input validation: raw input to checked sequences, with clear errors.
 
-The only module that imports private scikit-learn APIs, those without a public
-equivalent: ``_fit_context``, ``_param_validation`` (``Interval``,
-``StrOptions``), ``_check_sample_weight`` and ``_check_optimize_result``. When
-scikit-learn moves them, this is the one file to change. Feature names and
-``n_features_in_`` go through the public ``validate_data`` (scikit-learn 1.6).
+The only module that imports private scikit-learn APIs, the two without a
+public equivalent: ``_fit_context`` (parameter validation, and the callbacks'
+set-up and tear-down around a fit) and ``_param_validation`` (``Interval``,
+``StrOptions``). When scikit-learn moves them, this is the one file to change.
+Feature names and ``n_features_in_`` go through the public ``validate_data``
+(scikit-learn 1.6).
 """
 
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import numbers
 from collections.abc import Iterator, Mapping, Set
 
 import numpy as np
@@ -19,13 +21,11 @@ from sklearn.base import _fit_context
 from sklearn.utils import _param_validation, check_array
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.optimize import _check_optimize_result
-from sklearn.utils.validation import _check_sample_weight, validate_data
+from sklearn.utils.validation import check_non_negative, validate_data
 
 __all__ = [
     "Interval",
     "StrOptions",
-    "_check_optimize_result",
     "_fit_context",
     "check_array_like",
     "check_finite_output",
@@ -612,7 +612,8 @@ def check_sample_weight(sample_weight, n_samples, dtype, *, return_exponent=Fals
     Parameters
     ----------
     sample_weight : array-like of shape (n_samples,), float or None
-        The user's weights: any finite non-negative numbers, not all zero.
+        The user's weights: any finite non-negative numbers, not all zero; a
+        number weighs every sample, None weighs each 1.
     n_samples : int
         Number of samples.
     dtype : dtype
@@ -632,14 +633,31 @@ def check_sample_weight(sample_weight, n_samples, dtype, *, return_exponent=Fals
     check_array_like(sample_weight, "sample_weight")
     # checked in float64 and only then cast: 1e300 overflows float32, 1e-50
     # rounds to zero in it, but both are fine weights once normalised
-    sample_weight = _check_sample_weight(
-        sample_weight,
-        np.empty((n_samples, 0)),
-        dtype=np.float64,
-        ensure_non_negative=True,
+    if sample_weight is None:
+        sample_weight = np.ones(n_samples)
+    elif isinstance(sample_weight, numbers.Number):  # one weight for all samples
+        sample_weight = np.full(n_samples, sample_weight)
+    sample_weight = check_array(
+        sample_weight, ensure_2d=False, dtype=np.float64, input_name="sample_weight"
     )
+    if sample_weight.ndim != 1:
+        raise ValueError(
+            f"sample_weight must be a 1-D array or a scalar, got a "
+            f"{sample_weight.ndim}-D array of shape {sample_weight.shape}; expected "
+            f"{n_samples} weights, one per sample."
+        )
+    if sample_weight.shape != (n_samples,):
+        raise ValueError(
+            f"sample_weight.shape == {sample_weight.shape}, expected "
+            f"{(n_samples,)}: one weight per sample."
+        )
+    check_non_negative(sample_weight, "sample_weight")
     if not sample_weight.max(initial=0) > 0:
-        raise ValueError("sample_weight sums to zero: no sample to learn from.")
+        # as the _check_sample_weight of newer scikit-learn versions says
+        raise ValueError(
+            "sample_weight must contain at least one non-zero weight; all "
+            f"{n_samples} are zero: no sample to learn from."
+        )
     sample_weight, exponent = normalize_weights(sample_weight)
     sample_weight = sample_weight.astype(dtype, copy=False)
     return (sample_weight, exponent) if return_exponent else sample_weight

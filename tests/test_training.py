@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from helpers import order_task
 from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
@@ -452,6 +453,17 @@ def test_sample_weight_is_checked():
         AttentionTransformer().fit(X, y, sample_weight=np.zeros(10))
     with pytest.raises(ValueError, match="Negative values in data"):
         AttentionTransformer().fit(X, y, sample_weight=-np.ones(10))
+    with pytest.raises(ValueError, match=r"1-D array or a scalar, got a 2-D array"):
+        AttentionTransformer().fit(X, y, sample_weight=np.ones((10, 1)))
+    with pytest.raises(ValueError, match="sample_weight contains NaN"):
+        AttentionTransformer().fit(X, y, sample_weight=np.nan)
+    # a number weighs every sample alike
+    est = AttentionTransformer(n_heads=2, max_iter=2, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        weights = clone(est).fit(X, y, sample_weight=np.full(10, 3.0)).transform(X)
+        number = clone(est).fit(X, y, sample_weight=3.0).transform(X)
+    assert_array_equal(number, weights)
 
 
 def test_ragged_training_ignores_padding():
