@@ -403,7 +403,8 @@ def _copy_fitted(work, est, fresh):
     parameters = est.get_params(deep=False)
     if fresh:  # the attributes of a former fit go, as a new fit resets them
         for key in list(vars(est)):
-            if key not in parameters and key not in vars(work):
+            stale = key.endswith("_") or key == "_optimizer_state"
+            if stale and key not in parameters and key not in vars(work):
                 delattr(est, key)
     for key, value in vars(work).items():
         if key not in parameters:
