@@ -19,21 +19,21 @@ from skattn._callbacks import CALLBACK_BASES
 FAST = dict(max_iter=3, head_dim=4, n_heads=2, random_state=0)
 
 
+try:
+    from sklearn import callback
+except ImportError:  # scikit-learn < 1.9
+    callback = None
+
+requires_callbacks = pytest.mark.skipif(
+    callback is None, reason=f"scikit-learn {sklearn.__version__} has no callbacks"
+)
+
+
 def test_set_callbacks_exists_exactly_where_scikit_learn_has_callbacks():
-    try:
-        import sklearn.callback  # noqa: F401
-    except ImportError:
-        has_callbacks = False
-    else:
-        has_callbacks = True
+    has_callbacks = callback is not None
     assert bool(CALLBACK_BASES) == has_callbacks
     for est in (AttentionTransformer(), AttentionClassifier(), AttentionRegressor()):
         assert hasattr(est, "set_callbacks") == has_callbacks
-
-
-callback = pytest.importorskip(
-    "sklearn.callback", reason=f"scikit-learn {sklearn.__version__} has no callbacks"
-)
 
 
 class Recorder:
@@ -81,6 +81,7 @@ def task():
     return order_task(n=40)
 
 
+@requires_callbacks
 def test_adam_reports_one_task_per_epoch(task):
     X, y = task
     rec = own()
@@ -109,6 +110,7 @@ def test_adam_reports_one_task_per_epoch(task):
     assert_array_equal(fitted.decision_function(X), clf.decision_function(X))
 
 
+@requires_callbacks
 def test_scoring_monitor_scores_every_epoch_on_train_and_validation(task):
     pytest.importorskip("pandas")
     X, y = task
@@ -128,6 +130,7 @@ def test_scoring_monitor_scores_every_epoch_on_train_and_validation(task):
     assert train.accuracy.between(0, 1).all()
 
 
+@requires_callbacks
 def test_early_stopping_split_gives_each_task_its_rows(task):
     X, y = task
     weight = np.arange(1.0, 41.0)
@@ -152,6 +155,7 @@ def test_early_stopping_split_gives_each_task_its_rows(task):
     assert fitted.score(X_val, y_val) == clf.validation_scores_[0]
 
 
+@requires_callbacks
 def test_explicit_validation_set_is_passed_as_is(task):
     X, y = task
     X_val, y_val = order_task(n=12, seed=1)
@@ -176,6 +180,7 @@ def test_explicit_validation_set_is_passed_as_is(task):
     ]
 
 
+@requires_callbacks
 def test_lbfgs_reports_one_task_per_iteration(task):
     X, y = task
     rec = own()
@@ -192,6 +197,7 @@ def test_lbfgs_reports_one_task_per_iteration(task):
     assert_array_equal(last.decision_function(X), clf.decision_function(X))
 
 
+@requires_callbacks
 @pytest.mark.parametrize("solver", ["adam", "lbfgs"])
 def test_a_callback_can_stop_the_training(task, solver):
     X, y = task
@@ -207,6 +213,7 @@ def test_a_callback_can_stop_the_training(task, solver):
     assert_array_equal(last.decision_function(X), clf.decision_function(X))
 
 
+@requires_callbacks
 def test_partial_fit_and_seeded_fit_tasks(task):
     X, y = task
     rec = own()
@@ -226,6 +233,7 @@ def test_partial_fit_and_seeded_fit_tasks(task):
     ]
 
 
+@requires_callbacks
 def test_regressor_epochs_carry_a_fitted_regressor(task):
     X, _ = task
     y = X[:, :, 0].sum(axis=1)
@@ -238,6 +246,7 @@ def test_regressor_epochs_carry_a_fitted_regressor(task):
     assert_array_equal(last.predict(X), reg.predict(X))
 
 
+@requires_callbacks
 def test_progress_bar_in_a_pipeline_shows_the_attention_epochs(
     task, capsys, monkeypatch
 ):
@@ -261,6 +270,7 @@ def test_progress_bar_in_a_pipeline_shows_the_attention_epochs(
     assert len(rec.ends("epoch")) == pipe[0].n_iter_ == 3
 
 
+@requires_callbacks
 def test_callbacks_propagate_from_grid_search(task):
     X, y = task
     rec = Recorder()
