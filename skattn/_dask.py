@@ -250,7 +250,8 @@ def blocked_fit(
     task = _task(est, y_blocks)
     if task == "classification" and classes is None and fresh:
         # partial_fit needs every class at its first call; the labels are small
-        classes = np.unique(da.unique(_as_1d(y)).compute())
+        labels = da.concatenate(y_blocks)  # y may be a numpy array
+        classes = np.unique(da.unique(_as_1d(labels)).compute())
     if task is None:  # nothing is learned: the model is seeded on one block
         work = _fit_step(work, X.blocks[0], None, None, None, False)
         return _copy_fitted(work, est, fresh)

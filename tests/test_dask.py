@@ -285,6 +285,12 @@ def test_blocked_partial_fit_and_stopping(client, data):
     stopping.fit(dX, _blocks(y))
     in_memory = clone(stopping).fit(X, y)
     assert stopping.n_iter_ == in_memory.n_iter_ == 3
+    # labels as a numpy array beside a dask X
+    clf = AttentionClassifier(max_iter=1, **SMALL)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        clf.fit(dX, np.array(["a", "b", "c"])[y + (np.arange(60) >= 50)])
+    np.testing.assert_array_equal(clf.classes_, ["a", "b", "c"])
 
 
 def test_blocked_fit_without_target_seeds(client, data):
