@@ -428,6 +428,12 @@ class AttentionTransformer(
     ``sktime.datatypes.convert_to(X, to_type="numpy3D")`` with
     ``data_format="channels_first"``.
 
+    A :class:`dask.array.Array` chunked along the samples (the ``[dask]``
+    extra) gives lazy results computed block by block, a dask bag of ragged
+    sequences a bag of per-sequence results; ``fit`` and ``partial_fit`` of a
+    dask array stream its blocks through Adam (user guide, "Beyond one
+    machine").
+
     ``transform`` takes the same kind of input as ``fit`` (a table after a table,
     sequences after sequences). ``fit`` and ``transform`` run in batches of
     samples sized so that the intermediate arrays fit in scikit-learn's
