@@ -148,8 +148,9 @@ if __name__ == "__main__":
     X, y = make_sequence_classification(
         n_samples=3_000, n_tokens=12, n_features=8, n_classes=3, random_state=1
     )
-    X_blocks = da.from_array(X[:2_400], chunks=(400, 12, 8))
-    y_blocks = da.from_array(y[:2_400], chunks=400)
+    # persisted: the blocks go to the workers once, not with every step
+    X_blocks = da.from_array(X[:2_400], chunks=(400, 12, 8)).persist()
+    y_blocks = da.from_array(y[:2_400], chunks=400).persist()
     clf = AttentionClassifier(max_iter=8, random_state=0)
     start = time.perf_counter()
     clf.fit(X_blocks, y_blocks)
