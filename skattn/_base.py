@@ -242,9 +242,7 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
             if self.solver == "adam":
                 max_subtasks = 1 if incremental else self.max_iter
                 max_subtasks *= 2 if self.early_stopping_ else 1  # + validation
-        tasks.start(
-            "partial_fit" if incremental else "fit", max_subtasks=max_subtasks
-        )
+        tasks.start("partial_fit" if incremental else "fit", max_subtasks=max_subtasks)
         if first_pass:
             self._random_state = check_random_state(self.random_state)
             self._initialize(sequences, lengths, task, y, sample_weight)
