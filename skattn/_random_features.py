@@ -23,6 +23,7 @@ from sklearn.base import (
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from ._callbacks import CALLBACK_BASES, FitTasks
 from ._dask import blocked_outputs, is_dask_collection
 from ._model import build_model
 from ._parallel import single_threaded_blas
@@ -62,7 +63,7 @@ AUTO_MAX_PATCHES = 128
 
 
 class RandomAttentionFeatures(
-    ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
+    ClassNamePrefixFeaturesOutMixin, TransformerMixin, *CALLBACK_BASES, BaseEstimator
 ):
     """Random attention features: many seeded attention models, nothing trained.
 
@@ -361,8 +362,12 @@ class RandomAttentionFeatures(
             data_format=self.data_format,
         )
         dtype = sequences_dtype(sequences)
+        tasks = FitTasks(self, X, y, sample_weight)
         if sample_weight is not None:
             sample_weight = check_sample_weight(sample_weight, len(sequences), dtype)
+        # one task, no subtask: scikit-learn's callbacks (ProgressBar of a
+        # Pipeline) see the step begin and end
+        tasks.start("fit", max_subtasks=0)
         # transform builds the models with these, whatever set_params changes
         # after fit (the other parameters are in models_ and the statistics)
         self._fitted_structure = {
@@ -405,6 +410,7 @@ class RandomAttentionFeatures(
             config["n_heads"] * config["head_dim"] * len(statistics)
             for config in self.models_
         )
+        tasks.finish()
         return self
 
     def _patch_sizes(self, sequences):

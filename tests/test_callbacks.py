@@ -13,7 +13,12 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 
-from skattn import AttentionClassifier, AttentionRegressor, AttentionTransformer
+from skattn import (
+    AttentionClassifier,
+    AttentionRegressor,
+    AttentionTransformer,
+    RandomAttentionFeatures,
+)
 from skattn._callbacks import CALLBACK_BASES
 
 FAST = dict(max_iter=3, head_dim=4, n_heads=2, random_state=0)
@@ -32,7 +37,12 @@ requires_callbacks = pytest.mark.skipif(
 def test_set_callbacks_exists_exactly_where_scikit_learn_has_callbacks():
     has_callbacks = callback is not None
     assert bool(CALLBACK_BASES) == has_callbacks
-    for est in (AttentionTransformer(), AttentionClassifier(), AttentionRegressor()):
+    for est in (
+        AttentionTransformer(),
+        AttentionClassifier(),
+        AttentionRegressor(),
+        RandomAttentionFeatures(),
+    ):
         assert hasattr(est, "set_callbacks") == has_callbacks
 
 
@@ -283,3 +293,20 @@ def test_callbacks_propagate_from_grid_search(task):
     # 2 folds x (1 + 2 epochs), then the refit's epochs
     refit_epochs = search.best_estimator_.n_iter_
     assert len(rec.ends("epoch")) == 2 * (1 + 2) + refit_epochs
+
+
+@requires_callbacks
+def test_random_features_report_their_fit_in_a_pipeline(task):
+    """One task, no subtask, and no "does not support callbacks" warning."""
+    X, y = task
+    rec = Recorder()
+    pipe = make_pipeline(
+        RandomAttentionFeatures(n_models=2, random_state=0), LogisticRegression()
+    ).set_callbacks(rec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        pipe.fit(X, y)
+    (fit,) = [call for call in rec.ends("fit") if call[-1] is not None and
+              isinstance(call[-1], RandomAttentionFeatures)]  # fmt: skip
+    assert fit[3] is X and fit[4] is y
+    assert_array_equal(fit[-1].transform(X), pipe[0].transform(X))
