@@ -259,18 +259,12 @@ def blocked_fit(
     block_weights = np.asarray(X.chunks[0], dtype=np.float64)
     if sample_weight is not None:
         block_weights = np.array([_block_sum(w) for w in weight_blocks]).astype(float)
-    block_rng = None
-    if not incremental and est.shuffle:
-        # a stream of its own, so that partial_fit's draws (row shuffles,
-        # dropout) are those of the same blocks passed in memory
-        seed = check_random_state(est.random_state).randint(np.iinfo(np.int32).max)
-        block_rng = np.random.RandomState(seed)
     n_epochs = 1 if incremental else est.max_iter
+    orders = [np.arange(n_blocks)] * n_epochs
+    if not incremental and est.shuffle:
+        orders = block_orders(est.random_state, n_blocks, n_epochs)
     stopped = False
-    for _ in range(n_epochs):
-        order = np.arange(n_blocks)
-        if block_rng is not None:
-            order = block_rng.permutation(n_blocks)
+    for order in orders:
         state = (
             getattr(work, "n_iter_", 0),
             getattr(work, "best_loss_", np.inf),
@@ -315,7 +309,9 @@ def block_orders(random_state, n_blocks, n_epochs):
     Returns
     -------
     list of ndarray of int
-        The permutation of the blocks of each epoch, in order.
+        The permutation of the blocks of each epoch, in order: from a random
+        stream of their own, so that ``partial_fit``'s draws (row shuffles,
+        dropout) are those of the same blocks passed in memory.
     """
     seed = check_random_state(random_state).randint(np.iinfo(np.int32).max)
     rng = np.random.RandomState(seed)
