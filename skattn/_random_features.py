@@ -352,6 +352,14 @@ class RandomAttentionFeatures(
         self : RandomAttentionFeatures
             Fitted transformer.
         """
+        if is_dask_collection(X):
+            raise TypeError(
+                "RandomAttentionFeatures.fit reads X in memory, in one pass for "
+                "its token statistics, and takes no dask collection, which it "
+                "would gather whole. Fit it on a sample held in memory (for "
+                "example X[:10_000].compute()); transform then reads the dask "
+                "array block by block."
+            )
         candidates = self._candidates()
         statistics = self._statistics()  # checked before any work
         sequences = check_input(

@@ -234,6 +234,8 @@ def test_blocked_fit_errors(data):
         AttentionClassifier(**SMALL).fit(dX, dy[:59])
     with pytest.raises(ValueError, match="requires y"):
         AttentionClassifier(**SMALL).fit(dX, None)
+    with pytest.raises(TypeError, match="Fit it on a sample held in memory"):
+        RandomAttentionFeatures(random_state=0).fit(dX)
 
 
 @pytest.mark.parametrize("shuffle", [False, True])
