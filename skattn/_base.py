@@ -21,6 +21,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ._callbacks import CALLBACK_BASES, FitTasks
+from ._dask import blocked_fit, is_dask_collection
 from ._layers import ACTIVATIONS, patch_count
 from ._model import (
     attributes_to_params,
@@ -167,6 +168,17 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
         self, X, y, sample_weight, *, incremental, classes=None, X_val=None, y_val=None
     ):
         """Shared body of fit and partial_fit."""
+        if is_dask_collection(X):  # Adam streamed over the blocks (skattn._dask)
+            return blocked_fit(
+                self,
+                X,
+                y,
+                sample_weight,
+                incremental=incremental,
+                classes=classes,
+                X_val=X_val,
+                y_val=y_val,
+            )
         tasks = FitTasks(self, X, y, sample_weight, X_val, y_val)
         if X_val is not None or y_val is not None:
             self._check_validation_request(X_val, y_val)

@@ -18,7 +18,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import BaseAttention
-from ._dask import blocked_fit, blocked_outputs, is_dask_collection
+from ._dask import blocked_outputs, is_dask_collection
 from ._parallel import single_threaded_blas
 from ._sequences import sequences_dtype
 from ._transformer import AttentionTransformer
@@ -264,10 +264,6 @@ class AttentionClassifier(ClassifierMixin, _AttentionPredictor):
             Fitted classifier.
         """
         y = _column_to_1d(y)
-        if is_dask_collection(X):  # Adam streamed over the blocks (skattn._dask)
-            return blocked_fit(
-                self, X, y, sample_weight, incremental=False, X_val=X_val, y_val=y_val
-            )
         return self._fit(
             X, y, sample_weight, incremental=False, X_val=X_val, y_val=y_val
         )
@@ -300,10 +296,6 @@ class AttentionClassifier(ClassifierMixin, _AttentionPredictor):
             The classifier, trained one more epoch.
         """
         y = _column_to_1d(y)
-        if is_dask_collection(X):  # one pass over the blocks (skattn._dask)
-            return blocked_fit(
-                self, X, y, sample_weight, incremental=True, classes=classes
-            )
         return self._fit(X, y, sample_weight, incremental=True, classes=classes)
 
     def decision_function(self, X):
@@ -468,10 +460,6 @@ class AttentionRegressor(RegressorMixin, _AttentionPredictor):
         self : AttentionRegressor
             Fitted regressor.
         """
-        if is_dask_collection(X):  # Adam streamed over the blocks (skattn._dask)
-            return blocked_fit(
-                self, X, y, sample_weight, incremental=False, X_val=X_val, y_val=y_val
-            )
         return self._fit(
             X, y, sample_weight, incremental=False, X_val=X_val, y_val=y_val
         )
@@ -499,8 +487,6 @@ class AttentionRegressor(RegressorMixin, _AttentionPredictor):
         self : AttentionRegressor
             The regressor, trained one more epoch.
         """
-        if is_dask_collection(X):  # one pass over the blocks (skattn._dask)
-            return blocked_fit(self, X, y, sample_weight, incremental=True)
         return self._fit(X, y, sample_weight, incremental=True)
 
     def predict(self, X):

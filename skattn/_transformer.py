@@ -7,7 +7,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.metaestimators import available_if
 
 from ._base import ATTENTION_WEIGHTS_MAX_BYTES, BaseAttention
-from ._dask import blocked_fit, blocked_outputs, is_dask_collection
+from ._dask import blocked_outputs, is_dask_collection
 from ._validation import _fit_context
 
 
@@ -617,10 +617,6 @@ class AttentionTransformer(
         self : AttentionTransformer
             Fitted transformer.
         """
-        if is_dask_collection(X):  # Adam streamed over the blocks (skattn._dask)
-            return blocked_fit(
-                self, X, y, sample_weight, incremental=False, X_val=X_val, y_val=y_val
-            )
         return self._fit(
             X, y, sample_weight, incremental=False, X_val=X_val, y_val=y_val
         )
@@ -657,8 +653,6 @@ class AttentionTransformer(
         X_new : ndarray of shape (n_samples, n_features_out)
             Pooled representations of X.
         """
-        if is_dask_collection(X):  # blocked fit, lazy transform (skattn._dask)
-            return self.fit(X, y, sample_weight, X_val=X_val, y_val=y_val).transform(X)
         return self._fit(
             X, y, sample_weight, incremental=False, X_val=X_val, y_val=y_val
         ).transform(X)
@@ -696,10 +690,6 @@ class AttentionTransformer(
         self : AttentionTransformer
             The transformer, trained one more epoch.
         """
-        if is_dask_collection(X):  # one pass over the blocks (skattn._dask)
-            return blocked_fit(
-                self, X, y, sample_weight, incremental=True, classes=classes
-            )
         return self._fit(X, y, sample_weight, incremental=True, classes=classes)
 
     def transform(self, X):

@@ -295,6 +295,29 @@ def test_blocked_partial_fit_and_stopping(client, data):
     np.testing.assert_array_equal(clf.classes_, ["a", "b", "c"])
 
 
+def test_every_fit_method_streams_a_dask_array(client, data):
+    """fit_transform and the classifier's partial_fit take the same path
+    (BaseAttention._fit hands every dask X to the blocked fit)."""
+    import dask.array as da
+
+    X, y = data
+    dX, dy = _blocks(X), _blocks(y)
+    transformer = AttentionTransformer(max_iter=2, **SMALL)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        lazy = transformer.fit_transform(dX, dy)
+        fitted = clone(transformer).fit(dX, dy)
+    assert isinstance(lazy, da.Array)
+    np.testing.assert_array_equal(lazy.compute(), _by_block(fitted.transform, X))
+    clf = AttentionClassifier(**SMALL)
+    reference = clone(clf)
+    clf.partial_fit(dX, dy, classes=[0, 1])
+    for b in range(3):
+        rows = slice(20 * b, 20 * b + 20)
+        reference.partial_fit(X[rows], y[rows], classes=[0, 1])
+    np.testing.assert_array_equal(clf.head_coef_, reference.head_coef_)
+
+
 def test_blocked_fit_without_target_seeds(client, data):
     X = data[0]
     est = AttentionTransformer(**SMALL).fit(_blocks(X))
