@@ -29,6 +29,8 @@ from ._model import build_model
 from ._parallel import single_threaded_blas
 from ._pooling import pool_max, pool_mean, pool_ppv
 from ._sequences import (
+    SERIES_MAX_FEATURES,
+    first_differences,
     map_batches,
     sequence_lengths,
     sequences_dtype,
@@ -117,6 +119,16 @@ class RandomAttentionFeatures(
         sequences of a median length of 32 or less. The size of each model is
         in ``models_``.
 
+    difference : bool, list of bool or "auto", default="auto"
+        Whether a model reads each token beside its first-order difference,
+        the token minus the one before it (0 for the first token), as
+        MultiRocket reads a series beside its differences: the model's tokens
+        are twice as wide, and its patches see the slopes of the series as
+        well as its values. From a list, each model draws one value.
+        ``"auto"``: half the models (drawn) for tokens of at most 8 features
+        (series, rows of an image), none for wider tokens (word vectors) or a
+        table. The choice of each model is in ``models_``.
+
     pooling : {"mean", "max", "ppv"} or list of them, default=("mean", "max")
         The statistics of every model, each over the valid tokens of a
         sequence, feature by feature, in this order: ``"mean"``, ``"max"``, and
@@ -127,7 +139,8 @@ class RandomAttentionFeatures(
         ``(x - token_mean_) / token_scale_``, per feature over all the valid
         tokens of the training sequences (padding excluded), or per column for
         a table, weighted by ``sample_weight``; all the models read the same
-        standardised tokens.
+        standardised tokens, and the models with ``difference`` the same
+        standardised differences (``difference_mean_``, ``difference_scale_``).
 
     features_per_token : int, default=None
         For 2D input only: the number of consecutive columns that form one
@@ -166,14 +179,21 @@ class RandomAttentionFeatures(
         Statistics of the token standardisation (``scale_tokens``): per feature
         of the tokens, or per column (position and feature) of a table.
 
+    difference_mean_, difference_scale_ : ndarray of the shape of \
+            ``token_mean_``, or None
+        Statistics of the standardisation of the tokens' differences, the
+        same way; None without ``scale_tokens`` or when no model reads the
+        differences.
+
     models_ : list of dict
         The configuration of each model: ``"n_heads"``, ``"head_dim"``,
-        ``"positional_encoding"``, ``"causal"`` and ``"patch_size"`` (None for
-        none).
+        ``"positional_encoding"``, ``"causal"``, ``"patch_size"`` (None for
+        none) and ``"difference"``.
 
     weights_ : list of dict of str to ndarray
         The seeded float32 weights of each model, by name: ``"input"`` (the input
-        projection, ``(n_token_features, n_heads * head_dim)``) and the
+        projection, ``(n_token_features * patch_size, n_heads * head_dim)``,
+        twice as many rows with ``difference``) and the
         attention layer's ``"layers.0.query"``, ``"layers.0.key"``,
         ``"layers.0.value"``, ``"layers.0.output"``, ``"layers.0.norm1_weight"``
         and ``"layers.0.norm1_bias"``, in the ``x @ W`` convention of
@@ -292,6 +312,7 @@ class RandomAttentionFeatures(
             "array-like",
             None,
         ],
+        "difference": ["boolean", StrOptions({"auto"}), "array-like"],
         "pooling": [StrOptions(set(STATISTICS)), "array-like"],
         "scale_tokens": ["boolean"],
         "features_per_token": [Interval(Integral, 1, None, closed="left"), None],
@@ -308,6 +329,7 @@ class RandomAttentionFeatures(
         positional_encoding="sinusoidal",
         causal=False,
         patch_size="auto",
+        difference="auto",
         pooling=("mean", "max"),
         scale_tokens=True,
         features_per_token=None,
@@ -320,6 +342,7 @@ class RandomAttentionFeatures(
         self.positional_encoding = positional_encoding
         self.causal = causal
         self.patch_size = patch_size
+        self.difference = difference
         self.pooling = pooling
         self.scale_tokens = scale_tokens
         self.features_per_token = features_per_token
@@ -383,14 +406,10 @@ class RandomAttentionFeatures(
             "features_per_token": self.features_per_token,
             "data_format": self.data_format,
         }
-        self.token_mean_ = self.token_scale_ = None
-        if self.scale_tokens:
-            self.token_mean_, self.token_scale_ = token_moments(
-                sequences, sample_weight, per_position=self._input_kind == TABLE
-            )
         n_features = token_width(sequences)
         n_tokens = sequences.shape[1] if self._input_kind == TABLE else 1
         candidates["patch_size"] = self._patch_sizes(sequences)
+        candidates["difference"] = self._differences(n_features)
         rng = check_random_state(self.random_state)
         seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_models)
         self.models_, self.weights_ = [], []
@@ -402,7 +421,9 @@ class RandomAttentionFeatures(
             }
             model = self._build(config, n_features, n_tokens)
             params = model.init_params(model_rng, COMPUTE_DTYPE)
-            n_features_in = n_features * (config["patch_size"] or 1)
+            n_features_in = model_width(config, n_features) * (
+                config["patch_size"] or 1
+            )
             params.pop("token_mean", None)
             params.pop("token_scale", None)
             # variance 1 / n_features instead of Glorot's 2 / (n_features + E):
@@ -413,6 +434,17 @@ class RandomAttentionFeatures(
             params["input"] *= np.sqrt((n_features_in + d_model) / (2 * n_features_in))
             self.models_.append(config)
             self.weights_.append(params)
+        self.token_mean_ = self.token_scale_ = None
+        self.difference_mean_ = self.difference_scale_ = None
+        per_position = self._input_kind == TABLE
+        if self.scale_tokens:
+            self.token_mean_, self.token_scale_ = token_moments(
+                sequences, sample_weight, per_position=per_position
+            )
+        if self.scale_tokens and self._any_difference():
+            self.difference_mean_, self.difference_scale_ = token_moments(
+                sequences, sample_weight, per_position=per_position, differences=True
+            )
         self._fitted_statistics = statistics
         self.n_features_out_ = sum(
             config["n_heads"] * config["head_dim"] * len(statistics)
@@ -492,14 +524,23 @@ class RandomAttentionFeatures(
         # the tokens are standardised in the dtype of X, before the cast to
         # float32: float64 tokens beyond float32's range (1e300) then enter
         # the models finite, as AttentionTransformer's do
-        token_mean = token_scale = None
+        moments = {False: (None, None), True: (None, None)}
         if structure["scale_tokens"]:
-            token_mean = self.token_mean_.astype(dtype, copy=False)
-            token_scale = self.token_scale_.astype(dtype, copy=False)
+            moments[False] = (self.token_mean_, self.token_scale_)
+            # absent from estimators fitted before difference existed
+            moments[True] = (
+                getattr(self, "difference_mean_", None),
+                getattr(self, "difference_scale_", None),
+            )
+        moments = {
+            key: tuple(None if m is None else m.astype(dtype, copy=False) for m in pair)
+            for key, pair in moments.items()
+        }
         models = []
         for config, weights in zip(self.models_, self.weights_, strict=True):
             model = self._build(config, n_features, n_tokens, scales_tokens=False)
-            models.append((model, dict(weights)))
+            models.append((model, dict(weights), config.get("difference", False)))
+        differences = self._any_difference()
         lengths = sequence_lengths(sequences)
         n_out = self.n_features_out_
 
@@ -512,20 +553,28 @@ class RandomAttentionFeatures(
                     itemsize=COMPUTE_DTYPE.itemsize,
                     training=False,
                 )
-                for model, _ in models
+                for model, _, _ in models
             )
-            return activations + n_tokens * n_features * dtype.itemsize + n_out * 8
+            # the padded row, its standardised float32 copy; with differences,
+            # theirs (twice in X's dtype) and the tokens beside them (float32)
+            token_bytes = dtype.itemsize + COMPUTE_DTYPE.itemsize
+            if differences:
+                token_bytes += 2 * dtype.itemsize + 2 * COMPUTE_DTYPE.itemsize
+            return activations + n_tokens * n_features * token_bytes + n_out * 8
 
         def run(rows, x):
             """Every model on one padded batch: its statistics side by side."""
-            if token_mean is not None:  # a new array: never modifies X
-                x = (x - token_mean) / token_scale
-            x = x.astype(COMPUTE_DTYPE, copy=False)
+            inputs = {False: standardised(x, *moments[False])}
+            if differences:  # each token beside its difference
+                dx = standardised(first_differences(x), *moments[True])
+                inputs[True] = np.concatenate([inputs[False], dx], axis=2)
             out = np.empty((len(rows), n_out), dtype=COMPUTE_DTYPE)
             batch_lengths = lengths[rows]
             start = 0
-            for model, params in models:
-                tokens, pooled, _ = model.forward(params, x, batch_lengths)
+            for model, params, difference in models:
+                tokens, pooled, _ = model.forward(
+                    params, inputs[difference], batch_lengths
+                )
                 for name in statistics:
                     if name == "mean":  # the model's own pooling
                         values = pooled
@@ -583,6 +632,7 @@ class RandomAttentionFeatures(
         even with ``scale_tokens``: ``transform`` standardises the tokens
         itself, in the dtype of X.
         """
+        n_features = model_width(config, n_features)
         token_shape = None
         if scales_tokens and self._fitted_structure["scale_tokens"]:
             token_shape = (n_features,)
@@ -606,6 +656,23 @@ class RandomAttentionFeatures(
             projects_input=True,
             token_shape=token_shape,
         )
+
+    def _differences(self, n_features):
+        """The values of ``difference`` the models draw from; checked."""
+        if isinstance(self.difference, str):  # "auto", as validated
+            narrow = self._input_kind != TABLE and n_features <= SERIES_MAX_FEATURES
+            return [False, True] if narrow else [False]
+        values = _as_list(self.difference, "difference")
+        if not values or not all(isinstance(v, (bool, np.bool_)) for v in values):
+            raise ValueError(
+                "difference must be a bool, 'auto' or a non-empty list of bools "
+                f"(each model draws one), got {self.difference!r}."
+            )
+        return [bool(v) for v in values]
+
+    def _any_difference(self):
+        """Whether a fitted model reads the differences of the tokens."""
+        return any(config.get("difference", False) for config in self.models_)
 
     def _candidates(self):
         """The values each model draws from, by configuration name; checked."""
@@ -663,6 +730,18 @@ class RandomAttentionFeatures(
         tags.input_tags.three_d_array = True
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
+
+
+def model_width(config, n_features):
+    """Features of a model's tokens: twice the tokens' with their differences."""
+    return 2 * n_features if config.get("difference", False) else n_features
+
+
+def standardised(x, mean, scale):
+    """Tokens ``(x - mean) / scale`` (a new array: never X) in float32."""
+    if mean is not None:
+        x = (x - mean) / scale
+    return x.astype(COMPUTE_DTYPE, copy=False)
 
 
 def _as_list(value, name):

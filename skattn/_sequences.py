@@ -267,7 +267,32 @@ def map_batches(function, sequences, lengths, rows, row_bytes, budget_bytes):
     yield from map_in_groups(lambda item: function(*item), batches)
 
 
-def token_moments(sequences, sample_weight=None, *, per_position=False):
+def first_differences(x):
+    """Each token minus the token before it; the first token's difference is 0.
+
+    The first-order differences of a series (as MultiRocket reads them beside
+    the series), one per token, so that a sequence keeps its length.
+
+    Parameters
+    ----------
+    x : ndarray of shape (n_samples, n_tokens, n_features)
+        Padded sequences (the differences at padded positions are meaningless:
+        masked, as the padding).
+
+    Returns
+    -------
+    differences : ndarray of shape (n_samples, n_tokens, n_features)
+        A new array in the dtype of ``x``.
+    """
+    differences = np.empty_like(x)
+    differences[:, :1] = 0
+    np.subtract(x[:, 1:], x[:, :-1], out=differences[:, 1:])
+    return differences
+
+
+def token_moments(
+    sequences, sample_weight=None, *, per_position=False, differences=False
+):
     """Mean and standard deviation of the token features over the valid tokens.
 
     Every token of sample ``i`` counts with weight ``sample_weight[i]``, so that
@@ -284,6 +309,9 @@ def token_moments(sequences, sample_weight=None, *, per_position=False):
         Statistics per position and feature, of shape ``(n_tokens, n_features)``
         (the columns of a table; every sequence has one length), instead of per
         feature over all positions, ``(n_features,)``.
+    differences : bool, default=False
+        The moments of the tokens' :func:`first_differences` instead of the
+        tokens' (the first token of a sequence counts, with difference 0).
 
     Returns
     -------
@@ -309,7 +337,8 @@ def token_moments(sequences, sample_weight=None, *, per_position=False):
             w = np.broadcast_to(w, block.shape[:2])[:, :, None]  # (b, T, 1)
             # C order: sums over a transposed view (channels-first input)
             # are those of its contiguous copy, to the bit
-            yield block.astype(np.float64, order="C"), w
+            block = block.astype(np.float64, order="C")
+            yield (first_differences(block) if differences else block), w
 
     # the moments of x / 2**e, e the exponent of each feature's largest |x|
     # (padding included: zeros): the sums and squares of tokens beyond 1e154

@@ -36,6 +36,7 @@ from skattn import AttentionTransformer, RandomAttentionFeatures
 FLOAT32 = dict(rtol=2e-5, atol=2e-5)
 # small and quick, and every kind of draw: lists of heads, widths, positions
 SMALL = dict(n_models=3, n_heads=2, head_dim=4)
+SMALL_MODEL = dict(n_heads=1, head_dim=2)
 MIXED = dict(
     n_models=6,
     n_heads=[1, 2],
@@ -93,6 +94,22 @@ def test_sklearn_extra_checks(estimator, check):
 # ----------------------------------
 
 
+def _with_differences(X):
+    """Each token beside its difference from the token before (0 for the first)."""
+
+    def one(x):
+        return np.concatenate([x, np.diff(x, axis=0, prepend=x[:1])], axis=1)
+
+    if isinstance(X, list):
+        return [one(x) for x in X]
+    return np.stack([one(x) for x in X])
+
+
+def _model_input(features, index, X):
+    """The tokens model ``index`` reads (before their standardisation)."""
+    return _with_differences(X) if features.models_[index]["difference"] else X
+
+
 def _attention_transformer(features, index, pooling):
     """AttentionTransformer with the configuration and weights of one model."""
     config = features.models_[index]
@@ -127,16 +144,22 @@ def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens
         **{**MIXED, "n_models": 8}, scale_tokens=scale_tokens, random_state=0
     ).fit(X)
     X_new = features.transform(X)
+    # narrow tokens: models with and without the differences; a table: without
+    drawn = {config["difference"] for config in features.models_}
+    assert drawn == ({False} if kind == "table" else {False, True})
     start = 0
     for index, config in enumerate(features.models_):
         width = config["n_heads"] * config["head_dim"]
         blocks = X_new[:, start : start + 3 * width].reshape(len(X), 3, width)
         start += 3 * width
+        X_model = _model_input(features, index, X)
         for position, pooling in enumerate(["mean", "max"]):
-            reference = _attention_transformer(features, index, pooling).fit(X)
-            assert_allclose(blocks[:, position], reference.transform(X), **FLOAT32)
-        tokens = _attention_transformer(features, index, "mean").fit(X)
-        per_token = tokens.transform_sequences(X)
+            reference = _attention_transformer(features, index, pooling).fit(X_model)
+            assert_allclose(
+                blocks[:, position], reference.transform(X_model), **FLOAT32
+            )
+        tokens = _attention_transformer(features, index, "mean").fit(X_model)
+        per_token = tokens.transform_sequences(X_model)
         ppv = [np.mean(seq > 0, axis=0) for seq in per_token]
         assert_allclose(blocks[:, 2], ppv, **FLOAT32)
     assert start == X_new.shape[1] == features.n_features_out_
@@ -156,10 +179,11 @@ def test_patched_models_are_those_of_attention_transformer(kind):
     X_new = features.transform(X)
     start = 0
     for index in range(12):
+        X_model = _model_input(features, index, X)
         for pooling in ["mean", "max"]:
-            reference = _attention_transformer(features, index, pooling).fit(X)
+            reference = _attention_transformer(features, index, pooling).fit(X_model)
             assert_allclose(
-                X_new[:, start : start + 8], reference.transform(X), **FLOAT32
+                X_new[:, start : start + 8], reference.transform(X_model), **FLOAT32
             )
             start += 8
     # padding does not matter to patched models either
@@ -204,15 +228,27 @@ def test_models_draw_from_every_candidate():
     for name in ["n_heads", "head_dim", "positional_encoding", "causal"]:
         drawn = {config[name] for config in features.models_}
         assert drawn == set(MIXED[name]), name
+    # difference="auto" on tokens of 4 features: with and without
+    assert {config["difference"] for config in features.models_} == {False, True}
 
 
 def test_scalar_parameters_give_one_configuration():
     features = RandomAttentionFeatures(
-        n_models=3, n_heads=2, head_dim=5, positional_encoding=None, causal=True
+        n_models=3,
+        n_heads=2,
+        head_dim=5,
+        positional_encoding=None,
+        causal=True,
+        difference=True,
     ).fit(make_3d())
     expected = dict(
-        n_heads=2, head_dim=5, positional_encoding=None, causal=True, patch_size=None
-    )  # patch_size="auto" does not patch sequences of 6 tokens
+        n_heads=2,
+        head_dim=5,
+        positional_encoding=None,
+        causal=True,
+        patch_size=None,  # "auto" does not patch sequences of 6 tokens
+        difference=True,
+    )
     assert features.models_ == [expected] * 3
     assert features.transform(make_3d()).shape == (5, 3 * 2 * 10)
 
@@ -220,7 +256,6 @@ def test_scalar_parameters_give_one_configuration():
 def test_weights_of_each_model():
     features = RandomAttentionFeatures(**SMALL, random_state=0).fit(make_3d(width=4))
     expected = {
-        "input": (4, 8),
         "layers.0.query": (8, 8),
         "layers.0.key": (8, 8),
         "layers.0.value": (8, 8),
@@ -228,10 +263,13 @@ def test_weights_of_each_model():
         "layers.0.norm1_weight": (8,),
         "layers.0.norm1_bias": (8,),
     }
-    for weights in features.weights_:
-        assert {name: value.shape for name, value in weights.items()} == expected
+    for config, weights in zip(features.models_, features.weights_, strict=True):
+        width = 8 if config["difference"] else 4  # the tokens and differences
+        shapes = {**expected, "input": (width, 8)}
+        assert {name: value.shape for name, value in weights.items()} == shapes
     # independent models: different weights
-    assert not np.allclose(features.weights_[0]["input"], features.weights_[1]["input"])
+    query = [weights["layers.0.query"] for weights in features.weights_]
+    assert not np.allclose(query[0], query[1])
 
 
 def test_ppv_counts_valid_tokens_only():
@@ -255,6 +293,8 @@ def _fitted_state(features):
         features.weights_,
         features.token_mean_,
         features.token_scale_,
+        features.difference_mean_,
+        features.difference_scale_,
     )
 
 
@@ -279,8 +319,10 @@ def test_fit_learns_only_the_token_statistics():
     rng = np.random.default_rng(1)
     tokens = X.reshape(-1, X.shape[2])[rng.permutation(30)]
     shuffled = tokens.reshape(X.shape)
-    a = RandomAttentionFeatures(**SMALL, random_state=0).fit(X)
-    b = RandomAttentionFeatures(**SMALL, random_state=0).fit(shuffled)
+    # without the differences, whose statistics depend on the order
+    a = RandomAttentionFeatures(**SMALL, difference=False, random_state=0).fit(X)
+    b = RandomAttentionFeatures(**SMALL, difference=False, random_state=0)
+    b.fit(shuffled)
     _assert_same_state(a, b)
     assert not np.allclose(a.transform(X), a.transform(shuffled))
 
@@ -290,6 +332,48 @@ def test_fit_without_scaling_does_not_depend_on_the_values():
     b = RandomAttentionFeatures(**SMALL, scale_tokens=False, random_state=0)
     _assert_same_state(a.fit(make_3d(seed=0)), b.fit(make_3d(seed=1) * 100))
     assert a.token_mean_ is None and a.token_scale_ is None
+    assert a.difference_mean_ is None and a.difference_scale_ is None
+
+
+def test_difference_statistics_are_those_of_the_first_differences():
+    """Of every valid token's difference from the one before, the first
+    token's (0) included; None when no model reads the differences."""
+    X = make_ragged(width=3)
+    features = RandomAttentionFeatures(**SMALL, difference=True).fit(X)
+    differences = np.vstack([np.diff(x, axis=0, prepend=x[:1]) for x in X])
+    assert_allclose(features.difference_mean_, differences.mean(axis=0), rtol=1e-12)
+    assert_allclose(features.difference_scale_, differences.std(axis=0), rtol=1e-12)
+    assert not np.allclose(features.difference_scale_, features.token_scale_)
+    without = RandomAttentionFeatures(**SMALL, difference=False).fit(X)
+    assert without.difference_mean_ is None and without.difference_scale_ is None
+
+
+@pytest.mark.parametrize(
+    "X, drawn",
+    [
+        (make_3d(width=8), {False, True}),  # series, rows of an image
+        (make_ragged(width=1), {False, True}),
+        (make_3d(width=9), {False}),  # word vectors
+        (make_table(n_features=8), {False}),  # columns of a table
+    ],
+    ids=["8-features", "ragged-series", "9-features", "table"],
+)
+def test_auto_difference_for_narrow_tokens_only(X, drawn):
+    features = RandomAttentionFeatures(n_models=20, **SMALL_MODEL, random_state=0)
+    features.fit(X)
+    assert {config["difference"] for config in features.models_} == drawn
+
+
+def test_differences_change_the_features_of_reordered_tokens():
+    """Without positions, a model is blind to the order of the tokens; with
+    the differences it is not."""
+    X = make_3d()
+    reversed_ = X[:, ::-1].copy()
+    kwargs = dict(n_models=2, n_heads=1, head_dim=4, positional_encoding=None)
+    blind = RandomAttentionFeatures(**kwargs, difference=False, random_state=0)
+    assert_allclose(blind.fit_transform(X), blind.transform(reversed_), **FLOAT32)
+    seeing = RandomAttentionFeatures(**kwargs, difference=True, random_state=0)
+    assert not np.allclose(seeing.fit(X).transform(X), seeing.transform(reversed_))
 
 
 def test_token_statistics_are_those_of_the_valid_tokens():
@@ -461,8 +545,11 @@ def test_table_reads_features_per_token_columns_as_one_token():
     features.fit(table)
     assert features.n_features_in_ == 8
     assert features.weights_[0]["input"].shape == (2, 8)
-    # the same tokens as a 3D array, with statistics per column in both
-    sequences = RandomAttentionFeatures(**SMALL, scale_tokens=False, random_state=0)
+    # the same tokens as a 3D array, with statistics per column in both (and
+    # no differences, which difference="auto" draws for sequences only)
+    sequences = RandomAttentionFeatures(
+        **SMALL, scale_tokens=False, difference=False, random_state=0
+    )
     columns = RandomAttentionFeatures(
         **SMALL, scale_tokens=False, features_per_token=2, random_state=0
     )
@@ -607,6 +694,7 @@ def test_not_fitted(method):
         ({"features_per_token": 0}, "features_per_token"),
         ({"patch_size": 0}, "patch_size"),
         ({"patch_size": "big"}, "patch_size"),
+        ({"difference": "yes"}, "difference"),
     ],
 )
 def test_invalid_parameters(params, name):
@@ -631,6 +719,8 @@ def test_invalid_parameters(params, name):
         ({"patch_size": [2, 0]}, "patch_size must be a positive int, 'auto', None"),
         ({"patch_size": [2.5]}, "patch_size must be a positive int, 'auto', None"),
         ({"patch_size": []}, "patch_size must be a positive int, 'auto', None"),
+        ({"difference": [True, 1]}, "difference must be a bool, 'auto' or a non-empty"),
+        ({"difference": []}, "difference must be a bool, 'auto' or a non-empty"),
     ],
 )
 def test_invalid_candidate_lists(params, message):
