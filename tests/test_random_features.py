@@ -105,6 +105,16 @@ def _with_differences(X):
     return np.stack([one(x) for x in X])
 
 
+def _standardised_tokens(features, X):
+    """The sequences of X as the models read them, standardised."""
+    if isinstance(X, np.ndarray) and X.ndim == 2:  # a table of scalar tokens
+        X = X[:, :, None]  # statistics per column: (n_tokens, 1)
+    mean, scale = features.token_mean_, features.token_scale_
+    if mean is None:
+        return [np.asarray(x, dtype=np.float64) for x in X]
+    return [(x - mean) / scale for x in X]
+
+
 def _model_input(features, index, X):
     """The tokens model ``index`` reads (before their standardisation)."""
     return _with_differences(X) if features.models_[index]["difference"] else X
@@ -162,7 +172,16 @@ def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens
         per_token = tokens.transform_sequences(X_model)
         ppv = [np.mean(seq > 0, axis=0) for seq in per_token]
         assert_allclose(blocks[:, 2], ppv, **FLOAT32)
-    assert start == X_new.shape[1] == features.n_features_out_
+    # pool_tokens: then the statistics of the standardised tokens themselves
+    tokens = _standardised_tokens(features, X)
+    expected = [
+        [seq.mean(axis=0) for seq in tokens],
+        [seq.max(axis=0) for seq in tokens],
+        [np.mean(seq > 0, axis=0) for seq in tokens],
+    ]
+    width = tokens[0].shape[1]
+    assert_allclose(X_new[:, start:], np.hstack(expected), **FLOAT32)
+    assert start + 3 * width == X_new.shape[1] == features.n_features_out_
 
 
 @pytest.mark.parametrize("kind", ["3d", "ragged"])
@@ -250,7 +269,7 @@ def test_scalar_parameters_give_one_configuration():
         difference=True,
     )
     assert features.models_ == [expected] * 3
-    assert features.transform(make_3d()).shape == (5, 3 * 2 * 10)
+    assert features.transform(make_3d()).shape == (5, 3 * 2 * 10 + 2 * 4)
 
 
 def test_weights_of_each_model():
@@ -424,8 +443,11 @@ def test_first_models_do_not_depend_on_n_models():
     few = RandomAttentionFeatures(**{**MIXED, "n_models": 3}, random_state=0).fit(X)
     many = RandomAttentionFeatures(**{**MIXED, "n_models": 7}, random_state=0).fit(X)
     assert many.models_[:3] == few.models_
-    X_few = few.transform(X)
-    assert_array_equal(many.transform(X)[:, : X_few.shape[1]], X_few)
+    X_few, X_many = few.transform(X), many.transform(X)
+    tokens = 3 * 4  # pool_tokens: 3 statistics of the 4 token features, last
+    models = X_few.shape[1] - tokens
+    assert_array_equal(X_many[:, :models], X_few[:, :models])
+    assert_array_equal(X_many[:, -tokens:], X_few[:, -tokens:])
 
 
 # 4. Determinism and invariances
@@ -585,9 +607,17 @@ def test_feature_names_name_model_statistic_and_feature():
         for statistic in ["max", "ppv"]
         for i in range(config["n_heads"] * config["head_dim"])
     ]
-    assert_array_equal(names, expected)
+    tokens = [
+        f"randomattentionfeatures_tokens_{statistic}_{i}"
+        for statistic in ["max", "ppv"]
+        for i in range(4)  # the token width
+    ]
+    assert_array_equal(names, expected + tokens)
     n_out = features.transform(make_3d()).shape[1]
     assert len(names) == features.n_features_out_ == n_out
+    features.set_params(pool_tokens=False).fit(make_3d())
+    assert_array_equal(features.get_feature_names_out(), expected)
+    assert features.transform(make_3d()).shape[1] == len(expected)
 
 
 def test_set_output_pandas_for_sequences():
@@ -596,12 +626,13 @@ def test_set_output_pandas_for_sequences():
     X_new = features.set_output(transform="pandas").fit_transform(X)
     assert isinstance(X_new, pd.DataFrame)
     assert list(X_new.columns) == list(features.get_feature_names_out())
-    assert X_new.shape == (4, 3 * 2 * 8)
+    assert X_new.shape == (4, 3 * 2 * 8 + 2 * 4)
 
 
 def test_default_shape():
     features = RandomAttentionFeatures(random_state=0).fit(make_3d())
-    expected = features.n_models * 2 * 4 * 16  # models x statistics x width
+    # models x statistics x width, then the statistics of the 4 token features
+    expected = features.n_models * 2 * 4 * 16 + 2 * 4
     assert features.transform(make_3d()).shape == (5, expected)
 
 
