@@ -121,8 +121,9 @@ class RandomAttentionFeatures(
 
     difference : bool, list of bool or "auto", default="auto"
         Whether a model reads each token beside its first-order difference,
-        the token minus the one before it (0 for the first token), as
-        MultiRocket reads a series beside its differences: the model's tokens
+        half the token minus the one before it (0 for the first token; halved
+        so that it never overflows), as MultiRocket reads a series beside its
+        differences: the model's tokens
         are twice as wide, and its patches see the slopes of the series as
         well as its values. From a list, each model draws one value.
         ``"auto"``: half the models (drawn) for tokens of at most 8 features

@@ -268,10 +268,13 @@ def map_batches(function, sequences, lengths, rows, row_bytes, budget_bytes):
 
 
 def first_differences(x):
-    """Each token minus the token before it; the first token's difference is 0.
+    """Half of each token's difference from the token before; 0 for the first.
 
     The first-order differences of a series (as MultiRocket reads them beside
-    the series), one per token, so that a sequence keeps its length.
+    the series), one per token, so that a sequence keeps its length. Halved,
+    ``x[t] / 2 - x[t - 1] / 2``, so that no difference of finite tokens
+    overflows (a standardisation after it gives the same values as of the
+    whole differences).
 
     Parameters
     ----------
@@ -284,9 +287,10 @@ def first_differences(x):
     differences : ndarray of shape (n_samples, n_tokens, n_features)
         A new array in the dtype of ``x``.
     """
+    half = x * x.dtype.type(0.5)  # exact but for subnormal numbers
     differences = np.empty_like(x)
     differences[:, :1] = 0
-    np.subtract(x[:, 1:], x[:, :-1], out=differences[:, 1:])
+    np.subtract(half[:, 1:], half[:, :-1], out=differences[:, 1:])
     return differences
 
 

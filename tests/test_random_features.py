@@ -95,10 +95,11 @@ def test_sklearn_extra_checks(estimator, check):
 
 
 def _with_differences(X):
-    """Each token beside its difference from the token before (0 for the first)."""
+    """Each token beside half its difference from the token before (0 for the
+    first)."""
 
     def one(x):
-        return np.concatenate([x, np.diff(x, axis=0, prepend=x[:1])], axis=1)
+        return np.concatenate([x, np.diff(x, axis=0, prepend=x[:1]) / 2], axis=1)
 
     if isinstance(X, list):
         return [one(x) for x in X]
@@ -359,12 +360,30 @@ def test_difference_statistics_are_those_of_the_first_differences():
     token's (0) included; None when no model reads the differences."""
     X = make_ragged(width=3)
     features = RandomAttentionFeatures(**SMALL, difference=True).fit(X)
-    differences = np.vstack([np.diff(x, axis=0, prepend=x[:1]) for x in X])
+    differences = np.vstack([np.diff(x, axis=0, prepend=x[:1]) / 2 for x in X])
     assert_allclose(features.difference_mean_, differences.mean(axis=0), rtol=1e-12)
     assert_allclose(features.difference_scale_, differences.std(axis=0), rtol=1e-12)
     assert not np.allclose(features.difference_scale_, features.token_scale_)
     without = RandomAttentionFeatures(**SMALL, difference=False).fit(X)
     assert without.difference_mean_ is None and without.difference_scale_ is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_differences_of_the_largest_tokens_do_not_overflow(dtype):
+    """Tokens of alternating sign near the dtype's largest number: their
+    differences exceed it, their halves do not; the features are those of the
+    same tokens divided by 2**100 (the standardisation removes the scale)."""
+    big = np.finfo(dtype).max * dtype(0.75)
+    X = np.array([[[big], [-big], [big / 4], [-big / 2]]], dtype=dtype)
+    X = np.concatenate([X, X[:, ::-1] * dtype(0.5), X * dtype(0.25)])
+    features = RandomAttentionFeatures(
+        n_models=4, n_heads=1, head_dim=4, difference=True, random_state=0
+    )
+    X_new = features.fit_transform(X)
+    assert np.all(np.isfinite(features.difference_mean_))
+    assert np.all(np.isfinite(features.difference_scale_))
+    small = np.ldexp(X.astype(np.float64), -100).astype(dtype)
+    assert_allclose(X_new, features.fit_transform(small), **FLOAT32)
 
 
 @pytest.mark.parametrize(
