@@ -80,8 +80,9 @@ class RandomAttentionFeatures(
     :class:`~sklearn.preprocessing.StandardScaler` learns from them.
 
     ``fit`` trains nothing: it checks ``X``, draws the models and learns the
-    token standardisation (mean and standard deviation of the token features).
-    It never runs a model, so it costs one pass over ``X``.
+    token standardisation (mean and standard deviation of the token features,
+    and of their differences). It never runs a model: it costs a few passes
+    over ``X``, as a :class:`~sklearn.preprocessing.StandardScaler` would.
 
     Parameters
     ----------
@@ -123,9 +124,9 @@ class RandomAttentionFeatures(
         Whether a model reads each token beside its first-order difference,
         half the token minus the one before it (0 for the first token; halved
         so that it never overflows), as MultiRocket reads a series beside its
-        differences: the model's tokens
-        are twice as wide, and its patches see the slopes of the series as
-        well as its values. From a list, each model draws one value.
+        differences: the model's tokens are twice as wide, and its patches see
+        the slopes of the series as well as its values. From a list, each
+        model draws one value.
         ``"auto"``: half the models (drawn) for tokens of at most 8 features
         (series, rows of an image), none for wider tokens (word vectors) or a
         table. The choice of each model is in ``models_``.
@@ -366,7 +367,7 @@ class RandomAttentionFeatures(
     def fit(self, X, y=None, sample_weight=None):
         """Draw the models and learn the token standardisation.
 
-        No model runs: the cost is one pass over ``X`` for its statistics.
+        No model runs: the cost is a few passes over ``X`` for its statistics.
 
         Parameters
         ----------
