@@ -181,6 +181,18 @@ def score_exponents(q, k, scale):
         usual case: scores below about 1e307 in float64, 8e37 in float32).
     """
     limit = np.finfo(q.dtype).maxexp - 2
+    fixed = math.frexp(abs(float(scale)))[1] + math.frexp(q.shape[-1])[1]
+    # one bound for every row first, from the largest |q| and |k| of all (two
+    # contiguous passes each, not one reduction per row): no row's bound is
+    # larger, so below the limit no row needs an exponent (the usual case);
+    # NaN or inf take the row by row path, as before
+    if q.size and k.size:
+        q_all = max(float(q.max()), -float(q.min()))
+        k_all = max(float(k.max()), -float(k.min()))
+        finite = math.isfinite(q_all) and math.isfinite(k_all)
+        bound_all = math.frexp(max(q_all, 0.0))[1] + math.frexp(max(k_all, 0.0))[1]
+        if finite and bound_all + fixed <= limit:
+            return None
     q_max = np.maximum(
         q.max(axis=-1, keepdims=True, initial=0),
         -q.min(axis=-1, keepdims=True, initial=0),
@@ -189,12 +201,7 @@ def score_exponents(q, k, scale):
         k.max(axis=(-2, -1), keepdims=True, initial=0),
         -k.min(axis=(-2, -1), keepdims=True, initial=0),
     )  # (..., 1, 1)
-    bound = (
-        np.frexp(q_max)[1]
-        + np.frexp(k_max)[1]
-        + math.frexp(abs(float(scale)))[1]
-        + math.frexp(q.shape[-1])[1]
-    )
+    bound = np.frexp(q_max)[1] + np.frexp(k_max)[1] + fixed
     if not np.any(bound > limit):
         return None
     return np.maximum(bound - limit, 0).astype(np.int32)

@@ -13,7 +13,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 import skattn
 from skattn import multi_head_attention, scaled_dot_product_attention
-from skattn._attention import attention_forward, causal_tile
+from skattn._attention import attention_forward, causal_tile, score_exponents
 from skattn._attention_backward import attention_backward
 from skattn._multi_head import multi_head_backward, multi_head_forward
 
@@ -799,3 +799,56 @@ def test_dropout_rejects_bad_arguments(dropout, error, match):
     q = np.ones((2, 3, 2))
     with pytest.raises(error, match=match):
         attention_forward(q, q, q, dropout=dropout)
+
+
+def _row_exponents(q, k, scale):
+    """score_exponents' definition, row by row: None when no row needs one."""
+    limit = np.finfo(q.dtype).maxexp - 2
+    q_max = np.max(np.abs(q), axis=-1, keepdims=True, initial=0)
+    k_max = np.max(np.abs(k), axis=(-2, -1), keepdims=True, initial=0)
+    bound = (
+        np.frexp(q_max)[1]
+        + np.frexp(k_max)[1]
+        + math.frexp(abs(scale))[1]
+        + math.frexp(q.shape[-1])[1]
+    )
+    return None if not np.any(bound > limit) else np.maximum(bound - limit, 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "case", ["small", "one-huge-row", "apart", "huge-keys", "nan", "empty"]
+)
+def test_score_exponents_are_those_of_each_row(case, dtype):
+    """The shortcut through one bound for all rows gives the row by row result:
+    None in the usual case, exponents for the rows that need them, and None
+    when the largest query and the largest key are in different attentions."""
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((3, 2, 5, 4)).astype(dtype)
+    k = rng.standard_normal((3, 2, 6, 4)).astype(dtype)
+    big = np.finfo(dtype).max ** 0.5 * 4
+    if case == "one-huge-row":
+        q[1, 0, 2] *= big
+        k[1, 0] *= big
+    elif case == "apart":  # each large, but their product in no attention
+        q[0, 0, 1] *= big
+        k[2, 1] *= big
+    elif case == "huge-keys":  # large queries against keys near the largest
+        q[0, 1] *= 1e3
+        k[0, 1] *= np.finfo(dtype).max / 4e3
+    elif case == "nan":
+        q[0, 0, 0, 0] = np.nan
+        q[1, 0, 2] *= big
+        k[1, 0] *= big
+    elif case == "empty":
+        q, k = q[..., :0, :], k[..., :0, :]
+    expected = _row_exponents(q, k, 0.5)
+    exponent = score_exponents(q, k, dtype(0.5))
+    if case in ("small", "apart", "empty"):
+        assert expected is None
+    else:
+        assert expected is not None
+    if expected is None:
+        assert exponent is None
+    else:
+        assert_array_equal(exponent, expected)
