@@ -272,9 +272,10 @@ class RandomAttentionFeatures(
     changes a result), each in the ``(n_channels, n_timepoints)`` layout with
     ``data_format="channels_first"``; a list of 1-D arrays of different
     lengths is read as univariate series. ``transform`` takes the same kind of
-    input as ``fit``, and computes with the models, statistics,
-    ``scale_tokens``, ``features_per_token`` and ``data_format`` of the last
-    ``fit``, whatever ``set_params`` changed since.
+    input as ``fit``, and computes with the models (their differences
+    included), statistics, ``scale_tokens``, ``pool_tokens``,
+    ``features_per_token`` and ``data_format`` of the last ``fit``, whatever
+    ``set_params`` changed since.
 
     References
     ----------
@@ -542,25 +543,21 @@ class RandomAttentionFeatures(
         # the tokens are standardised in the dtype of X, before the cast to
         # float32: float64 tokens beyond float32's range (1e300) then enter
         # the models finite, as AttentionTransformer's do
-        moments = {False: (None, None), True: (None, None)}
+        differences = self._any_difference()
+        token_stats = difference_stats = (None, None)
         if structure["scale_tokens"]:
-            moments[False] = (self.token_mean_, self.token_scale_)
-            # absent from estimators fitted before difference existed
-            moments[True] = (
-                getattr(self, "difference_mean_", None),
-                getattr(self, "difference_scale_", None),
-            )
-        moments = {
-            key: tuple(None if m is None else m.astype(dtype, copy=False) for m in pair)
-            for key, pair in moments.items()
-        }
+            token_stats = (self.token_mean_, self.token_scale_)
+            if differences:
+                difference_stats = (self.difference_mean_, self.difference_scale_)
+        token_stats, difference_stats = (
+            tuple(None if m is None else m.astype(dtype, copy=False) for m in pair)
+            for pair in (token_stats, difference_stats)
+        )
         models = []
         for config, weights in zip(self.models_, self.weights_, strict=True):
             model = self._build(config, n_features, n_tokens, scales_tokens=False)
-            models.append((model, dict(weights), config.get("difference", False)))
-        differences = self._any_difference()
-        # absent from estimators fitted before pool_tokens existed
-        pool_tokens = structure.get("pool_tokens", False)
+            models.append((model, dict(weights), config["difference"]))
+        pool_tokens = structure["pool_tokens"]
         lengths = sequence_lengths(sequences)
         n_out = self.n_features_out_
 
@@ -584,9 +581,9 @@ class RandomAttentionFeatures(
 
         def run(rows, x):
             """Every model on one padded batch: its statistics side by side."""
-            inputs = {False: standardised(x, *moments[False])}
+            inputs = {False: standardised(x, *token_stats)}
             if differences:  # each token beside its difference
-                dx = standardised(first_differences(x), *moments[True])
+                dx = standardised(first_differences(x), *difference_stats)
                 inputs[True] = np.concatenate([inputs[False], dx], axis=2)
             out = np.empty((len(rows), n_out), dtype=COMPUTE_DTYPE)
             batch_lengths = lengths[rows]
@@ -644,7 +641,7 @@ class RandomAttentionFeatures(
             (f"m{index}", config["n_heads"] * config["head_dim"])
             for index, config in enumerate(self.models_)
         ]
-        if self._fitted_structure.get("pool_tokens", False):
+        if self._fitted_structure["pool_tokens"]:
             blocks.append(("tokens", self._fitted_structure["token_width"]))
         names = [
             f"{prefix}_{block}_{statistic}_{feature}"
@@ -704,7 +701,7 @@ class RandomAttentionFeatures(
 
     def _any_difference(self):
         """Whether a fitted model reads the differences of the tokens."""
-        return any(config.get("difference", False) for config in self.models_)
+        return any(config["difference"] for config in self.models_)
 
     def _candidates(self):
         """The values each model draws from, by configuration name; checked."""
@@ -766,7 +763,7 @@ class RandomAttentionFeatures(
 
 def model_width(config, n_features):
     """Features of a model's tokens: twice the tokens' with their differences."""
-    return 2 * n_features if config.get("difference", False) else n_features
+    return 2 * n_features if config["difference"] else n_features
 
 
 def standardised(x, mean, scale):

@@ -639,6 +639,18 @@ def test_feature_names_name_model_statistic_and_feature():
     assert features.transform(make_3d()).shape[1] == len(expected)
 
 
+def test_transform_keeps_the_fitted_structure_after_set_params():
+    X = make_ragged()
+    features = RandomAttentionFeatures(**SMALL, difference=True, random_state=0)
+    expected = features.fit_transform(X)
+    names = features.get_feature_names_out()
+    features.set_params(
+        difference=False, pool_tokens=False, scale_tokens=False, pooling="ppv"
+    )
+    assert_array_equal(features.transform(X), expected)
+    assert_array_equal(features.get_feature_names_out(), names)
+
+
 def test_set_output_pandas_for_sequences():
     X = make_ragged()
     features = RandomAttentionFeatures(**SMALL, random_state=0)
