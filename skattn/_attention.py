@@ -49,6 +49,17 @@ FOLDED_SUM_FLOOR = math.exp(-60.0)
 # heads; memory stays linear in the sequence length.
 TILE_ELEMENTS = 2**20
 
+# Both passes fold their per-row terms into their matrix products (the forward
+# pass its shift and row sums, see attention_tile_shift_folded; the backward
+# pass -lse and -delta) only with at least this many keys per query dimension:
+# the extra column costs copies of the queries, keys and values, worth it only
+# against long rows of scores. Forward, float32, one thread, 4 heads
+# (benchmarks/fold_threshold.py): folding was 1.7x (head width 16) to 2.2x
+# (width 64) slower at 8 keys, even at 32 keys of width 16, 4 % faster at 64,
+# 9 to 30 % faster from 256 keys on; backward: 2x slower at 16 keys of width
+# 8, 1.4x faster at 64 keys of width 16.
+FOLD_MIN_KEYS_PER_DIM = 2
+
 
 def compute_dtype(*arrays):
     """Floating dtype in which a kernel computes: the inputs' common dtype.
@@ -400,6 +411,20 @@ def fold_keys_values(k, v, scale):
     return keys_with_ones(k, scale), v_aug, k_norm_max * abs(scale)
 
 
+def folds_rows(n_keys, n_dims):
+    """Whether a pass folds its per-row terms into its products, as an extra
+    column (see FOLD_MIN_KEYS_PER_DIM).
+
+    Parameters
+    ----------
+    n_keys : int
+        Keys per query row.
+    n_dims : int
+        Width of the queries (and keys).
+    """
+    return n_keys >= FOLD_MIN_KEYS_PER_DIM * (n_dims + 1)
+
+
 def key_norm_max(k):
     """Largest norm of the keys of each attention, shape ``k.shape[:-2] + (1,)``."""
     return np.sqrt(np.max(np.einsum("...ij,...ij->...i", k, k), axis=-1))[..., None]
@@ -547,8 +572,9 @@ def attention_forward(
     if v_exponent:
         v = np.ldexp(v, -v_exponent)
     k_t = np.swapaxes(k, -1, -2)  # (..., Dk, Tk)
-    # faster from 16 keys and 8 dimensions on; dropout takes the exact tile
+    # weights and dropout take the exact tile
     fold = not return_weights and dropout is None and exponent is None
+    fold = fold and folds_rows(n_keys, q.shape[-1])
     if fold:
         folded = fold_keys_values(k, v, scale)
 

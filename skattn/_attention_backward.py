@@ -21,6 +21,7 @@ from ._attention import (
     default_scale,
     dropout_multipliers,
     exp_minus_row_max,
+    folds_rows,
     key_norm_max,
     keys_with_ones,
     masked_scores,
@@ -28,14 +29,6 @@ from ._attention import (
     tile_mask,
 )
 from ._parallel import single_threaded_blas
-
-# The backward pass folds lse and delta into its products (as
-# attention_tile_shift_folded folds the shift) only when there are at least this
-# many keys per query column: the extra column costs a copy of the queries and
-# of dO, worth it only against long rows of scores. At 16 keys and 8 dimensions,
-# folding made the backward pass 2x slower; at 64 keys and 16 dimensions, 1.4x
-# faster. (The forward pass saves three passes, not two: it always folds.)
-FOLD_MIN_KEYS_PER_DIM = 2
 
 # The backward pass recomputes each probability as exp(scale * q.k - lse). A
 # dot product of d terms is exact to about d * eps * |scale| * |q| * |k|
@@ -61,20 +54,6 @@ def sum_to_shape(grad, shape):
         if size == 1 and grad.shape[n_extra + i] != 1
     )
     return grad.sum(axis=axes).reshape(shape)
-
-
-def backward_folds_rows(n_keys, n_dims):
-    """Whether the backward pass adds its per-row terms (``-lse``, ``-delta``)
-    inside its products, as an extra column (see FOLD_MIN_KEYS_PER_DIM).
-
-    Parameters
-    ----------
-    n_keys : int
-        Keys per query row.
-    n_dims : int
-        Width of the queries (and keys).
-    """
-    return n_keys >= FOLD_MIN_KEYS_PER_DIM * (n_dims + 1)
 
 
 def matmul_add_rows(a, b_t, rows, fold):
@@ -194,7 +173,7 @@ def attention_backward(
     delta = np.einsum("...i,...i->...", d_out, out)[..., None]  # (..., Tq, 1)
     # scale * q.k - lse and dP - delta, each one product; a row with no
     # allowed key has lse = inf, and is masked anyway
-    fold = dropout is None and backward_folds_rows(n_keys, q.shape[-1])
+    fold = dropout is None and folds_rows(n_keys, q.shape[-1])
     if fold:  # transposed keys and values over a row of ones
         k_t = keys_with_ones(k, scale)  # (..., Dk + 1, Tk)
         k_scaled = np.swapaxes(k_t[..., :-1, :], -1, -2)  # (..., Tk, Dk): scale * k

@@ -459,6 +459,30 @@ def test_underflowing_row_sums_take_the_exact_path(rng):
     assert np.all(np.isfinite(out))
 
 
+@pytest.mark.parametrize("n_keys", [7, 8])
+def test_forward_folds_only_rows_of_enough_keys(rng, monkeypatch, n_keys):
+    """Rows of fewer than 2 (d + 1) keys take the exact tile (folding would
+    cost more than it saves, as in the backward pass), longer rows the folded
+    one; both equal the reference."""
+    import skattn._attention as attention
+
+    calls = []
+    folded_tile = attention.attention_tile_shift_folded
+
+    def spy(*args):
+        calls.append(args[0].shape)
+        return folded_tile(*args)
+
+    monkeypatch.setattr(attention, "attention_tile_shift_folded", spy)
+    q = rng.standard_normal((2, 5, 3))
+    k = rng.standard_normal((2, n_keys, 3))
+    v = rng.standard_normal((2, n_keys, 4))
+    out, _, _ = attention_forward(q, k, v)
+    assert bool(calls) == (n_keys >= 8) == attention.folds_rows(n_keys, 3)
+    expected, _ = reference_batched(q, k, v)
+    assert_allclose(out, expected, rtol=1e-12, atol=1e-14)
+
+
 @pytest.mark.parametrize("return_weights", [False, True])
 @pytest.mark.parametrize("p", [0.0, 0.3])
 def test_tiles_on_two_threads_give_identical_results(rng, return_weights, p):

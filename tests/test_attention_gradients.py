@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from helpers import numeric_gradient, relative_error
 
-from skattn._attention import attention_forward
-from skattn._attention_backward import attention_backward, backward_folds_rows
+from skattn._attention import attention_forward, folds_rows
+from skattn._attention_backward import attention_backward
 from skattn._multi_head import multi_head_backward, multi_head_forward
 
 
@@ -24,7 +24,7 @@ def stream_keys(rng, shape):
 @pytest.mark.parametrize("n_keys", [6, 12])  # row shifts added, or folded
 @pytest.mark.parametrize("p", [0.0, 0.3])
 def test_attention_backward(rng, causal, use_mask, tile_elements, n_keys, p):
-    assert backward_folds_rows(n_keys, 3) == (n_keys == 12)
+    assert folds_rows(n_keys, 3) == (n_keys == 12)
     q = rng.standard_normal((2, 5, 3))
     k = rng.standard_normal((2, n_keys, 3))
     v = rng.standard_normal((2, n_keys, 4))
