@@ -53,6 +53,11 @@ from ._validation import (
 
 # The statistics each model's per-token outputs are pooled into.
 STATISTICS = {"mean": pool_mean, "max": pool_max, "ppv": pool_ppv}
+# pooling="auto": ROCKET's maximum and PPV for narrow tokens (series, rows of
+# an image, a table's scalar columns), the mean and maximum for wide ones
+# (word vectors, whose mean is the strongest statistic of a sentence).
+AUTO_POOLING_NARROW = ("max", "ppv")
+AUTO_POOLING_WIDE = ("mean", "max")
 # The models compute in float32 whatever the dtype of X: random features need
 # no more, and float32 ran 3.4x faster than float64 on 427-token series.
 COMPUTE_DTYPE = np.dtype(np.float32)
@@ -131,10 +136,18 @@ class RandomAttentionFeatures(
         (series, rows of an image), none for wider tokens (word vectors) or a
         table. The choice of each model is in ``models_``.
 
-    pooling : {"mean", "max", "ppv"} or list of them, default=("mean", "max")
+    pooling : {"mean", "max", "ppv"}, list of them, or "auto", default="auto"
         The statistics of every model, each over the valid tokens of a
         sequence, feature by feature, in this order: ``"mean"``, ``"max"``, and
         ``"ppv"``, the proportion of positive values of ROCKET.
+        ``"auto"``: ``["max", "ppv"]`` (ROCKET's two) for tokens of at most 8
+        features (series, rows of an image, the scalar columns of a table),
+        ``["mean", "max"]`` for wider tokens (word vectors). On the 100
+        appliance series of ACSF1 the PPV scored 0.730 where the mean did
+        0.627 (three seeds), and the series and rows gained or lost a test
+        sample or two; on sentences of word vectors the mean of the tokens is
+        their strongest statistic. The statistics used are in
+        ``statistics_``.
 
     scale_tokens : bool, default=True
         Standardise the tokens with statistics learned in fit:
@@ -208,6 +221,10 @@ class RandomAttentionFeatures(
         ``"layers.0.value"``, ``"layers.0.output"``, ``"layers.0.norm1_weight"``
         and ``"layers.0.norm1_bias"``, in the ``x @ W`` convention of
         :attr:`AttentionTransformer.layers_ <skattn.AttentionTransformer>`.
+
+    statistics_ : list of str
+        The statistics of ``pooling`` (``"auto"`` resolved), in the order of
+        the columns of each model.
 
     n_features_out_ : int
         Number of output features: the sum over the models of their width
@@ -300,9 +317,11 @@ class RandomAttentionFeatures(
     >>> features = RandomAttentionFeatures(n_models=4, random_state=0).fit(X)
     >>> features.transform(X).shape  # 4 models x 2 statistics x 64, the tokens' 2 x 3
     (40, 518)
+    >>> features.statistics_  # "auto": ROCKET's two for narrow tokens
+    ['max', 'ppv']
     >>> features.get_feature_names_out()[[0, 64, 511, 517]].tolist()
-    ['randomattentionfeatures_m0_mean_0', 'randomattentionfeatures_m0_max_0', \
-'randomattentionfeatures_m3_max_63', 'randomattentionfeatures_tokens_max_2']
+    ['randomattentionfeatures_m0_max_0', 'randomattentionfeatures_m0_ppv_0', \
+'randomattentionfeatures_m3_ppv_63', 'randomattentionfeatures_tokens_ppv_2']
     >>> model = make_pipeline(
     ...     RandomAttentionFeatures(random_state=0),
     ...     StandardScaler(),
@@ -325,7 +344,7 @@ class RandomAttentionFeatures(
             None,
         ],
         "difference": ["boolean", StrOptions({"auto"}), "array-like"],
-        "pooling": [StrOptions(set(STATISTICS)), "array-like"],
+        "pooling": [StrOptions(set(STATISTICS) | {"auto"}), "array-like"],
         "scale_tokens": ["boolean"],
         "pool_tokens": ["boolean"],
         "features_per_token": [Interval(Integral, 1, None, closed="left"), None],
@@ -343,7 +362,7 @@ class RandomAttentionFeatures(
         causal=False,
         patch_size="auto",
         difference="auto",
-        pooling=("mean", "max"),
+        pooling="auto",
         scale_tokens=True,
         pool_tokens=True,
         features_per_token=None,
@@ -399,7 +418,7 @@ class RandomAttentionFeatures(
                 "array block by block."
             )
         candidates = self._candidates()
-        statistics = self._statistics()  # checked before any work
+        self._statistics(None)  # checked before any work
         sequences = check_input(
             self,
             X,
@@ -424,6 +443,7 @@ class RandomAttentionFeatures(
         }
         n_features = token_width(sequences)
         self._fitted_structure["token_width"] = n_features
+        statistics = self._statistics(n_features)
         n_tokens = sequences.shape[1] if self._input_kind == TABLE else 1
         candidates["patch_size"] = self._patch_sizes(sequences)
         candidates["difference"] = self._differences(n_features)
@@ -462,7 +482,7 @@ class RandomAttentionFeatures(
             self.difference_mean_, self.difference_scale_ = token_moments(
                 sequences, sample_weight, per_position=per_position, differences=True
             )
-        self._fitted_statistics = statistics
+        self.statistics_ = statistics
         widths = [config["n_heads"] * config["head_dim"] for config in self.models_]
         if self.pool_tokens:  # the tokens' own statistics, after the models'
             widths.append(n_features)
@@ -539,7 +559,7 @@ class RandomAttentionFeatures(
         dtype = sequences_dtype(sequences)
         n_features = token_width(sequences)
         n_tokens = sequences.shape[1] if self._input_kind == TABLE else 1
-        statistics = self._fitted_statistics
+        statistics = self.statistics_
         # the tokens are standardised in the dtype of X, before the cast to
         # float32: float64 tokens beyond float32's range (1e300) then enter
         # the models finite, as AttentionTransformer's do
@@ -646,7 +666,7 @@ class RandomAttentionFeatures(
         names = [
             f"{prefix}_{block}_{statistic}_{feature}"
             for block, width in blocks
-            for statistic in self._fitted_statistics
+            for statistic in self.statistics_
             for feature in range(width)
         ]
         return np.asarray(names, dtype=object)
@@ -735,8 +755,17 @@ class RandomAttentionFeatures(
         candidates["causal"] = [bool(v) for v in candidates["causal"]]
         return candidates
 
-    def _statistics(self):
-        """The names of ``pooling`` as a list; checked."""
+    def _statistics(self, n_features):
+        """The names of ``pooling`` as a list; checked.
+
+        ``"auto"`` depends on the token width ``n_features`` (None: only
+        check the parameter).
+        """
+        if isinstance(self.pooling, str) and self.pooling == "auto":
+            if n_features is None:
+                return None
+            narrow = n_features <= SERIES_MAX_FEATURES
+            return list(AUTO_POOLING_NARROW if narrow else AUTO_POOLING_WIDE)
         names = _as_list(self.pooling, "pooling")
         if (
             not names

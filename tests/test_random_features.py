@@ -193,7 +193,12 @@ def test_patched_models_are_those_of_attention_transformer(kind):
     X = make_3d(n_tokens=9) if kind == "3d" else make_ragged(lengths=lengths)
     X = [x.astype(np.float32) for x in X] if kind == "ragged" else X.astype("f4")
     features = RandomAttentionFeatures(
-        n_models=12, n_heads=2, head_dim=4, patch_size=[1, 2, 3], random_state=0
+        n_models=12,
+        n_heads=2,
+        head_dim=4,
+        patch_size=[1, 2, 3],
+        pooling=["mean", "max"],
+        random_state=0,
     ).fit(X)
     assert {config["patch_size"] for config in features.models_} == {None, 2, 3}
     X_new = features.transform(X)
@@ -400,6 +405,29 @@ def test_auto_difference_for_narrow_tokens_only(X, drawn):
     features = RandomAttentionFeatures(n_models=20, **SMALL_MODEL, random_state=0)
     features.fit(X)
     assert {config["difference"] for config in features.models_} == drawn
+
+
+@pytest.mark.parametrize(
+    "X, statistics",
+    [
+        (make_3d(width=8), ["max", "ppv"]),  # series, rows of an image
+        (make_ragged(width=1), ["max", "ppv"]),
+        (make_table(n_features=8), ["max", "ppv"]),  # scalar columns
+        (make_3d(width=9), ["mean", "max"]),  # word vectors
+    ],
+    ids=["8-features", "ragged-series", "table", "9-features"],
+)
+def test_auto_pooling_is_max_and_ppv_for_narrow_tokens(X, statistics):
+    """pooling="auto" computes exactly the statistics it names in
+    statistics_: ROCKET's max and PPV up to 8 features, mean and max above."""
+    auto = RandomAttentionFeatures(**SMALL, random_state=0).fit(X)
+    assert auto.statistics_ == statistics
+    explicit = RandomAttentionFeatures(**SMALL, pooling=statistics, random_state=0)
+    assert_array_equal(auto.transform(X), explicit.fit(X).transform(X))
+    names = auto.get_feature_names_out()
+    assert_array_equal(names, explicit.get_feature_names_out())
+    assert names[0] == f"randomattentionfeatures_m0_{statistics[0]}_0"
+    assert names[-1].startswith(f"randomattentionfeatures_tokens_{statistics[1]}_")
 
 
 def test_differences_change_the_features_of_reordered_tokens():
