@@ -79,15 +79,41 @@ def pool_ppv(tokens, lengths, params=None):
     """Proportion of positive values over the valid tokens: ``(N, T, E) -> (N, E)``.
 
     The PPV statistic of ROCKET (Dempster et al., 2020): for each feature, the
-    share of the sequence's tokens where it is above zero, in the dtype of
-    ``tokens``. A step function, so it has no backward pass and is no pooling of
-    the trained model (not in :data:`POOLINGS`).
+    share of the sequence's tokens where it is above a threshold (``params``, a
+    scalar or one value per feature, the negated bias of ROCKET's kernels; None:
+    zero), in the dtype of ``tokens``. A step function, so it has no backward
+    pass and is no pooling of the trained model (not in :data:`POOLINGS`).
     """
-    positive = tokens > 0  # (N, T, E)
+    positive = tokens > (0 if params is None else params)  # (N, T, E)
     if not np.all(lengths == tokens.shape[1]):
         positive &= token_mask(lengths, tokens.shape[1])[:, :, None]
     count = positive.sum(axis=1, dtype=tokens.dtype)  # (N, E)
     return count / lengths[:, None].astype(tokens.dtype), {}
+
+
+def column_quantiles(values, levels):
+    """Quantile ``levels[j]`` of each column ``j`` of ``values``, interpolated
+    linearly between order statistics (``np.quantile``'s default).
+
+    Parameters
+    ----------
+    values : ndarray of shape (n_values, n_columns)
+        At least one row.
+    levels : ndarray of shape (n_columns,)
+        In [0, 1].
+
+    Returns
+    -------
+    ndarray of shape (n_columns,), in the dtype of ``values``.
+    """
+    ordered = np.sort(values, axis=0)
+    position = levels * (len(ordered) - 1)
+    below = np.floor(position).astype(int)
+    above = np.minimum(below + 1, len(ordered) - 1)
+    weight = (position - below).astype(values.dtype)
+    columns = np.arange(values.shape[1])
+    low, high = ordered[below, columns], ordered[above, columns]
+    return low + weight * (high - low)
 
 
 def backward_mean(d_pooled, tokens, lengths, params, cache):

@@ -148,7 +148,8 @@ def test_unstandardised_huge_tokens_are_computed_or_refused():
     a word: the layer norm's squares overflowed. The layer norm now scales
     such rows by a power of two (AttentionTransformer computes them, as it
     does the same tokens divided by 1e290, up to the layer norm's epsilon);
-    RandomAttentionFeatures, in float32, cannot hold them and says so."""
+    RandomAttentionFeatures, in float32, cannot hold them and says so, in fit
+    when it runs its models for the PPV thresholds, else in transform."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((6, 4))
     model = AttentionTransformer(objective=None, scale_tokens=False, random_state=0)
@@ -157,11 +158,12 @@ def test_unstandardised_huge_tokens_are_computed_or_refused():
         out = model.fit(X * 1e300).transform(X * 1e300)
     np.testing.assert_allclose(out, model.fit(X * 1e10).transform(X * 1e10), atol=1e-6)
     features = RandomAttentionFeatures(n_models=1, scale_tokens=False, random_state=0)
-    features.fit(X * 1e300)
-    with (
-        pytest.raises(ValueError, match=r"scale_tokens=False.*scale_tokens=True"),
-        warnings.catch_warnings(),
-    ):
+    message = r"scale_tokens=False.*scale_tokens=True"
+    with pytest.raises(ValueError, match=message), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        features.fit(X * 1e300)  # its PPV thresholds: the models run in fit
+    features.set_params(pooling=["mean", "max"]).fit(X * 1e300)  # they do not
+    with pytest.raises(ValueError, match=message), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         features.transform(X * 1e300)
 

@@ -71,10 +71,19 @@ def expected_failed_checks(estimator):
         "(test_small_working_memory_gives_same_result_in_several_batches "
         "checks the invariance to float32 rounding)"
     )
-    return {
+    failed = {
         "check_methods_subset_invariance": reason,
         "check_methods_sample_order_invariance": reason,
     }
+    pooling = estimator.pooling
+    if pooling == "auto" or "ppv" in pooling:  # the checks' tables are narrow
+        failed["check_sample_weight_equivalence_on_dense_data"] = (
+            "the PPV thresholds are quantiles of the models' outputs on at most "
+            "64 training sequences of positive weight, each counted once: "
+            "repeating a row does not weigh it (test_zero_weight_sequences_are_"
+            "never_sampled checks what the weights do)"
+        )
+    return failed
 
 
 @parametrize_with_checks(CONFIGURATIONS, expected_failed_checks=expected_failed_checks)
@@ -149,7 +158,8 @@ def _attention_transformer(features, index, pooling):
 @pytest.mark.parametrize("kind", ["table", "3d", "ragged"])
 def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens):
     """Each model's block: the mean and max pooling of the AttentionTransformer
-    with the same weights, and the share of its per-token outputs above zero."""
+    with the same weights, and the share of its per-token outputs above the
+    model's PPV thresholds."""
     X = make_input(kind, np.float32)
     features = RandomAttentionFeatures(
         **{**MIXED, "n_models": 8}, scale_tokens=scale_tokens, random_state=0
@@ -171,7 +181,9 @@ def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens
             )
         tokens = _attention_transformer(features, index, "mean").fit(X_model)
         per_token = tokens.transform_sequences(X_model)
-        ppv = [np.mean(seq > 0, axis=0) for seq in per_token]
+        threshold = features.ppv_thresholds_[index]
+        assert threshold.shape == (width,) and threshold.dtype == np.float32
+        ppv = [np.mean(seq > threshold, axis=0) for seq in per_token]
         assert_allclose(blocks[:, 2], ppv, **FLOAT32)
     # pool_tokens: then the statistics of the standardised tokens themselves
     tokens = _standardised_tokens(features, X)
@@ -473,16 +485,73 @@ def _peak_bytes(function):
         tracemalloc.stop()
 
 
-def test_fit_runs_no_model():
+def test_fit_runs_no_model_without_ppv():
     """A model on one sequence of 4096 tokens holds tens of MB of activations;
-    fit holds about the sequence (32 KB) and the weights."""
+    fit holds about the sequence (32 KB) and the weights, unless it needs the
+    PPV thresholds: then it runs the models as transform does, in as much
+    memory, and keeps a sample of their outputs."""
     X = make_3d(n=1, n_tokens=4096, width=1)
     # patch_size=None: models that read the 4096 tokens, not patches of them
-    features = RandomAttentionFeatures(n_models=4, patch_size=None, random_state=0)
+    kwargs = dict(n_models=4, patch_size=None, random_state=0)
+    features = RandomAttentionFeatures(**kwargs, pooling=["mean", "max"])
     fit_peak = _peak_bytes(lambda: features.fit(X))
     transform_peak = _peak_bytes(lambda: features.transform(X))
     assert transform_peak > 10 * 2**20
     assert fit_peak < 2**20
+    with_ppv = RandomAttentionFeatures(**kwargs)  # "auto": max and PPV
+    assert 10 * 2**20 < _peak_bytes(lambda: with_ppv.fit(X)) < 1.5 * transform_peak
+
+
+def test_ppv_thresholds_are_quantiles_of_the_models_outputs(monkeypatch):
+    """Each feature's threshold is the quantile, at its level, of the model's
+    valid per-token outputs on the training sequences (all of them up to 64):
+    the median at level 0.5; between the quartiles at the default levels."""
+    import skattn._random_features as random_features
+
+    X = [x.astype(np.float32) for x in make_ragged(lengths=(9, 2, 5, 13, 4, 7))]
+    kwargs = dict(n_models=3, n_heads=2, head_dim=4, pooling="ppv", random_state=0)
+    default = RandomAttentionFeatures(**kwargs).fit(X)
+    monkeypatch.setattr(random_features, "PPV_LEVELS", (0.5, 0.5))
+    median = RandomAttentionFeatures(**kwargs).fit(X)
+    for index in range(3):
+        X_model = _model_input(median, index, X)
+        reference = _attention_transformer(median, index, "mean").fit(X_model)
+        outputs = np.vstack(reference.transform_sequences(X_model))  # valid only
+        expected = np.median(outputs, axis=0)
+        assert_allclose(median.ppv_thresholds_[index], expected, **FLOAT32)
+        low, high = np.quantile(outputs, [0.25, 0.75], axis=0)
+        threshold = default.ppv_thresholds_[index]
+        assert np.all((low - 1e-6 <= threshold) & (threshold <= high + 1e-6))
+        assert not np.allclose(threshold, median.ppv_thresholds_[index])
+
+
+def test_zero_weight_sequences_are_never_sampled():
+    """The PPV thresholds of a fit with zero weights are those of a fit
+    without those sequences, however far out they are (unstandardised tokens:
+    the weights change nothing else)."""
+    X = [x.astype(np.float32) for x in make_ragged(lengths=(9, 2, 5, 13, 4, 7))]
+    X[1] = X[1] * 1e3
+    weights = np.array([1.0, 0.0, 2.0, 1.0, 0.0, 3.0])
+    kept = [x for x, w in zip(X, weights, strict=True) if w > 0]
+    kwargs = dict(**SMALL, pooling="ppv", scale_tokens=False, random_state=0)
+    weighted = RandomAttentionFeatures(**kwargs).fit(X, sample_weight=weights)
+    without = RandomAttentionFeatures(**kwargs).fit(kept)
+    every = RandomAttentionFeatures(**kwargs).fit(X)
+    for index in range(SMALL["n_models"]):
+        assert_allclose(
+            weighted.ppv_thresholds_[index], without.ppv_thresholds_[index], **FLOAT32
+        )
+    assert not np.allclose(every.ppv_thresholds_[0], weighted.ppv_thresholds_[0])
+
+
+def test_column_quantiles_are_numpys_quantiles(rng):
+    from skattn._pooling import column_quantiles
+
+    values = rng.standard_normal((37, 5))
+    levels = np.array([0.0, 0.25, 0.5, 0.9, 1.0])
+    expected = [np.quantile(values[:, j], q) for j, q in enumerate(levels)]
+    assert_allclose(column_quantiles(values, levels), expected, rtol=1e-14)
+    assert_array_equal(column_quantiles(values[:1], levels), values[0])
 
 
 def test_first_models_do_not_depend_on_n_models():
