@@ -56,7 +56,7 @@ from ._validation import (
 STATISTICS = {"mean": pool_mean, "max": pool_max, "ppv": pool_ppv}
 # pooling="auto": ROCKET's maximum and PPV for narrow tokens (series, rows of
 # an image, a table's scalar columns), the mean and maximum for wide ones
-# (word vectors, whose mean is the strongest statistic of a sentence).
+# (word vectors, where the PPV did no better than the mean).
 AUTO_POOLING_NARROW = ("max", "ppv")
 AUTO_POOLING_WIDE = ("mean", "max")
 # "ppv": each feature of a model counts its outputs above a threshold, the
@@ -149,7 +149,8 @@ class RandomAttentionFeatures(
         tokens where the feature is above its threshold (``ppv_thresholds_``),
         the quantile of the model's outputs on the training data at a level
         drawn between 0.25 and 0.75, as MiniRocket draws its biases (the
-        tokens' own PPV, with ``pool_tokens``: above their mean).
+        tokens' own PPV, with ``pool_tokens``: above zero, their training mean
+        when standardised).
         ``"auto"``: ``["max", "ppv"]`` (ROCKET's two) for tokens of at most 8
         features (series, rows of an image, the scalar columns of a table),
         ``["mean", "max"]`` for wider tokens (word vectors). On the 100
