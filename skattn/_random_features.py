@@ -429,6 +429,13 @@ class RandomAttentionFeatures(
         -------
         self : RandomAttentionFeatures
             Fitted transformer.
+
+        Raises
+        ------
+        ValueError
+            With the PPV, when tokens too large for float32 (unstandardised)
+            make the models overflow on the sample of its thresholds, as
+            :meth:`transform` would.
         """
         if is_dask_collection(X):
             raise TypeError(
