@@ -320,45 +320,67 @@ class TokenScaler(Unit):
         return None, {}
 
 
-def patch_count(n_tokens, size):
-    """Patches of ``size`` tokens in ``n_tokens`` tokens: ``ceil(n_tokens / size)``.
+def patch_count(n_tokens, size, stride=None):
+    """Patches of ``size`` tokens in ``n_tokens`` tokens, one every ``stride``.
+
+    Without ``stride`` (non-overlapping patches): ``ceil(n_tokens / size)``.
+    With it: ``1 + ceil(max(n_tokens - size, 0) / stride)``, the patches
+    starting at tokens ``0, stride, 2 * stride, ...`` until one reaches the
+    last token (the same count for ``stride == size``).
 
     Parameters
     ----------
     n_tokens : int or ndarray of int
-        Sequence length(s).
+        Sequence length(s), at least 1.
     size : int
         Tokens per patch.
+    stride : int or None, default=None
+        Tokens from the start of a patch to the start of the next; None:
+        ``size``.
 
     Returns
     -------
     int or ndarray of int, as ``n_tokens``.
     """
-    return -(-n_tokens // size)
+    if stride is None or stride == size:
+        return -(-n_tokens // size)
+    return 1 - (-np.maximum(n_tokens - size, 0) // stride)
 
 
 class Patches(Unit):
-    """Non-overlapping patches of ``size`` consecutive tokens as tokens.
+    """Patches of ``size`` consecutive tokens, one every ``stride``, as tokens.
 
-    ``(N, T, D) -> (N, ceil(T / size), size * D)``, as PatchTST reads a time
-    series: patch ``j`` holds tokens ``j * size`` to ``j * size + size - 1``
-    side by side. A sequence of ``L`` tokens gives ``ceil(L / size)`` patches,
-    the last one completed with zeros (after the token standardisation: the
-    mean). No parameters; its backward pass returns no gradient for the tokens
-    (None): only the fixed standardisation may come before it.
+    ``(N, T, D) -> (N, patch_count(T, size, stride), size * D)``, as PatchTST
+    reads a time series: patch ``j`` holds tokens ``j * stride`` to ``j *
+    stride + size - 1`` side by side. Without ``stride`` (or ``stride ==
+    size``) the patches do not overlap, a sequence of ``L`` tokens gives
+    ``ceil(L / size)`` of them; a smaller ``stride`` makes them overlap, as a
+    convolution slides its kernel. The last patch is completed with zeros
+    (after the token standardisation: the mean). No parameters; its backward
+    pass returns no gradient for the tokens (None): only the fixed
+    standardisation may come before it.
     """
 
-    def __init__(self, size):
+    def __init__(self, size, stride=None):
         self.size = size
+        self.stride = size if stride is None else stride
 
     def forward(self, params, x, context):
         n_samples, n_tokens, n_features = x.shape
-        n_patches = patch_count(n_tokens, self.size)
-        padded = np.zeros((n_samples, n_patches * self.size, n_features), x.dtype)
+        size, stride = self.size, self.stride
+        n_patches = patch_count(n_tokens, size, stride)
+        n_covered = (n_patches - 1) * stride + size  # at least n_tokens
+        padded = np.zeros((n_samples, n_covered, n_features), x.dtype)
         valid = token_mask(context.lengths, n_tokens)[:, :, None]  # (N, T, 1)
         np.copyto(padded[:, :n_tokens], x, where=valid)  # padding becomes zeros
-        context.lengths = patch_count(context.lengths, self.size)
-        return padded.reshape(n_samples, n_patches, self.size * n_features), None
+        context.lengths = patch_count(context.lengths, size, stride)
+        if stride == size:  # side by side: a view
+            return padded.reshape(n_samples, n_patches, size * n_features), None
+        # (N, n_patches, D, size): a window every stride tokens, made token-major
+        windows = np.lib.stride_tricks.sliding_window_view(padded, size, axis=1)
+        windows = windows[:, ::stride]
+        patches = np.ascontiguousarray(windows.transpose(0, 1, 3, 2))
+        return patches.reshape(n_samples, n_patches, size * n_features), None
 
     def backward(self, params, d_out, cache):
         return None, {}

@@ -182,7 +182,7 @@ class Model:
         """
         patches = self.units_of(Patches)
         if patches is not None:
-            lengths = patch_count(lengths, patches.size)
+            lengths = patch_count(lengths, patches.size, patches.stride)
         if self.units_of(ClassToken) is not None:
             lengths = lengths + 1
         return lengths
@@ -312,6 +312,7 @@ def build_model(
     projects_input,
     token_shape=None,
     patch_size=None,
+    patch_stride=None,
     n_outputs=0,
 ):
     """The units of the model, in the order of the forward pass.
@@ -336,6 +337,9 @@ def build_model(
     patch_size : int or None, default=None
         Patches of this many consecutive tokens become the model's tokens (of
         width ``patch_size * D``); ``n_positions`` then counts patches.
+    patch_stride : int or None, default=None
+        Tokens from the start of a patch to the start of the next (smaller than
+        ``patch_size``: overlapping patches); None: ``patch_size``.
     n_outputs : int, default=0
         Outputs of the training head; 0 for no head.
 
@@ -347,7 +351,7 @@ def build_model(
     if token_shape is not None:
         units.append(("", TokenScaler(token_shape)))
     if patch_size is not None:
-        units.append(("", Patches(patch_size)))
+        units.append(("", Patches(patch_size, patch_stride)))
         n_features *= patch_size
     if projects_input:
         units.append(("", InputProjection(n_features, d_model)))

@@ -76,35 +76,47 @@ def pool_flatten(tokens, lengths, params):
 
 
 def pool_ppv(tokens, lengths, params=None):
-    """Proportion of positive values over the valid tokens: ``(N, T, E) -> (N, E)``.
+    """Proportion of positive values over the valid tokens: ``(N, T, E) -> (N, K * E)``.
 
     The PPV statistic of ROCKET (Dempster et al., 2020): for each feature, the
-    share of the sequence's tokens where it is above a threshold (``params``, a
-    scalar or one value per feature, the negated bias of ROCKET's kernels; None:
-    zero), in the dtype of ``tokens``. A step function, so it has no backward
-    pass and is no pooling of the trained model (not in :data:`POOLINGS`).
+    share of the sequence's tokens where it is above a threshold, in the dtype
+    of ``tokens``. ``params`` holds the thresholds (the negated biases of
+    ROCKET's kernels): None for zero, a scalar, one value per feature ``(E,)``
+    (K = 1), or ``K`` values per feature ``(K, E)``, as MiniRocket gives each
+    kernel several biases; the output is then ``K`` blocks of ``E`` columns,
+    one per row of ``params``. A step function, so it has no backward pass and
+    is no pooling of the trained model (not in :data:`POOLINGS`).
     """
-    positive = tokens > (0 if params is None else params)  # (N, T, E)
+    thresholds = 0 if params is None else params
+    rows = thresholds if np.ndim(thresholds) == 2 else [thresholds]
+    valid = None
     if not np.all(lengths == tokens.shape[1]):
-        positive &= token_mask(lengths, tokens.shape[1])[:, :, None]
-    count = positive.sum(axis=1, dtype=tokens.dtype)  # (N, E)
+        valid = token_mask(lengths, tokens.shape[1])[:, :, None]
+    counts = []
+    for threshold in rows:  # one (N, T, E) comparison at a time
+        positive = tokens > threshold
+        if valid is not None:
+            positive &= valid
+        counts.append(positive.sum(axis=1, dtype=tokens.dtype))  # (N, E)
+    count = counts[0] if len(counts) == 1 else np.concatenate(counts, axis=1)
     return count / lengths[:, None].astype(tokens.dtype), {}
 
 
 def column_quantiles(values, levels):
-    """Quantile ``levels[j]`` of each column ``j`` of ``values``, interpolated
-    linearly between order statistics (``np.quantile``'s default).
+    """Quantile ``levels[..., j]`` of each column ``j`` of ``values``,
+    interpolated linearly between order statistics (``np.quantile``'s
+    default); the columns are sorted once, whatever the number of levels.
 
     Parameters
     ----------
     values : ndarray of shape (n_values, n_columns)
         At least one row.
-    levels : ndarray of shape (n_columns,)
+    levels : ndarray of shape (n_columns,) or (n_levels, n_columns)
         In [0, 1].
 
     Returns
     -------
-    ndarray of shape (n_columns,), in the dtype of ``values``.
+    ndarray of the shape of ``levels``, in the dtype of ``values``.
     """
     ordered = np.sort(values, axis=0)
     position = levels * (len(ordered) - 1)

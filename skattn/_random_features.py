@@ -72,6 +72,12 @@ POSITIONAL_ENCODINGS = ("sinusoidal", None)
 # power-of-two scale in between.
 AUTO_MIN_PATCHES = 16
 AUTO_MAX_PATCHES = 128
+# patch_stride="auto": patches overlap, one every quarter of a patch (at least
+# 1 token; a stride of 1 is a convolution's), and at most AUTO_MAX_STRIDED
+# patches in a sequence of the median length, which bounds the cost of
+# attention at four times that of side-by-side patches of the smallest size.
+AUTO_STRIDE_DIVISOR = 4
+AUTO_MAX_STRIDED = 256
 
 
 class RandomAttentionFeatures(
@@ -125,11 +131,25 @@ class RandomAttentionFeatures(
         kernel sees it at its dilation; from a list, each model draws one value
         (1 or None: no patches). ``"auto"``: for sequences of at most 8
         features per token (series, not word vectors or tables), the powers of
-        two from ``median_length / 128`` (at most 128 patches, which bounds the
-        quadratic cost of attention) to ``median_length / 16`` (at least 16
-        patches), each model drawing one; no patches for other input, nor for
-        sequences of a median length of 32 or less. The size of each model is
-        in ``models_``.
+        two from ``median_length / 128`` (at most 128 side-by-side patches,
+        which bounds the quadratic cost of attention; see ``patch_stride``)
+        to ``median_length / 16`` (at least 16 patches), each model drawing
+        one; no patches for other input, nor for sequences of a median length
+        of 32 or less. The size of each model is in ``models_``.
+
+    patch_stride : int, list of int, "auto" or None, default="auto"
+        Tokens from the start of a model's patch to the start of the next:
+        smaller than the patch size, the patches overlap, as a convolution
+        slides its kernel (a stride of 1 reads every window of the series);
+        None: the patch size, side by side. From a list, each model with
+        patches draws one value; a drawn stride larger than the model's patch
+        size (which would skip tokens) raises a ValueError in fit.
+        ``"auto"``: a quarter of the patch size (at least 1), and no more
+        than 256 patches in a sequence of the median training length (the
+        stride grows to keep them). Over three seeds, a quarter of the patch
+        raised ArrowHead from 0.802 to 0.819, OSULeaf from 0.784 to 0.835 and
+        PickupGestureWiimoteZ from 0.820 to 0.860 against side-by-side patches.
+        Ignored by models without patches (None in ``models_``).
 
     difference : bool, list of bool or "auto", default="auto"
         Whether a model reads each token beside its first-order difference,
@@ -159,6 +179,14 @@ class RandomAttentionFeatures(
         PickupGestureWiimoteZ gained 1 to 5 points; on sentences of word
         vectors it did no better than the mean. The statistics used are in
         ``statistics_``.
+
+    n_thresholds : int, default=3
+        Thresholds of the PPV per feature of a model, each at its own level
+        (drawn between 0.25 and 0.75), as MiniRocket gives each kernel several
+        biases: the PPV gives ``n_thresholds`` columns per feature (the
+        tokens' own PPV, with ``pool_tokens``, one). Three thresholds raised
+        ACSF1 from 0.777 to 0.827 and ArrowHead from 0.819 to 0.832 over three
+        seeds, with overlapping patches. Ignored without ``"ppv"``.
 
     scale_tokens : bool, default=True
         Standardise the tokens with statistics learned in fit:
@@ -222,7 +250,7 @@ class RandomAttentionFeatures(
     models_ : list of dict
         The configuration of each model: ``"n_heads"``, ``"head_dim"``,
         ``"positional_encoding"``, ``"causal"``, ``"patch_size"`` (None for
-        none) and ``"difference"``.
+        none), ``"difference"`` and ``"patch_stride"`` (None without patches).
 
     weights_ : list of dict of str to ndarray
         The seeded float32 weights of each model, by name: ``"input"`` (the input
@@ -237,17 +265,17 @@ class RandomAttentionFeatures(
         The statistics of ``pooling`` (``"auto"`` resolved), in the order of
         the columns of each model.
 
-    ppv_thresholds_ : list of ndarray of shape (model width,), or None
-        Each model's PPV threshold per feature (float32): the quantile of the
-        feature's outputs, at a level drawn between 0.25 and 0.75, over the
-        valid tokens of at most 64 training sequences of positive weight,
+    ppv_thresholds_ : list of ndarray of shape (n_thresholds, model width), or None
+        Each model's PPV thresholds per feature (float32): quantiles of the
+        feature's outputs, each at a level drawn between 0.25 and 0.75, over
+        the valid tokens of at most 64 training sequences of positive weight,
         evenly spaced through ``X`` (at most 32 tokens each on average).
         None without ``"ppv"`` in ``statistics_``.
 
     n_features_out_ : int
         Number of output features: the sum over the models of their width
         (plus the token width with ``pool_tokens``) times the number of
-        statistics.
+        statistics, the models' PPV counting ``n_thresholds`` times.
 
     See Also
     --------
@@ -333,13 +361,13 @@ class RandomAttentionFeatures(
     >>> X = rng.standard_normal((40, 12, 3))  # 40 sequences of 12 tokens of width 3
     >>> y = (X[:, :6, 0].mean(axis=1) > X[:, 6:, 0].mean(axis=1)).astype(int)
     >>> features = RandomAttentionFeatures(n_models=4, random_state=0).fit(X)
-    >>> features.transform(X).shape  # 4 models x 2 statistics x 64, the tokens' 2 x 3
-    (40, 518)
+    >>> features.transform(X).shape  # 4 models x (max, 3 PPVs) x 64, the tokens' 2 x 3
+    (40, 1030)
     >>> features.statistics_  # "auto": ROCKET's two for narrow tokens
     ['max', 'ppv']
-    >>> features.get_feature_names_out()[[0, 64, 511, 517]].tolist()
-    ['randomattentionfeatures_m0_max_0', 'randomattentionfeatures_m0_ppv_0', \
-'randomattentionfeatures_m3_ppv_63', 'randomattentionfeatures_tokens_ppv_2']
+    >>> features.get_feature_names_out()[[0, 64, 1023, 1029]].tolist()
+    ['randomattentionfeatures_m0_max_0', 'randomattentionfeatures_m0_ppv0_0', \
+'randomattentionfeatures_m3_ppv2_63', 'randomattentionfeatures_tokens_ppv_2']
     >>> model = make_pipeline(
     ...     RandomAttentionFeatures(random_state=0),
     ...     StandardScaler(),
@@ -361,8 +389,15 @@ class RandomAttentionFeatures(
             "array-like",
             None,
         ],
+        "patch_stride": [
+            Interval(Integral, 1, None, closed="left"),
+            StrOptions({"auto"}),
+            "array-like",
+            None,
+        ],
         "difference": ["boolean", StrOptions({"auto"}), "array-like"],
         "pooling": [StrOptions(set(STATISTICS) | {"auto"}), "array-like"],
+        "n_thresholds": [Interval(Integral, 1, None, closed="left")],
         "scale_tokens": ["boolean"],
         "pool_tokens": ["boolean"],
         "features_per_token": [Interval(Integral, 1, None, closed="left"), None],
@@ -379,8 +414,10 @@ class RandomAttentionFeatures(
         positional_encoding="sinusoidal",
         causal=False,
         patch_size="auto",
+        patch_stride="auto",
         difference="auto",
         pooling="auto",
+        n_thresholds=3,
         scale_tokens=True,
         pool_tokens=True,
         features_per_token=None,
@@ -393,8 +430,10 @@ class RandomAttentionFeatures(
         self.positional_encoding = positional_encoding
         self.causal = causal
         self.patch_size = patch_size
+        self.patch_stride = patch_stride
         self.difference = difference
         self.pooling = pooling
+        self.n_thresholds = n_thresholds
         self.scale_tokens = scale_tokens
         self.pool_tokens = pool_tokens
         self.features_per_token = features_per_token
@@ -473,8 +512,12 @@ class RandomAttentionFeatures(
         self._fitted_structure["token_width"] = n_features
         statistics = self._statistics(n_features)
         n_tokens = sequences.shape[1] if self._input_kind == TABLE else 1
-        candidates["patch_size"] = self._patch_sizes(sequences)
+        median = None  # of the lengths of series, for patches
+        if self._input_kind != TABLE:
+            median = series_median_length(sequences, sequence_lengths(sequences))
+        candidates["patch_size"] = self._patch_sizes(median)
         candidates["difference"] = self._differences(n_features)
+        candidates["patch_stride"] = self._patch_strides()
         rng = check_random_state(self.random_state)
         seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_models)
         self.models_, self.weights_ = [], []
@@ -485,6 +528,7 @@ class RandomAttentionFeatures(
                 name: values[model_rng.randint(len(values))]
                 for name, values in candidates.items()
             }
+            config["patch_stride"] = _stride_of(config, median)
             model = self._build(config, n_features, n_tokens)
             params = model.init_params(model_rng, COMPUTE_DTYPE)
             n_features_in = model_width(config, n_features) * (
@@ -501,7 +545,9 @@ class RandomAttentionFeatures(
             self.models_.append(config)
             self.weights_.append(params)
             # drawn after the weights: the weights do not depend on pooling
-            levels.append(model_rng.uniform(*PPV_LEVELS, size=d_model))
+            levels.append(
+                model_rng.uniform(*PPV_LEVELS, size=(self.n_thresholds, d_model))
+            )
         self.token_mean_ = self.token_scale_ = None
         self.difference_mean_ = self.difference_scale_ = None
         per_position = self._input_kind == TABLE
@@ -519,15 +565,18 @@ class RandomAttentionFeatures(
             self.ppv_thresholds_ = self._ppv_thresholds(
                 sequences, levels, sample_weight
             )
-        widths = [config["n_heads"] * config["head_dim"] for config in self.models_]
-        if self.pool_tokens:  # the tokens' own statistics, after the models'
-            widths.append(n_features)
-        self.n_features_out_ = sum(widths) * len(statistics)
+        self.n_features_out_ = sum(
+            width * len(labels) for _, width, labels in self._column_blocks()
+        )
         tasks.finish()
         return self
 
-    def _patch_sizes(self, sequences):
-        """The patch sizes the models draw from (None: no patches); checked."""
+    def _patch_sizes(self, median):
+        """The patch sizes the models draw from (None: no patches); checked.
+
+        ``median`` is the median length of the series (None for a table, or
+        for series of more than 8 features).
+        """
         if self.patch_size != "auto":
             values = _as_list(self.patch_size, "patch_size")
 
@@ -542,9 +591,6 @@ class RandomAttentionFeatures(
                     f"{self.patch_size!r}."
                 )
             return [None if v in (None, 1) else int(v) for v in values]
-        median = None
-        if self._input_kind != TABLE:
-            median = series_median_length(sequences, sequence_lengths(sequences))
         if median is None or median <= 2 * AUTO_MIN_PATCHES:
             return [None]
         smallest = max(1, math.ceil(median / AUTO_MAX_PATCHES))
@@ -656,22 +702,62 @@ class RandomAttentionFeatures(
         # checks input_features like the other transformers of scikit-learn
         super().get_feature_names_out(input_features)
         prefix = type(self).__name__.lower()
-        blocks = [
-            (f"m{index}", config["n_heads"] * config["head_dim"])
-            for index, config in enumerate(self.models_)
-        ]
-        if self._fitted_structure["pool_tokens"]:
-            blocks.append(("tokens", self._fitted_structure["token_width"]))
         names = [
-            f"{prefix}_{block}_{statistic}_{feature}"
-            for block, width in blocks
-            for statistic in self.statistics_
+            f"{prefix}_{block}_{label}_{feature}"
+            for block, width, labels in self._column_blocks()
+            for label in labels
             for feature in range(width)
         ]
         return np.asarray(names, dtype=object)
 
     # Helpers
     # -------
+
+    def _column_blocks(self):
+        """Each block of output columns in order: its name (``m{index}`` or
+        ``tokens``), its width and the labels of its statistics, ``ppv0``,
+        ``ppv1``, ... for a model's PPV at several thresholds."""
+        n_thresholds = 1  # (one, of shape (width,), before n_thresholds existed)
+        if self.ppv_thresholds_ is not None and self.ppv_thresholds_[0].ndim == 2:
+            n_thresholds = len(self.ppv_thresholds_[0])
+
+        def labels(thresholds):
+            if thresholds == 1:
+                return list(self.statistics_)
+            return [
+                label
+                for name in self.statistics_
+                for label in (
+                    [f"ppv{t}" for t in range(thresholds)] if name == "ppv" else [name]
+                )
+            ]
+
+        blocks = [
+            (f"m{index}", config["n_heads"] * config["head_dim"], labels(n_thresholds))
+            for index, config in enumerate(self.models_)
+        ]
+        if self._fitted_structure["pool_tokens"]:
+            blocks.append(("tokens", self._fitted_structure["token_width"], labels(1)))
+        return blocks
+
+    def _patch_strides(self):
+        """The patch strides the models draw from ("auto" or None as
+        given); checked."""
+        if isinstance(self.patch_stride, str):  # "auto", as validated
+            return ["auto"]
+        values = _as_list(self.patch_stride, "patch_stride")
+
+        def valid(v):
+            positive = isinstance(v, Integral) and not isinstance(v, bool) and v > 0
+            return v is None or positive
+
+        if not values or not all(valid(v) for v in values):
+            raise ValueError(
+                "patch_stride must be a positive int, 'auto', None or a non-empty "
+                f"list of positive ints (each model draws one), got "
+                f"{self.patch_stride!r}."
+            )
+        return [None if v is None else int(v) for v in values]
 
     def _runner(self, sequences):
         """The fitted models, ready to run on padded batches of ``sequences``."""
@@ -732,6 +818,8 @@ class RandomAttentionFeatures(
             causal=config["causal"],
             pooling="mean",
             patch_size=config["patch_size"],
+            # absent from estimators fitted before patch_stride existed
+            patch_stride=config.get("patch_stride"),
             positional_encoding=config["positional_encoding"],
             n_positions=n_tokens,
             projects_input=True,
@@ -820,6 +908,38 @@ class RandomAttentionFeatures(
         tags.input_tags.three_d_array = True
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
+
+
+def _stride_of(config, median):
+    """The stride of a model's patches (None without patches); checked.
+
+    ``config["patch_stride"]`` is the value the model drew (``"auto"``, None
+    or an int); ``median`` the median length of the training series (None
+    for other input).
+
+    Raises
+    ------
+    ValueError
+        For a stride larger than the model's patch size: its patches would
+        skip tokens.
+    """
+    size, stride = config["patch_size"], config["patch_stride"]
+    if size is None:
+        return None
+    if stride is None:
+        return size
+    if stride == "auto":
+        stride = max(1, size // AUTO_STRIDE_DIVISOR)
+        if median is not None:  # at most AUTO_MAX_STRIDED patches at the median
+            stride = max(stride, math.ceil((median - size) / (AUTO_MAX_STRIDED - 1)))
+        return min(stride, size)
+    if stride > size:
+        raise ValueError(
+            f"patch_stride={stride} is larger than the patch size {size} a model "
+            "drew: its patches would skip tokens. Pass strides of at most the "
+            "smallest patch size (or 'auto', or None for side-by-side patches)."
+        )
+    return stride
 
 
 def _as_list(value, name):

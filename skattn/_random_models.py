@@ -110,17 +110,17 @@ def output_quantiles(runner, sequences, rows, levels, tokens_per_row):
         Checked sequences.
     rows : ndarray of int
         The sample of sequences the models run on.
-    levels : list of ndarray of shape (model width,)
-        Each model's quantile level per feature, in [0, 1].
+    levels : list of ndarray of shape (model width,) or (n_levels, model width)
+        Each model's quantile levels per feature, in [0, 1].
     tokens_per_row : int
         Valid output tokens kept per sequence of a batch on average (evenly
         spaced), which bounds the memory of the sample.
 
     Returns
     -------
-    list of ndarray of shape (model width,)
-        Feature ``j`` of model ``m``: quantile ``levels[m][j]`` of its outputs
-        over the valid tokens kept, in float32.
+    list of ndarray of the shapes of ``levels``
+        Feature ``j`` of model ``m``: quantiles ``levels[m][..., j]`` of its
+        outputs over the valid tokens kept, in float32.
     """
     lengths = sequence_lengths(sequences)
 

@@ -158,12 +158,14 @@ def _attention_transformer(features, index, pooling):
 @pytest.mark.parametrize("kind", ["table", "3d", "ragged"])
 def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens):
     """Each model's block: the mean and max pooling of the AttentionTransformer
-    with the same weights, and the share of its per-token outputs above the
-    model's PPV thresholds."""
+    with the same weights, and the share of its per-token outputs above each of
+    the model's PPV thresholds (K = 3 per feature by default), threshold by
+    threshold."""
     X = make_input(kind, np.float32)
     features = RandomAttentionFeatures(
         **{**MIXED, "n_models": 8}, scale_tokens=scale_tokens, random_state=0
     ).fit(X)
+    K = features.n_thresholds
     X_new = features.transform(X)
     # narrow tokens: models with and without the differences; a table: without
     drawn = {config["difference"] for config in features.models_}
@@ -171,8 +173,8 @@ def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens
     start = 0
     for index, config in enumerate(features.models_):
         width = config["n_heads"] * config["head_dim"]
-        blocks = X_new[:, start : start + 3 * width].reshape(len(X), 3, width)
-        start += 3 * width
+        blocks = X_new[:, start : start + (2 + K) * width].reshape(len(X), -1, width)
+        start += (2 + K) * width
         X_model = _model_input(features, index, X)
         for position, pooling in enumerate(["mean", "max"]):
             reference = _attention_transformer(features, index, pooling).fit(X_model)
@@ -181,10 +183,11 @@ def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens
             )
         tokens = _attention_transformer(features, index, "mean").fit(X_model)
         per_token = tokens.transform_sequences(X_model)
-        threshold = features.ppv_thresholds_[index]
-        assert threshold.shape == (width,) and threshold.dtype == np.float32
-        ppv = [np.mean(seq > threshold, axis=0) for seq in per_token]
-        assert_allclose(blocks[:, 2], ppv, **FLOAT32)
+        thresholds = features.ppv_thresholds_[index]
+        assert thresholds.shape == (K, width) and thresholds.dtype == np.float32
+        for k, threshold in enumerate(thresholds):
+            ppv = [np.mean(seq > threshold, axis=0) for seq in per_token]
+            assert_allclose(blocks[:, 2 + k], ppv, **FLOAT32)
     # pool_tokens: then the statistics of the standardised tokens themselves
     tokens = _standardised_tokens(features, X)
     expected = [
@@ -209,10 +212,13 @@ def test_patched_models_are_those_of_attention_transformer(kind):
         n_heads=2,
         head_dim=4,
         patch_size=[1, 2, 3],
+        patch_stride=None,  # side by side, as AttentionTransformer's patches
         pooling=["mean", "max"],
         random_state=0,
     ).fit(X)
     assert {config["patch_size"] for config in features.models_} == {None, 2, 3}
+    strides = {config["patch_stride"] for config in features.models_}
+    assert strides == {None, 2, 3}  # None without patches, else the size
     X_new = features.transform(X)
     start = 0
     for index in range(12):
@@ -227,6 +233,95 @@ def test_patched_models_are_those_of_attention_transformer(kind):
     if kind == "ragged":
         alone = np.vstack([features.transform([x]) for x in X])
         assert_allclose(X_new, alone, **FLOAT32)
+
+
+def _windows(x, size, stride):
+    """Patch j of a sequence by hand: tokens j * stride to j * stride + size - 1
+    side by side, the last ones completed with zeros."""
+    n_patches = 1 + max(0, -(-(len(x) - size) // stride))
+    padded = np.zeros(((n_patches - 1) * stride + size, x.shape[1]), x.dtype)
+    padded[: len(x)] = x
+    return np.stack(
+        [padded[j * stride : j * stride + size].ravel() for j in range(n_patches)]
+    )
+
+
+@pytest.mark.parametrize("kind", ["3d", "ragged"])
+def test_strided_patches_are_windows_read_as_tokens(kind):
+    """A model with patches of P tokens every S is AttentionTransformer's
+    model, with the same weights, on the windows of the standardised tokens
+    built by hand; padding does not change them."""
+    lengths = (9, 2, 5, 13, 4)
+    X = make_3d(n_tokens=9) if kind == "3d" else make_ragged(lengths=lengths)
+    X = [x.astype(np.float32) for x in X] if kind == "ragged" else X.astype("f4")
+    features = RandomAttentionFeatures(
+        n_models=10,
+        n_heads=2,
+        head_dim=4,
+        patch_size=3,
+        patch_stride=[1, 2, 3],
+        difference=False,
+        pooling=["mean", "max"],
+        pool_tokens=False,
+        random_state=0,
+    ).fit(X)
+    assert {config["patch_stride"] for config in features.models_} == {1, 2, 3}
+    X_new = features.transform(X)
+    tokens = _standardised_tokens(features, X)
+    for index, config in enumerate(features.models_):
+        size, stride = config["patch_size"], config["patch_stride"]
+        windows = [_windows(x, size, stride) for x in tokens]
+        for position, pooling in enumerate(["mean", "max"]):
+            reference = _attention_transformer(features, index, pooling)
+            reference.set_params(patch_size=None, scale_tokens=False).fit(windows)
+            block = X_new[:, (2 * index + position) * 8 :][:, :8]
+            assert_allclose(block, reference.transform(windows), **FLOAT32)
+    if kind == "ragged":  # each sequence alone: no padding
+        alone = np.vstack([features.transform([x]) for x in X])
+        assert_allclose(X_new, alone, **FLOAT32)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5])
+@pytest.mark.parametrize("stride", [None, 1, 2, 3, 5])
+def test_patch_count_counts_the_windows(size, stride):
+    from skattn._layers import patch_count
+
+    lengths = np.arange(1, 30)
+    expected = [len(_windows(np.zeros((n, 1)), size, stride or size)) for n in lengths]
+    assert_array_equal(patch_count(lengths, size, stride), expected)
+    assert [patch_count(int(n), size, stride) for n in lengths] == expected
+
+
+@pytest.mark.parametrize(
+    "shape, strides",
+    [
+        # a quarter of each patch size (2, 4, 8), at least 1
+        ((3, 150, 1), {(2, 1), (4, 1), (8, 2)}),
+        # a quarter of 16, 32, 64, but at most 256 patches of 1460 points:
+        # patches of 16 every 6 points (242 of them)
+        ((3, 1460, 1), {(16, 6), (32, 8), (64, 16)}),
+        ((3, 32, 1), {(None, None)}),  # no patches, no stride
+    ],
+)
+def test_auto_patch_strides_are_a_quarter_of_the_patch_up_to_256(shape, strides):
+    X = np.random.default_rng(0).standard_normal(shape)
+    features = RandomAttentionFeatures(
+        n_models=40, n_heads=1, head_dim=2, random_state=0
+    ).fit(X)
+    drawn = {(c["patch_size"], c["patch_stride"]) for c in features.models_}
+    assert drawn == strides
+    # what the transform pools: as many patches as the rule says
+    model = features._build(features.models_[0], 2, 1)
+    assert model.token_lengths(shape[1]) <= 256
+
+
+def test_patch_stride_larger_than_the_patch_is_refused():
+    X = make_3d(n_tokens=9)
+    with pytest.raises(ValueError, match="patch_stride=4 is larger than the patch"):
+        RandomAttentionFeatures(patch_size=[2, 3], patch_stride=4).fit(X)
+    # a stride equal to the patch size is side by side
+    features = RandomAttentionFeatures(patch_size=3, patch_stride=3).fit(X)
+    assert {config["patch_stride"] for config in features.models_} == {3}
 
 
 @pytest.mark.parametrize(
@@ -285,9 +380,11 @@ def test_scalar_parameters_give_one_configuration():
         causal=True,
         patch_size=None,  # "auto" does not patch sequences of 6 tokens
         difference=True,
+        patch_stride=None,
     )
     assert features.models_ == [expected] * 3
-    assert features.transform(make_3d()).shape == (5, 3 * 2 * 10 + 2 * 4)
+    # the max and 3 PPVs of 10 features per model, the tokens' max and PPV
+    assert features.transform(make_3d()).shape == (5, 3 * 4 * 10 + 2 * 4)
 
 
 def test_weights_of_each_model():
@@ -511,6 +608,7 @@ def test_ppv_thresholds_are_quantiles_of_the_models_outputs(monkeypatch):
     X = [x.astype(np.float32) for x in make_ragged(lengths=(9, 2, 5, 13, 4, 7))]
     kwargs = dict(n_models=3, n_heads=2, head_dim=4, pooling="ppv", random_state=0)
     default = RandomAttentionFeatures(**kwargs).fit(X)
+    assert default.ppv_thresholds_[0].shape == (3, 8)  # n_thresholds=3
     monkeypatch.setattr(random_features, "PPV_LEVELS", (0.5, 0.5))
     median = RandomAttentionFeatures(**kwargs).fit(X)
     for index in range(3):
@@ -518,11 +616,14 @@ def test_ppv_thresholds_are_quantiles_of_the_models_outputs(monkeypatch):
         reference = _attention_transformer(median, index, "mean").fit(X_model)
         outputs = np.vstack(reference.transform_sequences(X_model))  # valid only
         expected = np.median(outputs, axis=0)
-        assert_allclose(median.ppv_thresholds_[index], expected, **FLOAT32)
+        for threshold in median.ppv_thresholds_[index]:
+            assert_allclose(threshold, expected, **FLOAT32)
         low, high = np.quantile(outputs, [0.25, 0.75], axis=0)
-        threshold = default.ppv_thresholds_[index]
-        assert np.all((low - 1e-6 <= threshold) & (threshold <= high + 1e-6))
-        assert not np.allclose(threshold, median.ppv_thresholds_[index])
+        thresholds = default.ppv_thresholds_[index]
+        assert np.all((low - 1e-6 <= thresholds) & (thresholds <= high + 1e-6))
+        assert not np.allclose(thresholds, median.ppv_thresholds_[index])
+        # each feature's thresholds are at levels of their own
+        assert not np.allclose(thresholds[0], thresholds[1])
 
 
 def test_zero_weight_sequences_are_never_sampled():
@@ -552,6 +653,10 @@ def test_column_quantiles_are_numpys_quantiles(rng):
     expected = [np.quantile(values[:, j], q) for j, q in enumerate(levels)]
     assert_allclose(column_quantiles(values, levels), expected, rtol=1e-14)
     assert_array_equal(column_quantiles(values[:1], levels), values[0])
+    # several levels per column: a row of quantiles per row of levels
+    several = np.array([levels, levels[::-1]])
+    reversed_ = [np.quantile(values[:, j], q) for j, q in enumerate(levels[::-1])]
+    assert_allclose(column_quantiles(values, several), [expected, reversed_])
 
 
 def test_first_models_do_not_depend_on_n_models():
@@ -717,10 +822,11 @@ def test_feature_names_name_model_statistic_and_feature():
     ).fit(make_3d())
     names = features.get_feature_names_out()
     assert names.dtype == object
+    # a model's PPV at each of its 3 thresholds; the tokens' PPV at zero
     expected = [
         f"randomattentionfeatures_m{m}_{statistic}_{i}"
         for m, config in enumerate(features.models_)
-        for statistic in ["max", "ppv"]
+        for statistic in ["max", "ppv0", "ppv1", "ppv2"]
         for i in range(config["n_heads"] * config["head_dim"])
     ]
     tokens = [
@@ -734,6 +840,15 @@ def test_feature_names_name_model_statistic_and_feature():
     features.set_params(pool_tokens=False).fit(make_3d())
     assert_array_equal(features.get_feature_names_out(), expected)
     assert features.transform(make_3d()).shape[1] == len(expected)
+    # one threshold: the PPV is named as the other statistics
+    features.set_params(n_thresholds=1).fit(make_3d())
+    one = [
+        name.replace("_ppv0_", "_ppv_")
+        for name in expected
+        if "_ppv1_" not in name and "_ppv2_" not in name
+    ]
+    assert_array_equal(features.get_feature_names_out(), one)
+    assert features.transform(make_3d()).shape[1] == len(one)
 
 
 def test_transform_keeps_the_fitted_structure_after_set_params():
@@ -754,13 +869,13 @@ def test_set_output_pandas_for_sequences():
     X_new = features.set_output(transform="pandas").fit_transform(X)
     assert isinstance(X_new, pd.DataFrame)
     assert list(X_new.columns) == list(features.get_feature_names_out())
-    assert X_new.shape == (4, 3 * 2 * 8 + 2 * 4)
+    assert X_new.shape == (4, 3 * 4 * 8 + 2 * 4)  # max and 3 PPVs per model
 
 
 def test_default_shape():
     features = RandomAttentionFeatures(random_state=0).fit(make_3d())
-    # models x statistics x width, then the statistics of the 4 token features
-    expected = features.n_models * 2 * 4 * 16 + 2 * 4
+    # models x (max, 3 PPVs) x width, then the max and PPV of the 4 token features
+    expected = features.n_models * 4 * 4 * 16 + 2 * 4
     assert features.transform(make_3d()).shape == (5, expected)
 
 
@@ -853,6 +968,9 @@ def test_not_fitted(method):
         ({"features_per_token": 0}, "features_per_token"),
         ({"patch_size": 0}, "patch_size"),
         ({"patch_size": "big"}, "patch_size"),
+        ({"patch_stride": 0}, "patch_stride"),
+        ({"patch_stride": "half"}, "patch_stride"),
+        ({"n_thresholds": 0}, "n_thresholds"),
         ({"difference": "yes"}, "difference"),
     ],
 )
@@ -878,6 +996,8 @@ def test_invalid_parameters(params, name):
         ({"patch_size": [2, 0]}, "patch_size must be a positive int, 'auto', None"),
         ({"patch_size": [2.5]}, "patch_size must be a positive int, 'auto', None"),
         ({"patch_size": []}, "patch_size must be a positive int, 'auto', None"),
+        ({"patch_stride": [2, 0]}, "patch_stride must be a positive int, 'auto'"),
+        ({"patch_stride": []}, "patch_stride must be a positive int, 'auto'"),
         ({"difference": [True, 1]}, "difference must be a bool, 'auto' or a non-empty"),
         ({"difference": []}, "difference must be a bool, 'auto' or a non-empty"),
     ],
