@@ -578,19 +578,8 @@ class RandomAttentionFeatures(
         for series of more than 8 features).
         """
         if self.patch_size != "auto":
-            values = _as_list(self.patch_size, "patch_size")
-
-            def valid(v):
-                positive = isinstance(v, Integral) and not isinstance(v, bool) and v > 0
-                return v is None or positive
-
-            if not values or not all(valid(v) for v in values):
-                raise ValueError(
-                    "patch_size must be a positive int, 'auto', None or a non-empty "
-                    f"list of positive ints (each model draws one), got "
-                    f"{self.patch_size!r}."
-                )
-            return [None if v in (None, 1) else int(v) for v in values]
+            values = _sizes_or_none(self.patch_size, "patch_size")
+            return [None if v in (None, 1) else v for v in values]
         if median is None or median <= 2 * AUTO_MIN_PATCHES:
             return [None]
         smallest = max(1, math.ceil(median / AUTO_MAX_PATCHES))
@@ -745,19 +734,7 @@ class RandomAttentionFeatures(
         given); checked."""
         if isinstance(self.patch_stride, str):  # "auto", as validated
             return ["auto"]
-        values = _as_list(self.patch_stride, "patch_stride")
-
-        def valid(v):
-            positive = isinstance(v, Integral) and not isinstance(v, bool) and v > 0
-            return v is None or positive
-
-        if not values or not all(valid(v) for v in values):
-            raise ValueError(
-                "patch_stride must be a positive int, 'auto', None or a non-empty "
-                f"list of positive ints (each model draws one), got "
-                f"{self.patch_stride!r}."
-            )
-        return [None if v is None else int(v) for v in values]
+        return _sizes_or_none(self.patch_stride, "patch_stride")
 
     def _runner(self, sequences):
         """The fitted models, ready to run on padded batches of ``sequences``."""
@@ -908,6 +885,23 @@ class RandomAttentionFeatures(
         tags.input_tags.three_d_array = True
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
+
+
+def _sizes_or_none(value, name):
+    """A parameter of positive ints or None (a value or a list) as a list of
+    candidates, ints as Python ints; checked."""
+    values = _as_list(value, name)
+
+    def valid(v):
+        positive = isinstance(v, Integral) and not isinstance(v, bool) and v > 0
+        return v is None or positive
+
+    if not values or not all(valid(v) for v in values):
+        raise ValueError(
+            f"{name} must be a positive int, 'auto', None or a non-empty list of "
+            f"positive ints (each model draws one), got {value!r}."
+        )
+    return [None if v is None else int(v) for v in values]
 
 
 def _stride_of(config, median):

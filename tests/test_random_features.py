@@ -200,13 +200,18 @@ def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens
     assert start + 3 * width == X_new.shape[1] == features.n_features_out_
 
 
+def _float32_patch_input(kind):
+    """Sequences of 9 tokens, or ragged ones of 2 to 13 tokens, in float32."""
+    if kind == "3d":
+        return make_3d(n_tokens=9).astype(np.float32)
+    return [x.astype(np.float32) for x in make_ragged(lengths=(9, 2, 5, 13, 4))]
+
+
 @pytest.mark.parametrize("kind", ["3d", "ragged"])
 def test_patched_models_are_those_of_attention_transformer(kind):
     """A model drawing patches of P tokens is AttentionTransformer's model with
     patch_size=P and the same weights."""
-    lengths = (9, 2, 5, 13, 4)
-    X = make_3d(n_tokens=9) if kind == "3d" else make_ragged(lengths=lengths)
-    X = [x.astype(np.float32) for x in X] if kind == "ragged" else X.astype("f4")
+    X = _float32_patch_input(kind)
     features = RandomAttentionFeatures(
         n_models=12,
         n_heads=2,
@@ -251,9 +256,7 @@ def test_strided_patches_are_windows_read_as_tokens(kind):
     """A model with patches of P tokens every S is AttentionTransformer's
     model, with the same weights, on the windows of the standardised tokens
     built by hand; padding does not change them."""
-    lengths = (9, 2, 5, 13, 4)
-    X = make_3d(n_tokens=9) if kind == "3d" else make_ragged(lengths=lengths)
-    X = [x.astype(np.float32) for x in X] if kind == "ragged" else X.astype("f4")
+    X = _float32_patch_input(kind)
     features = RandomAttentionFeatures(
         n_models=10,
         n_heads=2,
