@@ -11,8 +11,6 @@ thresholds of the PPV from the models' outputs on a sample).
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-import math
-from collections.abc import Mapping, Set
 from numbers import Integral
 
 import numpy as np
@@ -29,6 +27,15 @@ from ._dask import blocked_outputs, is_dask_collection
 from ._model import build_model
 from ._parallel import single_threaded_blas
 from ._pooling import pool_max, pool_mean, pool_ppv
+from ._random_configs import (
+    STATISTIC_NAMES,
+    differences,
+    drawn_candidates,
+    patch_sizes,
+    patch_strides,
+    statistic_names,
+    stride_of,
+)
 from ._random_models import COMPUTE_DTYPE, ModelRunner, model_width, output_quantiles
 from ._sequences import (
     SERIES_MAX_FEATURES,
@@ -53,12 +60,7 @@ from ._validation import (
 )
 
 # The statistics each model's per-token outputs are pooled into.
-STATISTICS = {"mean": pool_mean, "max": pool_max, "ppv": pool_ppv}
-# pooling="auto": ROCKET's maximum and PPV for narrow tokens (series, rows of
-# an image, a table's scalar columns), the mean and maximum for wide ones
-# (word vectors, where the PPV did no better than the mean).
-AUTO_POOLING_NARROW = ("max", "ppv")
-AUTO_POOLING_WIDE = ("mean", "max")
+STATISTICS = dict(zip(STATISTIC_NAMES, (pool_mean, pool_max, pool_ppv), strict=True))
 # "ppv": each feature of a model counts its outputs above a threshold, the
 # quantile of its outputs on training data at a level drawn uniformly from
 # PPV_LEVELS (MiniRocket's range for its biases), over PPV_SAMPLES training
@@ -66,18 +68,6 @@ AUTO_POOLING_WIDE = ("mean", "max")
 PPV_LEVELS = (0.25, 0.75)
 PPV_SAMPLES = 64
 PPV_TOKENS = 32
-POSITIONAL_ENCODINGS = ("sinusoidal", None)
-# patch_size="auto": models see series (tokens of at most SERIES_MAX_FEATURES
-# features) in AUTO_MIN_PATCHES to AUTO_MAX_PATCHES patches, at every
-# power-of-two scale in between.
-AUTO_MIN_PATCHES = 16
-AUTO_MAX_PATCHES = 128
-# patch_stride="auto": patches overlap, one every quarter of a patch (at least
-# 1 token; a stride of 1 is a convolution's), and at most AUTO_MAX_STRIDED
-# patches in a sequence of the median length, which bounds the cost of
-# attention at four times that of side-by-side patches of the smallest size.
-AUTO_STRIDE_DIVISOR = 4
-AUTO_MAX_STRIDED = 256
 
 
 class RandomAttentionFeatures(
@@ -484,8 +474,8 @@ class RandomAttentionFeatures(
                 "example X[:10_000].compute()); transform then reads the dask "
                 "array block by block."
             )
-        candidates = self._candidates()
-        self._statistics(None)  # checked before any work
+        candidates = drawn_candidates(self.get_params())
+        statistic_names(self.pooling, None)  # checked before any work
         sequences = check_input(
             self,
             X,
@@ -510,14 +500,15 @@ class RandomAttentionFeatures(
         }
         n_features = token_width(sequences)
         self._fitted_structure["token_width"] = n_features
-        statistics = self._statistics(n_features)
+        statistics = statistic_names(self.pooling, n_features)
         n_tokens = sequences.shape[1] if self._input_kind == TABLE else 1
         median = None  # of the lengths of series, for patches
         if self._input_kind != TABLE:
             median = series_median_length(sequences, sequence_lengths(sequences))
-        candidates["patch_size"] = self._patch_sizes(median)
-        candidates["difference"] = self._differences(n_features)
-        candidates["patch_stride"] = self._patch_strides()
+        candidates["patch_size"] = patch_sizes(self.patch_size, median)
+        narrow = self._input_kind != TABLE and n_features <= SERIES_MAX_FEATURES
+        candidates["difference"] = differences(self.difference, narrow)
+        candidates["patch_stride"] = patch_strides(self.patch_stride)
         rng = check_random_state(self.random_state)
         seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_models)
         self.models_, self.weights_ = [], []
@@ -528,7 +519,7 @@ class RandomAttentionFeatures(
                 name: values[model_rng.randint(len(values))]
                 for name, values in candidates.items()
             }
-            config["patch_stride"] = _stride_of(config, median)
+            config["patch_stride"] = stride_of(config, median)
             model = self._build(config, n_features, n_tokens)
             params = model.init_params(model_rng, COMPUTE_DTYPE)
             n_features_in = model_width(config, n_features) * (
@@ -570,23 +561,6 @@ class RandomAttentionFeatures(
         )
         tasks.finish()
         return self
-
-    def _patch_sizes(self, median):
-        """The patch sizes the models draw from (None: no patches); checked.
-
-        ``median`` is the median length of the series (None for a table, or
-        for series of more than 8 features).
-        """
-        if self.patch_size != "auto":
-            values = _sizes_or_none(self.patch_size, "patch_size")
-            return [None if v in (None, 1) else v for v in values]
-        if median is None or median <= 2 * AUTO_MIN_PATCHES:
-            return [None]
-        smallest = max(1, math.ceil(median / AUTO_MAX_PATCHES))
-        largest = max(smallest, math.floor(median / AUTO_MIN_PATCHES))
-        sizes = [2**k for k in range(int(math.log2(largest)) + 1)]
-        sizes = [size for size in sizes if size >= smallest] or [largest]
-        return [None if size == 1 else size for size in sizes]
 
     def transform(self, X):
         """Pooled statistics of every model, side by side.
@@ -729,13 +703,6 @@ class RandomAttentionFeatures(
             blocks.append(("tokens", self._fitted_structure["token_width"], labels(1)))
         return blocks
 
-    def _patch_strides(self):
-        """The patch strides the models draw from ("auto" or None as
-        given); checked."""
-        if isinstance(self.patch_stride, str):  # "auto", as validated
-            return ["auto"]
-        return _sizes_or_none(self.patch_stride, "patch_stride")
-
     def _runner(self, sequences):
         """The fitted models, ready to run on padded batches of ``sequences``."""
         dtype = sequences_dtype(sequences)
@@ -803,77 +770,9 @@ class RandomAttentionFeatures(
             token_shape=token_shape,
         )
 
-    def _differences(self, n_features):
-        """The values of ``difference`` the models draw from; checked."""
-        if isinstance(self.difference, str):  # "auto", as validated
-            narrow = self._input_kind != TABLE and n_features <= SERIES_MAX_FEATURES
-            return [False, True] if narrow else [False]
-        values = _as_list(self.difference, "difference")
-        if not values or not all(isinstance(v, (bool, np.bool_)) for v in values):
-            raise ValueError(
-                "difference must be a bool, 'auto' or a non-empty list of bools "
-                f"(each model draws one), got {self.difference!r}."
-            )
-        return [bool(v) for v in values]
-
     def _any_difference(self):
         """Whether a fitted model reads the differences of the tokens."""
         return any(config["difference"] for config in self.models_)
-
-    def _candidates(self):
-        """The values each model draws from, by configuration name; checked."""
-        rules = {
-            "n_heads": (
-                lambda v: isinstance(v, Integral) and not isinstance(v, bool) and v > 0,
-                "a positive int",
-            ),
-            "head_dim": (
-                lambda v: isinstance(v, Integral) and not isinstance(v, bool) and v > 0,
-                "a positive int",
-            ),
-            "positional_encoding": (
-                lambda v: v is None or (isinstance(v, str) and v == "sinusoidal"),
-                "'sinusoidal' or None",
-            ),
-            "causal": (lambda v: isinstance(v, (bool, np.bool_)), "a bool"),
-        }
-        candidates = {}
-        for name, (valid, what) in rules.items():
-            value = getattr(self, name)
-            values = _as_list(value, name)
-            if not values or not all(valid(v) for v in values):
-                raise ValueError(
-                    f"{name} must be {what} or a non-empty list of them (each "
-                    f"model draws one), got {value!r}."
-                )
-            candidates[name] = values
-        candidates["n_heads"] = [int(v) for v in candidates["n_heads"]]
-        candidates["head_dim"] = [int(v) for v in candidates["head_dim"]]
-        candidates["causal"] = [bool(v) for v in candidates["causal"]]
-        return candidates
-
-    def _statistics(self, n_features):
-        """The names of ``pooling`` as a list; checked.
-
-        ``"auto"`` depends on the token width ``n_features`` (None: only
-        check the parameter).
-        """
-        if isinstance(self.pooling, str) and self.pooling == "auto":
-            if n_features is None:
-                return None
-            narrow = n_features <= SERIES_MAX_FEATURES
-            return list(AUTO_POOLING_NARROW if narrow else AUTO_POOLING_WIDE)
-        names = _as_list(self.pooling, "pooling")
-        if (
-            not names
-            or not all(isinstance(n, str) and n in STATISTICS for n in names)
-            or len(set(names)) != len(names)
-        ):
-            raise ValueError(
-                f"pooling must be one of {sorted(STATISTICS)} or a non-empty list "
-                f"of them without repeats, got {self.pooling!r}."
-            )
-        return names
 
     @property
     def _n_features_out(self):
@@ -885,73 +784,3 @@ class RandomAttentionFeatures(
         tags.input_tags.three_d_array = True
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
-
-
-def _sizes_or_none(value, name):
-    """A parameter of positive ints or None (a value or a list) as a list of
-    candidates, ints as Python ints; checked."""
-    values = _as_list(value, name)
-
-    def valid(v):
-        positive = isinstance(v, Integral) and not isinstance(v, bool) and v > 0
-        return v is None or positive
-
-    if not values or not all(valid(v) for v in values):
-        raise ValueError(
-            f"{name} must be a positive int, 'auto', None or a non-empty list of "
-            f"positive ints (each model draws one), got {value!r}."
-        )
-    return [None if v is None else int(v) for v in values]
-
-
-def _stride_of(config, median):
-    """The stride of a model's patches (None without patches); checked.
-
-    ``config["patch_stride"]`` is the value the model drew (``"auto"``, None
-    or an int); ``median`` the median length of the training series (None
-    for other input).
-
-    Raises
-    ------
-    ValueError
-        For a stride larger than the model's patch size: its patches would
-        skip tokens.
-    """
-    size, stride = config["patch_size"], config["patch_stride"]
-    if size is None:
-        return None
-    if stride is None:
-        return size
-    if stride == "auto":
-        stride = max(1, size // AUTO_STRIDE_DIVISOR)
-        if median is not None:  # at most AUTO_MAX_STRIDED patches at the median
-            stride = max(stride, math.ceil((median - size) / (AUTO_MAX_STRIDED - 1)))
-        return min(stride, size)
-    if stride > size:
-        raise ValueError(
-            f"patch_stride={stride} is larger than the patch size {size} a model "
-            "drew: its patches would skip tokens. Pass strides of at most the "
-            "smallest patch size (or 'auto', or None for side-by-side patches)."
-        )
-    return stride
-
-
-def _as_list(value, name):
-    """A parameter value as a list of candidates: scalars and strings alone.
-
-    Raises
-    ------
-    TypeError
-        For a set (no order: the columns would change from run to run) or a
-        mapping (its keys would be read as the candidates).
-    """
-    if value is None or isinstance(value, (str, bool, np.bool_, Integral)):
-        return [value]
-    if isinstance(value, (Set, Mapping)):
-        raise TypeError(
-            f"{name} must be a value or a list of values, got a "
-            f"{type(value).__name__} {value!r:.80}: a set has no order (the "
-            "models and columns would change from run to run) and a mapping's "
-            f"keys are not candidates. Pass a list, e.g. {name}={list(value)!r:.80}."
-        )
-    return list(value)

@@ -1,0 +1,216 @@
+"""The configurations of RandomAttentionFeatures' models.
+
+Each parameter of a model's configuration (heads, head width, positions,
+causal mask, patch size and stride, differences) takes a value or a list of
+candidates from which each model draws one. This module checks the
+parameters, resolves their ``"auto"`` values from the data (the median length
+of the series, the token width) and the stride of each model's patches.
+Values in, lists of candidates out: the estimator is in
+``_random_features.py``.
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import math
+from collections.abc import Mapping, Set
+from numbers import Integral
+
+import numpy as np
+
+from ._sequences import SERIES_MAX_FEATURES
+
+# The statistics each model's per-token outputs can be pooled into (the
+# functions are in _pooling.py, by these names in _random_features.py).
+STATISTIC_NAMES = ("mean", "max", "ppv")
+# pooling="auto": ROCKET's maximum and PPV for narrow tokens (series, rows of
+# an image, a table's scalar columns), the mean and maximum for wide ones
+# (word vectors, where the PPV did no better than the mean).
+AUTO_POOLING_NARROW = ("max", "ppv")
+AUTO_POOLING_WIDE = ("mean", "max")
+# patch_size="auto": models see series (tokens of at most SERIES_MAX_FEATURES
+# features) in AUTO_MIN_PATCHES to AUTO_MAX_PATCHES patches side by side, at
+# every power-of-two scale in between.
+AUTO_MIN_PATCHES = 16
+AUTO_MAX_PATCHES = 128
+# patch_stride="auto": patches overlap, one every quarter of a patch (at least
+# 1 token; a stride of 1 is a convolution's), and at most AUTO_MAX_STRIDED
+# patches in a sequence of the median length, which bounds the cost of
+# attention at four times that of side-by-side patches of the smallest size.
+AUTO_STRIDE_DIVISOR = 4
+AUTO_MAX_STRIDED = 256
+
+
+def drawn_candidates(params):
+    """The values each model draws its heads, head width, positions and causal
+    mask from, by name; checked.
+
+    Parameters
+    ----------
+    params : dict
+        The estimator's ``n_heads``, ``head_dim``, ``positional_encoding`` and
+        ``causal``.
+
+    Returns
+    -------
+    dict of str to list
+    """
+    rules = {
+        "n_heads": (_positive_int, "a positive int"),
+        "head_dim": (_positive_int, "a positive int"),
+        "positional_encoding": (
+            lambda v: v is None or (isinstance(v, str) and v == "sinusoidal"),
+            "'sinusoidal' or None",
+        ),
+        "causal": (lambda v: isinstance(v, (bool, np.bool_)), "a bool"),
+    }
+    candidates = {}
+    for name, (valid, what) in rules.items():
+        value = params[name]
+        values = as_list(value, name)
+        if not values or not all(valid(v) for v in values):
+            raise ValueError(
+                f"{name} must be {what} or a non-empty list of them (each "
+                f"model draws one), got {value!r}."
+            )
+        candidates[name] = values
+    candidates["n_heads"] = [int(v) for v in candidates["n_heads"]]
+    candidates["head_dim"] = [int(v) for v in candidates["head_dim"]]
+    candidates["causal"] = [bool(v) for v in candidates["causal"]]
+    return candidates
+
+
+def patch_sizes(patch_size, median):
+    """The patch sizes the models draw from (None: no patches); checked.
+
+    ``median`` is the median length of the series (None for a table, or for
+    tokens of more than ``SERIES_MAX_FEATURES`` features).
+    """
+    if patch_size != "auto":
+        values = _sizes_or_none(patch_size, "patch_size")
+        return [None if v in (None, 1) else v for v in values]
+    if median is None or median <= 2 * AUTO_MIN_PATCHES:
+        return [None]
+    smallest = max(1, math.ceil(median / AUTO_MAX_PATCHES))
+    largest = max(smallest, math.floor(median / AUTO_MIN_PATCHES))
+    sizes = [2**k for k in range(int(math.log2(largest)) + 1)]
+    sizes = [size for size in sizes if size >= smallest] or [largest]
+    return [None if size == 1 else size for size in sizes]
+
+
+def patch_strides(patch_stride):
+    """The patch strides the models draw from (``"auto"`` and None as
+    given); checked."""
+    if isinstance(patch_stride, str):  # "auto", as validated
+        return ["auto"]
+    return _sizes_or_none(patch_stride, "patch_stride")
+
+
+def stride_of(config, median):
+    """The stride of a model's patches (None without patches); checked.
+
+    ``config["patch_stride"]`` is the value the model drew (``"auto"``, None
+    or an int); ``median`` the median length of the training series (None
+    for other input).
+
+    Raises
+    ------
+    ValueError
+        For a stride larger than the model's patch size: its patches would
+        skip tokens.
+    """
+    size, stride = config["patch_size"], config["patch_stride"]
+    if size is None:
+        return None
+    if stride is None:
+        return size
+    if stride == "auto":
+        stride = max(1, size // AUTO_STRIDE_DIVISOR)
+        if median is not None:  # at most AUTO_MAX_STRIDED patches at the median
+            stride = max(stride, math.ceil((median - size) / (AUTO_MAX_STRIDED - 1)))
+        return min(stride, size)
+    if stride > size:
+        raise ValueError(
+            f"patch_stride={stride} is larger than the patch size {size} a model "
+            "drew: its patches would skip tokens. Pass strides of at most the "
+            "smallest patch size (or 'auto', or None for side-by-side patches)."
+        )
+    return stride
+
+
+def differences(difference, narrow):
+    """The values of ``difference`` the models draw from; checked.
+
+    ``narrow``: whether the input is sequences of at most
+    ``SERIES_MAX_FEATURES`` features per token (not a table), for ``"auto"``.
+    """
+    if isinstance(difference, str):  # "auto", as validated
+        return [False, True] if narrow else [False]
+    values = as_list(difference, "difference")
+    if not values or not all(isinstance(v, (bool, np.bool_)) for v in values):
+        raise ValueError(
+            "difference must be a bool, 'auto' or a non-empty list of bools "
+            f"(each model draws one), got {difference!r}."
+        )
+    return [bool(v) for v in values]
+
+
+def statistic_names(pooling, n_features):
+    """The names of ``pooling`` as a list; checked.
+
+    ``"auto"`` depends on the token width ``n_features`` (None: only check the
+    parameter, and return None).
+    """
+    if isinstance(pooling, str) and pooling == "auto":
+        if n_features is None:
+            return None
+        narrow = n_features <= SERIES_MAX_FEATURES
+        return list(AUTO_POOLING_NARROW if narrow else AUTO_POOLING_WIDE)
+    names = as_list(pooling, "pooling")
+    if (
+        not names
+        or not all(isinstance(n, str) and n in STATISTIC_NAMES for n in names)
+        or len(set(names)) != len(names)
+    ):
+        raise ValueError(
+            f"pooling must be one of {sorted(STATISTIC_NAMES)} or a non-empty list "
+            f"of them without repeats, got {pooling!r}."
+        )
+    return names
+
+
+def as_list(value, name):
+    """A parameter value as a list of candidates: scalars and strings alone.
+
+    Raises
+    ------
+    TypeError
+        For a set (no order: the columns would change from run to run) or a
+        mapping (its keys would be read as the candidates).
+    """
+    if value is None or isinstance(value, (str, bool, np.bool_, Integral)):
+        return [value]
+    if isinstance(value, (Set, Mapping)):
+        raise TypeError(
+            f"{name} must be a value or a list of values, got a "
+            f"{type(value).__name__} {value!r:.80}: a set has no order (the "
+            "models and columns would change from run to run) and a mapping's "
+            f"keys are not candidates. Pass a list, e.g. {name}={list(value)!r:.80}."
+        )
+    return list(value)
+
+
+def _positive_int(value):
+    return isinstance(value, Integral) and not isinstance(value, bool) and value > 0
+
+
+def _sizes_or_none(value, name):
+    """A parameter of positive ints or None (a value or a list) as a list of
+    candidates, ints as Python ints; checked."""
+    values = as_list(value, name)
+    if not values or not all(v is None or _positive_int(v) for v in values):
+        raise ValueError(
+            f"{name} must be a positive int, 'auto', None or a non-empty list of "
+            f"positive ints (each model draws one), got {value!r}."
+        )
+    return [None if v is None else int(v) for v in values]
