@@ -87,19 +87,57 @@ def pool_ppv(tokens, lengths, params=None):
     one per row of ``params``. A step function, so it has no backward pass and
     is no pooling of the trained model (not in :data:`POOLINGS`).
     """
+    counts = [
+        positive.sum(axis=1, dtype=tokens.dtype)  # (N, E)
+        for positive in _positives(tokens, lengths, params)
+    ]
+    return _blocks(counts) / lengths[:, None].astype(tokens.dtype), {}
+
+
+def pool_lspv(tokens, lengths, params=None):
+    """Longest stretch of positive values: ``(N, T, E) -> (N, K * E)``.
+
+    The LSPV statistic of MultiRocket (Tan et al., 2022): for each feature,
+    the largest number of consecutive valid tokens where it is above a
+    threshold, divided by the sequence's number of valid tokens (in [0, 1],
+    as the PPV), in the dtype of ``tokens``. Unlike the PPV it depends on the
+    order of the tokens: a pattern held for a while is told from the same
+    share of scattered tokens. ``params``: the thresholds, as for
+    :func:`pool_ppv`. A step function, with no backward pass.
+    """
+    n_tokens = tokens.shape[1]
+    index_dtype = np.int16 if n_tokens < 2**15 else np.int64
+    positions = np.arange(n_tokens, dtype=index_dtype)[None, :, None]  # (1, T, 1)
+    longest = []
+    for positive in _positives(tokens, lengths, params):
+        # the last token at or before each one that is not positive (-1: none);
+        # the stretch ending at token t is t minus that
+        last_break = np.maximum.accumulate(
+            np.where(positive, index_dtype(-1), positions), axis=1
+        )
+        longest.append((positions - last_break).max(axis=1).astype(tokens.dtype))
+    return _blocks(longest) / lengths[:, None].astype(tokens.dtype), {}
+
+
+def _positives(tokens, lengths, params):
+    """Where each valid token is above each row of thresholds ``params`` (see
+    :func:`pool_ppv`): one boolean ``(N, T, E)`` array at a time, False on
+    padding."""
     thresholds = 0 if params is None else params
     rows = thresholds if np.ndim(thresholds) == 2 else [thresholds]
     valid = None
     if not np.all(lengths == tokens.shape[1]):
         valid = token_mask(lengths, tokens.shape[1])[:, :, None]
-    counts = []
-    for threshold in rows:  # one (N, T, E) comparison at a time
+    for threshold in rows:
         positive = tokens > threshold
         if valid is not None:
             positive &= valid
-        counts.append(positive.sum(axis=1, dtype=tokens.dtype))  # (N, E)
-    count = counts[0] if len(counts) == 1 else np.concatenate(counts, axis=1)
-    return count / lengths[:, None].astype(tokens.dtype), {}
+        yield positive
+
+
+def _blocks(columns):
+    """``(N, E)`` arrays side by side, ``(N, K * E)``."""
+    return columns[0] if len(columns) == 1 else np.concatenate(columns, axis=1)
 
 
 def column_quantiles(values, levels):

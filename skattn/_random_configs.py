@@ -21,11 +21,15 @@ import numpy as np
 from ._sequences import SERIES_MAX_FEATURES
 
 # The statistics each model's per-token outputs can be pooled into (the
-# functions are in _pooling.py, by these names in _random_features.py).
-STATISTIC_NAMES = ("mean", "max", "ppv")
-# pooling="auto": ROCKET's maximum and PPV for narrow tokens (series, rows of
-# an image, a table's scalar columns), the mean and maximum for wide ones
-# (word vectors, where the PPV did no better than the mean).
+# functions are in _pooling.py, by these names in _random_features.py), and
+# those that compare the outputs with thresholds.
+STATISTIC_NAMES = ("mean", "max", "ppv", "lspv")
+THRESHOLDED = {"ppv", "lspv"}
+# pooling="auto": for narrow tokens (series, rows of an image, a table's scalar
+# columns), ROCKET's maximum and PPV, with MultiRocket's LSPV for series long
+# enough to be read in patches; the mean and maximum for wide ones (word
+# vectors, where the PPV did no better than the mean).
+AUTO_POOLING_LONG = ("max", "ppv", "lspv")
 AUTO_POOLING_NARROW = ("max", "ppv")
 AUTO_POOLING_WIDE = ("mean", "max")
 # patch_size="auto": models see series (tokens of at most SERIES_MAX_FEATURES
@@ -155,17 +159,22 @@ def differences(difference, narrow):
     return [bool(v) for v in values]
 
 
-def statistic_names(pooling, n_features):
+def statistic_names(pooling, n_features, median=None):
     """The names of ``pooling`` as a list; checked.
 
     ``"auto"`` depends on the token width ``n_features`` (None: only check the
-    parameter, and return None).
+    parameter, and return None) and on ``median``, the median length of the
+    series (None for a table or wide tokens): the LSPV for series long enough
+    for ``patch_size="auto"`` to read them in patches.
     """
     if isinstance(pooling, str) and pooling == "auto":
         if n_features is None:
             return None
-        narrow = n_features <= SERIES_MAX_FEATURES
-        return list(AUTO_POOLING_NARROW if narrow else AUTO_POOLING_WIDE)
+        if n_features > SERIES_MAX_FEATURES:
+            return list(AUTO_POOLING_WIDE)
+        if median is not None and median > 2 * AUTO_MIN_PATCHES:
+            return list(AUTO_POOLING_LONG)
+        return list(AUTO_POOLING_NARROW)
     names = as_list(pooling, "pooling")
     if (
         not names

@@ -5,7 +5,7 @@ kernels, independent random transformer encoders (the model of
 :class:`~skattn.AttentionTransformer`, built by ``skattn._model.build_model``),
 each pooled into simple statistics of its per-token outputs. Nothing is
 trained: ``fit`` draws the models and learns the token statistics (and the
-thresholds of the PPV from the models' outputs on a sample).
+thresholds of the PPV and LSPV from the models' outputs on a sample).
 """
 
 # Authors: The skattn developers
@@ -26,9 +26,9 @@ from ._callbacks import CALLBACK_BASES, FitTasks
 from ._dask import blocked_outputs, is_dask_collection
 from ._model import build_model
 from ._parallel import single_threaded_blas
-from ._pooling import pool_max, pool_mean, pool_ppv
+from ._pooling import pool_lspv, pool_max, pool_mean, pool_ppv
 from ._random_configs import (
-    STATISTIC_NAMES,
+    THRESHOLDED,
     differences,
     drawn_candidates,
     patch_sizes,
@@ -60,14 +60,15 @@ from ._validation import (
 )
 
 # The statistics each model's per-token outputs are pooled into.
-STATISTICS = dict(zip(STATISTIC_NAMES, (pool_mean, pool_max, pool_ppv), strict=True))
-# "ppv": each feature of a model counts its outputs above a threshold, the
-# quantile of its outputs on training data at a level drawn uniformly from
-# PPV_LEVELS (MiniRocket's range for its biases), over PPV_SAMPLES training
-# sequences and at most PPV_TOKENS of their tokens each on average.
-PPV_LEVELS = (0.25, 0.75)
-PPV_SAMPLES = 64
-PPV_TOKENS = 32
+STATISTICS = {"mean": pool_mean, "max": pool_max, "ppv": pool_ppv, "lspv": pool_lspv}
+# "ppv" and "lspv" (THRESHOLDED): each feature of a model is compared with
+# thresholds, quantiles of its outputs on training data at levels drawn
+# uniformly from THRESHOLD_LEVELS (MiniRocket's range for its biases), over
+# THRESHOLD_SAMPLES training sequences and at most THRESHOLD_TOKENS of their
+# tokens each on average.
+THRESHOLD_LEVELS = (0.25, 0.75)
+THRESHOLD_SAMPLES = 64
+THRESHOLD_TOKENS = 32
 
 
 class RandomAttentionFeatures(
@@ -88,8 +89,9 @@ class RandomAttentionFeatures(
     ``fit`` trains nothing: it checks ``X``, draws the models and learns the
     token standardisation (mean and standard deviation of the token features,
     and of their differences), in a few passes over ``X`` as a
-    :class:`~sklearn.preprocessing.StandardScaler` would; with the PPV it
-    also runs the models on at most 64 training sequences for its thresholds.
+    :class:`~sklearn.preprocessing.StandardScaler` would; with the PPV or
+    the LSPV it also runs the models on at most 64 training sequences for
+    their thresholds.
 
     Parameters
     ----------
@@ -152,31 +154,41 @@ class RandomAttentionFeatures(
         (series, rows of an image), none for wider tokens (word vectors) or a
         table. The choice of each model is in ``models_``.
 
-    pooling : {"mean", "max", "ppv"}, list of them, or "auto", default="auto"
+    pooling : {"mean", "max", "ppv", "lspv"}, list of them, or "auto", \
+            default="auto"
         The statistics of every model, each over the valid tokens of a
-        sequence, feature by feature, in this order: ``"mean"``, ``"max"``, and
+        sequence, feature by feature, in this order: ``"mean"``, ``"max"``,
         ``"ppv"``, ROCKET's proportion of positive values: the share of the
-        tokens where the feature is above its threshold (``ppv_thresholds_``),
-        the quantile of the model's outputs on the training data at a level
-        drawn between 0.25 and 0.75, as MiniRocket draws its biases (the
-        tokens' own PPV, with ``pool_tokens``: above zero, their training mean
-        when standardised).
-        ``"auto"``: ``["max", "ppv"]`` (ROCKET's two) for tokens of at most 8
-        features (series, rows of an image, the scalar columns of a table),
-        ``["mean", "max"]`` for wider tokens (word vectors). On the 100
-        appliance series of ACSF1 the PPV scored 0.780 where the mean did
-        0.627 (three seeds), and ArrowHead, OSULeaf and
+        tokens where the feature is above a threshold (``thresholds_``), the
+        quantile of the model's outputs on the training data at a level drawn
+        between 0.25 and 0.75, as MiniRocket draws its biases; and
+        ``"lspv"``, MultiRocket's longest stretch of positive values: the
+        largest number of consecutive tokens above the threshold, divided by
+        the number of tokens (it tells a pattern held for a while from the
+        same share of scattered tokens). The tokens' own PPV and LSPV, with
+        ``pool_tokens``, count the tokens above zero (their training mean when
+        standardised).
+        ``"auto"``: ``["max", "ppv", "lspv"]`` for series long enough to be
+        read in patches (at most 8 features per token and a median length
+        above 32), ``["max", "ppv"]`` (ROCKET's two) for other tokens of at
+        most 8 features (short series, rows of an image, the scalar columns
+        of a table), ``["mean", "max"]`` for wider tokens (word vectors). On
+        the 100 appliance series of ACSF1 the PPV scored 0.780 where the mean
+        did 0.627 (three seeds), and ArrowHead, OSULeaf and
         PickupGestureWiimoteZ gained 1 to 5 points; on sentences of word
-        vectors it did no better than the mean. The statistics used are in
-        ``statistics_``.
+        vectors it did no better than the mean. The LSPV then raised ArrowHead
+        from 0.832 to 0.867 and OSULeaf from 0.830 to 0.859 (three seeds);
+        on ItalyPowerDemand's 24 points it cost 3 of 1,029 test days. The
+        statistics used are in ``statistics_``.
 
     n_thresholds : int, default=3
-        Thresholds of the PPV per feature of a model, each at its own level
-        (drawn between 0.25 and 0.75), as MiniRocket gives each kernel several
-        biases: the PPV gives ``n_thresholds`` columns per feature (the
-        tokens' own PPV, with ``pool_tokens``, one). Three thresholds raised
+        Thresholds per feature of a model for the PPV and the LSPV, each at
+        its own level (drawn between 0.25 and 0.75), as MiniRocket gives each
+        kernel several biases: each gives ``n_thresholds`` columns per feature
+        (the tokens' own, with ``pool_tokens``, one). Three thresholds raised
         ACSF1 from 0.777 to 0.827 and ArrowHead from 0.819 to 0.832 over three
-        seeds, with overlapping patches. Ignored without ``"ppv"``.
+        seeds, with overlapping patches and the PPV. Ignored without ``"ppv"``
+        or ``"lspv"``.
 
     scale_tokens : bool, default=True
         Standardise the tokens with statistics learned in fit:
@@ -255,17 +267,19 @@ class RandomAttentionFeatures(
         The statistics of ``pooling`` (``"auto"`` resolved), in the order of
         the columns of each model.
 
-    ppv_thresholds_ : list of ndarray of shape (n_thresholds, model width), or None
-        Each model's PPV thresholds per feature (float32): quantiles of the
-        feature's outputs, each at a level drawn between 0.25 and 0.75, over
-        the valid tokens of at most 64 training sequences of positive weight,
-        evenly spaced through ``X`` (at most 32 tokens each on average).
-        None without ``"ppv"`` in ``statistics_``.
+    thresholds_ : list of ndarray of shape (n_thresholds, model width), or None
+        Each model's thresholds per feature for the PPV and the LSPV
+        (float32): quantiles of the feature's outputs, each at a level drawn
+        between 0.25 and 0.75, over the valid tokens of at most 64 training
+        sequences of positive weight, evenly spaced through ``X`` (at most 32
+        tokens each on average). None without ``"ppv"`` or ``"lspv"`` in
+        ``statistics_``.
 
     n_features_out_ : int
         Number of output features: the sum over the models of their width
         (plus the token width with ``pool_tokens``) times the number of
-        statistics, the models' PPV counting ``n_thresholds`` times.
+        statistics, the models' PPV and LSPV counting ``n_thresholds`` times
+        each.
 
     See Also
     --------
@@ -434,8 +448,9 @@ class RandomAttentionFeatures(
     def fit(self, X, y=None, sample_weight=None):
         """Draw the models and learn the token standardisation.
 
-        The cost is a few passes over ``X`` for its statistics; with the PPV,
-        the models run on at most 64 training sequences for its thresholds.
+        The cost is a few passes over ``X`` for its statistics; with the PPV
+        or the LSPV, the models run on at most 64 training sequences for
+        their thresholds.
 
         Parameters
         ----------
@@ -450,7 +465,7 @@ class RandomAttentionFeatures(
         sample_weight : array-like of shape (n_samples,), default=None
             Weights of the samples in the token statistics: finite,
             non-negative and not all zero, of any magnitude (only their ratios
-            matter); None gives every sample weight 1. The PPV thresholds are
+            matter); None gives every sample weight 1. The thresholds are
             quantiles over training sequences of positive weight, each counted
             once.
 
@@ -462,7 +477,7 @@ class RandomAttentionFeatures(
         Raises
         ------
         ValueError
-            With the PPV, when tokens too large for float32 (unstandardised)
+            With the PPV or LSPV, when tokens too large for float32 (unstandardised)
             make the models overflow on the sample of its thresholds, as
             :meth:`transform` would.
         """
@@ -500,11 +515,11 @@ class RandomAttentionFeatures(
         }
         n_features = token_width(sequences)
         self._fitted_structure["token_width"] = n_features
-        statistics = statistic_names(self.pooling, n_features)
         n_tokens = sequences.shape[1] if self._input_kind == TABLE else 1
-        median = None  # of the lengths of series, for patches
+        median = None  # of the lengths of series, for patches and the LSPV
         if self._input_kind != TABLE:
             median = series_median_length(sequences, sequence_lengths(sequences))
+        statistics = statistic_names(self.pooling, n_features, median)
         candidates["patch_size"] = patch_sizes(self.patch_size, median)
         narrow = self._input_kind != TABLE and n_features <= SERIES_MAX_FEATURES
         candidates["difference"] = differences(self.difference, narrow)
@@ -512,7 +527,7 @@ class RandomAttentionFeatures(
         rng = check_random_state(self.random_state)
         seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_models)
         self.models_, self.weights_ = [], []
-        levels = []  # of the PPV thresholds of each model
+        levels = []  # of the thresholds of each model
         for seed in seeds:
             model_rng = np.random.RandomState(seed)
             config = {
@@ -537,7 +552,7 @@ class RandomAttentionFeatures(
             self.weights_.append(params)
             # drawn after the weights: the weights do not depend on pooling
             levels.append(
-                model_rng.uniform(*PPV_LEVELS, size=(self.n_thresholds, d_model))
+                model_rng.uniform(*THRESHOLD_LEVELS, size=(self.n_thresholds, d_model))
             )
         self.token_mean_ = self.token_scale_ = None
         self.difference_mean_ = self.difference_scale_ = None
@@ -551,11 +566,9 @@ class RandomAttentionFeatures(
                 sequences, sample_weight, per_position=per_position, differences=True
             )
         self.statistics_ = statistics
-        self.ppv_thresholds_ = None
-        if "ppv" in statistics:
-            self.ppv_thresholds_ = self._ppv_thresholds(
-                sequences, levels, sample_weight
-            )
+        self.thresholds_ = None
+        if THRESHOLDED & set(statistics):
+            self.thresholds_ = self._thresholds(sequences, levels, sample_weight)
         self.n_features_out_ = sum(
             width * len(labels) for _, width, labels in self._column_blocks()
         )
@@ -604,7 +617,7 @@ class RandomAttentionFeatures(
         dtype = sequences_dtype(sequences)
         statistics = self.statistics_
         runner = self._runner(sequences)
-        thresholds = self.ppv_thresholds_
+        thresholds = self.thresholds_
         pool_tokens = structure["pool_tokens"]
         lengths = sequence_lengths(sequences)
         n_out = self.n_features_out_
@@ -624,7 +637,7 @@ class RandomAttentionFeatures(
                     if name == "mean":  # the model's own pooling
                         values = pooled
                     else:
-                        params = thresholds[index] if name == "ppv" else None
+                        params = thresholds[index] if name in THRESHOLDED else None
                         values = STATISTICS[name](tokens, token_lengths, params)[0]
                     out[:, start : start + values.shape[1]] = values
                     start += values.shape[1]
@@ -679,20 +692,16 @@ class RandomAttentionFeatures(
     def _column_blocks(self):
         """Each block of output columns in order: its name (``m{index}`` or
         ``tokens``), its width and the labels of its statistics, ``ppv0``,
-        ``ppv1``, ... for a model's PPV at several thresholds."""
-        n_thresholds = 1  # (one, of shape (width,), before n_thresholds existed)
-        if self.ppv_thresholds_ is not None and self.ppv_thresholds_[0].ndim == 2:
-            n_thresholds = len(self.ppv_thresholds_[0])
+        ``ppv1``, ... for a model's PPV (or LSPV) at several thresholds."""
+        n_thresholds = 1 if self.thresholds_ is None else len(self.thresholds_[0])
 
         def labels(thresholds):
             if thresholds == 1:
                 return list(self.statistics_)
             return [
-                label
+                f"{name}{t}" if name in THRESHOLDED else name
                 for name in self.statistics_
-                for label in (
-                    [f"ppv{t}" for t in range(thresholds)] if name == "ppv" else [name]
-                )
+                for t in range(thresholds if name in THRESHOLDED else 1)
             ]
 
         blocks = [
@@ -723,16 +732,17 @@ class RandomAttentionFeatures(
             models.append((model, dict(weights), config["difference"]))
         return ModelRunner(models, token_stats, difference_stats, n_features, dtype)
 
-    def _ppv_thresholds(self, sequences, levels, sample_weight):
-        """Each model's PPV thresholds (see ``ppv_thresholds_``): feature
+    def _thresholds(self, sequences, levels, sample_weight):
+        """Each model's thresholds (see ``thresholds_``): feature
         ``j`` of model ``m`` at quantile ``levels[m][j]`` of its outputs."""
         candidates = np.arange(len(sequences))
         if sample_weight is not None:
             candidates = np.flatnonzero(sample_weight > 0)
-        picks = np.linspace(0, len(candidates) - 1, min(len(candidates), PPV_SAMPLES))
+        n_picks = min(len(candidates), THRESHOLD_SAMPLES)
+        picks = np.linspace(0, len(candidates) - 1, n_picks)
         rows = candidates[np.unique(picks.round().astype(int))]
         runner = self._runner(sequences)
-        thresholds = output_quantiles(runner, sequences, rows, levels, PPV_TOKENS)
+        thresholds = output_quantiles(runner, sequences, rows, levels, THRESHOLD_TOKENS)
         check_finite_output(self, thresholds, sequences, self.scale_tokens)
         return thresholds
 
@@ -762,8 +772,7 @@ class RandomAttentionFeatures(
             causal=config["causal"],
             pooling="mean",
             patch_size=config["patch_size"],
-            # absent from estimators fitted before patch_stride existed
-            patch_stride=config.get("patch_stride"),
+            patch_stride=config["patch_stride"],
             positional_encoding=config["positional_encoding"],
             n_positions=n_tokens,
             projects_input=True,

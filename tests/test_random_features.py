@@ -43,7 +43,7 @@ MIXED = dict(
     head_dim=[3, 4],
     positional_encoding=["sinusoidal", None],
     causal=[False, True],
-    pooling=["mean", "max", "ppv"],
+    pooling=["mean", "max", "ppv", "lspv"],
 )
 
 
@@ -158,9 +158,9 @@ def _attention_transformer(features, index, pooling):
 @pytest.mark.parametrize("kind", ["table", "3d", "ragged"])
 def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens):
     """Each model's block: the mean and max pooling of the AttentionTransformer
-    with the same weights, and the share of its per-token outputs above each of
-    the model's PPV thresholds (K = 3 per feature by default), threshold by
-    threshold."""
+    with the same weights, then the share of its per-token outputs above each
+    of the model's thresholds (K = 3 per feature by default), threshold by
+    threshold, and the longest stretch of consecutive outputs above them."""
     X = make_input(kind, np.float32)
     features = RandomAttentionFeatures(
         **{**MIXED, "n_models": 8}, scale_tokens=scale_tokens, random_state=0
@@ -173,8 +173,9 @@ def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens
     start = 0
     for index, config in enumerate(features.models_):
         width = config["n_heads"] * config["head_dim"]
-        blocks = X_new[:, start : start + (2 + K) * width].reshape(len(X), -1, width)
-        start += (2 + K) * width
+        blocks = X_new[:, start : start + (2 + 2 * K) * width]
+        blocks = blocks.reshape(len(X), -1, width)
+        start += (2 + 2 * K) * width
         X_model = _model_input(features, index, X)
         for position, pooling in enumerate(["mean", "max"]):
             reference = _attention_transformer(features, index, pooling).fit(X_model)
@@ -183,21 +184,35 @@ def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens
             )
         tokens = _attention_transformer(features, index, "mean").fit(X_model)
         per_token = tokens.transform_sequences(X_model)
-        thresholds = features.ppv_thresholds_[index]
+        thresholds = features.thresholds_[index]
         assert thresholds.shape == (K, width) and thresholds.dtype == np.float32
         for k, threshold in enumerate(thresholds):
             ppv = [np.mean(seq > threshold, axis=0) for seq in per_token]
             assert_allclose(blocks[:, 2 + k], ppv, **FLOAT32)
+            lspv = [_longest_stretch(seq > threshold) / len(seq) for seq in per_token]
+            assert_allclose(blocks[:, 2 + K + k], lspv, **FLOAT32)
     # pool_tokens: then the statistics of the standardised tokens themselves
     tokens = _standardised_tokens(features, X)
     expected = [
         [seq.mean(axis=0) for seq in tokens],
         [seq.max(axis=0) for seq in tokens],
         [np.mean(seq > 0, axis=0) for seq in tokens],
+        [_longest_stretch(seq > 0) / len(seq) for seq in tokens],
     ]
     width = tokens[0].shape[1]
     assert_allclose(X_new[:, start:], np.hstack(expected), **FLOAT32)
-    assert start + 3 * width == X_new.shape[1] == features.n_features_out_
+    assert start + 4 * width == X_new.shape[1] == features.n_features_out_
+
+
+def _longest_stretch(positive):
+    """Longest run of True down each column of a (T, E) array, by a loop."""
+    longest = np.zeros(positive.shape[1])
+    for column in range(positive.shape[1]):
+        run = 0
+        for value in positive[:, column]:
+            run = run + 1 if value else 0
+            longest[column] = max(longest[column], run)
+    return longest
 
 
 def _float32_patch_input(kind):
@@ -522,16 +537,33 @@ def test_auto_difference_for_narrow_tokens_only(X, drawn):
 @pytest.mark.parametrize(
     "X, statistics",
     [
-        (make_3d(width=8), ["max", "ppv"]),  # series, rows of an image
+        (make_3d(width=8), ["max", "ppv"]),  # short series, rows of an image
         (make_ragged(width=1), ["max", "ppv"]),
         (make_table(n_features=8), ["max", "ppv"]),  # scalar columns
+        (make_table(n_features=40), ["max", "ppv"]),  # even many of them
         (make_3d(width=9), ["mean", "max"]),  # word vectors
+        # series of a median length above 32 (read in patches): and the LSPV
+        (make_3d(n_tokens=33, width=2), ["max", "ppv", "lspv"]),
+        (make_ragged(lengths=(10, 33, 40), width=1), ["max", "ppv", "lspv"]),
+        (make_3d(n_tokens=32, width=2), ["max", "ppv"]),
+        (make_3d(n_tokens=40, width=9), ["mean", "max"]),
     ],
-    ids=["8-features", "ragged-series", "table", "9-features"],
+    ids=[
+        "8-features",
+        "ragged-series",
+        "table",
+        "wide-table",
+        "9-features",
+        "long-series",
+        "long-ragged",
+        "32-tokens",
+        "long-9-features",
+    ],
 )
-def test_auto_pooling_is_max_and_ppv_for_narrow_tokens(X, statistics):
+def test_auto_pooling_by_token_width_and_length(X, statistics):
     """pooling="auto" computes exactly the statistics it names in
-    statistics_: ROCKET's max and PPV up to 8 features, mean and max above."""
+    statistics_: ROCKET's max and PPV up to 8 features, with MultiRocket's
+    LSPV on series of a median length above 32, mean and max above 8."""
     auto = RandomAttentionFeatures(**SMALL, random_state=0).fit(X)
     assert auto.statistics_ == statistics
     explicit = RandomAttentionFeatures(**SMALL, pooling=statistics, random_state=0)
@@ -539,7 +571,7 @@ def test_auto_pooling_is_max_and_ppv_for_narrow_tokens(X, statistics):
     names = auto.get_feature_names_out()
     assert_array_equal(names, explicit.get_feature_names_out())
     assert names[0] == f"randomattentionfeatures_m0_{statistics[0]}_0"
-    assert names[-1].startswith(f"randomattentionfeatures_tokens_{statistics[1]}_")
+    assert names[-1].startswith(f"randomattentionfeatures_tokens_{statistics[-1]}_")
 
 
 def test_differences_change_the_features_of_reordered_tokens():
@@ -602,7 +634,7 @@ def test_fit_runs_no_model_without_ppv():
     assert 10 * 2**20 < _peak_bytes(lambda: with_ppv.fit(X)) < 1.5 * transform_peak
 
 
-def test_ppv_thresholds_are_quantiles_of_the_models_outputs(monkeypatch):
+def test_thresholds_are_quantiles_of_the_models_outputs(monkeypatch):
     """Each feature's threshold is the quantile, at its level, of the model's
     valid per-token outputs on the training sequences (all of them up to 64):
     the median at level 0.5; between the quartiles at the default levels."""
@@ -611,20 +643,20 @@ def test_ppv_thresholds_are_quantiles_of_the_models_outputs(monkeypatch):
     X = [x.astype(np.float32) for x in make_ragged(lengths=(9, 2, 5, 13, 4, 7))]
     kwargs = dict(n_models=3, n_heads=2, head_dim=4, pooling="ppv", random_state=0)
     default = RandomAttentionFeatures(**kwargs).fit(X)
-    assert default.ppv_thresholds_[0].shape == (3, 8)  # n_thresholds=3
-    monkeypatch.setattr(random_features, "PPV_LEVELS", (0.5, 0.5))
+    assert default.thresholds_[0].shape == (3, 8)  # n_thresholds=3
+    monkeypatch.setattr(random_features, "THRESHOLD_LEVELS", (0.5, 0.5))
     median = RandomAttentionFeatures(**kwargs).fit(X)
     for index in range(3):
         X_model = _model_input(median, index, X)
         reference = _attention_transformer(median, index, "mean").fit(X_model)
         outputs = np.vstack(reference.transform_sequences(X_model))  # valid only
         expected = np.median(outputs, axis=0)
-        for threshold in median.ppv_thresholds_[index]:
+        for threshold in median.thresholds_[index]:
             assert_allclose(threshold, expected, **FLOAT32)
         low, high = np.quantile(outputs, [0.25, 0.75], axis=0)
-        thresholds = default.ppv_thresholds_[index]
+        thresholds = default.thresholds_[index]
         assert np.all((low - 1e-6 <= thresholds) & (thresholds <= high + 1e-6))
-        assert not np.allclose(thresholds, median.ppv_thresholds_[index])
+        assert not np.allclose(thresholds, median.thresholds_[index])
         # each feature's thresholds are at levels of their own
         assert not np.allclose(thresholds[0], thresholds[1])
 
@@ -643,9 +675,41 @@ def test_zero_weight_sequences_are_never_sampled():
     every = RandomAttentionFeatures(**kwargs).fit(X)
     for index in range(SMALL["n_models"]):
         assert_allclose(
-            weighted.ppv_thresholds_[index], without.ppv_thresholds_[index], **FLOAT32
+            weighted.thresholds_[index], without.thresholds_[index], **FLOAT32
         )
-    assert not np.allclose(every.ppv_thresholds_[0], weighted.ppv_thresholds_[0])
+    assert not np.allclose(every.thresholds_[0], weighted.thresholds_[0])
+
+
+@pytest.mark.parametrize("thresholds", [None, 0.3, "per-feature", "per-row"])
+def test_pool_lspv_is_the_longest_stretch_above_the_thresholds(rng, thresholds):
+    """The longest run of valid tokens above each threshold, over the valid
+    length; padding never counts, whatever its values."""
+    from skattn._pooling import pool_lspv, pool_ppv
+
+    tokens = rng.standard_normal((4, 9, 3)).astype(np.float32)
+    lengths = np.array([9, 5, 1, 7])
+    params = {
+        None: None,
+        0.3: 0.3,
+        "per-feature": rng.standard_normal(3).astype(np.float32),
+        "per-row": rng.standard_normal((2, 3)).astype(np.float32),
+    }[thresholds]
+    if params is None or np.ndim(params) == 0:  # one threshold for all
+        rows = [np.full(3, 0 if params is None else params)]
+    else:  # one per feature, or rows of them
+        rows = list(np.atleast_2d(params))
+    expected = [
+        np.concatenate([_longest_stretch(x[:n] > row) / n for row in rows])
+        for x, n in zip(tokens, lengths, strict=True)
+    ]
+    lspv = pool_lspv(tokens, lengths, params)[0]
+    assert lspv.dtype == np.float32
+    assert_allclose(lspv, expected, rtol=1e-6)
+    padded = tokens.copy()
+    padded[np.arange(9)[None, :] >= lengths[:, None]] = 1e6  # all above
+    assert_array_equal(pool_lspv(padded, lengths, params)[0], lspv)
+    # never more than the PPV: a stretch is some of the tokens above
+    assert np.all(lspv <= pool_ppv(tokens, lengths, params)[0] + 1e-7)
 
 
 def test_column_quantiles_are_numpys_quantiles(rng):
@@ -668,7 +732,7 @@ def test_first_models_do_not_depend_on_n_models():
     many = RandomAttentionFeatures(**{**MIXED, "n_models": 7}, random_state=0).fit(X)
     assert many.models_[:3] == few.models_
     X_few, X_many = few.transform(X), many.transform(X)
-    tokens = 3 * 4  # pool_tokens: 3 statistics of the 4 token features, last
+    tokens = 4 * 4  # pool_tokens: 4 statistics of the 4 token features, last
     models = X_few.shape[1] - tokens
     assert_array_equal(X_many[:, :models], X_few[:, :models])
     assert_array_equal(X_many[:, -tokens:], X_few[:, -tokens:])
