@@ -712,6 +712,14 @@ def test_pool_lspv_is_the_longest_stretch_above_the_thresholds(rng, thresholds):
     assert np.all(lspv <= pool_ppv(tokens, lengths, params)[0] + 1e-7)
 
 
+def test_every_statistic_the_parameters_accept_has_a_pooling():
+    from skattn._random_configs import STATISTIC_NAMES, THRESHOLDED
+    from skattn._random_features import STATISTICS
+
+    assert tuple(STATISTICS) == STATISTIC_NAMES
+    assert THRESHOLDED <= set(STATISTIC_NAMES)
+
+
 def test_column_quantiles_are_numpys_quantiles(rng):
     from skattn._pooling import column_quantiles
 
