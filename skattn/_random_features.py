@@ -67,7 +67,7 @@ STATISTICS = {"mean": pool_mean, "max": pool_max, "ppv": pool_ppv, "lspv": pool_
 # THRESHOLD_SAMPLES training sequences and at most THRESHOLD_TOKENS of their
 # tokens each on average.
 THRESHOLD_LEVELS = (0.25, 0.75)
-THRESHOLD_SAMPLES = 64
+THRESHOLD_SAMPLES = 16
 THRESHOLD_TOKENS = 32
 
 
@@ -90,7 +90,7 @@ class RandomAttentionFeatures(
     token standardisation (mean and standard deviation of the token features,
     and of their differences), in a few passes over ``X`` as a
     :class:`~sklearn.preprocessing.StandardScaler` would; with the PPV or
-    the LSPV it also runs the models on at most 64 training sequences for
+    the LSPV it also runs the models on at most 16 training sequences for
     their thresholds.
 
     Parameters
@@ -270,7 +270,7 @@ class RandomAttentionFeatures(
     thresholds_ : list of ndarray of shape (n_thresholds, model width), or None
         Each model's thresholds per feature for the PPV and the LSPV
         (float32): quantiles of the feature's outputs, each at a level drawn
-        between 0.25 and 0.75, over the valid tokens of at most 64 training
+        between 0.25 and 0.75, over the valid tokens of at most 16 training
         sequences of positive weight, evenly spaced through ``X`` (at most 32
         tokens each on average). None without ``"ppv"`` or ``"lspv"`` in
         ``statistics_``.
@@ -449,7 +449,7 @@ class RandomAttentionFeatures(
         """Draw the models and learn the token standardisation.
 
         The cost is a few passes over ``X`` for its statistics; with the PPV
-        or the LSPV, the models run on at most 64 training sequences for
+        or the LSPV, the models run on at most 16 training sequences for
         their thresholds.
 
         Parameters
