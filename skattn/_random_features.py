@@ -82,7 +82,8 @@ class RandomAttentionFeatures(
     positional encoding, one layer of multi-head self-attention with its
     residual connection and layer norm), with weights seeded from
     ``random_state``, each pooled into simple statistics of its per-token
-    outputs (mean, maximum, proportion of positive values). The statistics of
+    outputs (mean, maximum, proportion of positive values, longest stretch of
+    positive values). The statistics of
     all the models, side by side, are the features; a linear model after a
     :class:`~sklearn.preprocessing.StandardScaler` learns from them.
 
@@ -293,7 +294,8 @@ class RandomAttentionFeatures(
     ROCKET [1]_ transforms time series with many random convolution kernels,
     pools each into two statistics (the maximum and the proportion of positive
     values) and fits a ridge classifier on them; MiniRocket [2]_ makes it
-    almost deterministic and faster. This transformer does the same with
+    almost deterministic and faster, and MultiRocket [4]_ adds statistics such
+    as the longest stretch of positive values. This transformer does the same with
     random attention models: each model is independent (its own heads, layer
     norm and poolings), which did better than one model as wide as all of
     them. The documented pipeline::
@@ -353,6 +355,10 @@ class RandomAttentionFeatures(
        (Almost) Deterministic Transform for Time Series Classification", KDD
        2021.
     .. [3] A. Vaswani et al., "Attention Is All You Need", NeurIPS 2017.
+    .. [4] C. W. Tan, A. Dempster, C. Bergmeir and G. I. Webb, "MultiRocket:
+       multiple pooling operators and transformations for fast and effective
+       time series classification", Data Mining and Knowledge Discovery 36,
+       2022.
 
     Examples
     --------
