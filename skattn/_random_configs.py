@@ -93,13 +93,19 @@ def patch_sizes(patch_size, median):
     if patch_size != "auto":
         values = _sizes_or_none(patch_size, "patch_size")
         return [None if v in (None, 1) else v for v in values]
-    if median is None or median <= 2 * AUTO_MIN_PATCHES:
+    if not reads_patches(median):
         return [None]
     smallest = max(1, math.ceil(median / AUTO_MAX_PATCHES))
     largest = max(smallest, math.floor(median / AUTO_MIN_PATCHES))
     sizes = [2**k for k in range(int(math.log2(largest)) + 1)]
     sizes = [size for size in sizes if size >= smallest] or [largest]
     return [None if size == 1 else size for size in sizes]
+
+
+def reads_patches(median):
+    """Whether ``patch_size="auto"`` patches series of this median length
+    (None: not series of narrow tokens): above ``2 * AUTO_MIN_PATCHES``."""
+    return median is not None and median > 2 * AUTO_MIN_PATCHES
 
 
 def patch_strides(patch_stride):
@@ -172,7 +178,7 @@ def statistic_names(pooling, n_features, median=None):
             return None
         if n_features > SERIES_MAX_FEATURES:
             return list(AUTO_POOLING_WIDE)
-        if median is not None and median > 2 * AUTO_MIN_PATCHES:
+        if reads_patches(median):
             return list(AUTO_POOLING_LONG)
         return list(AUTO_POOLING_NARROW)
     names = as_list(pooling, "pooling")

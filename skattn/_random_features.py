@@ -483,9 +483,9 @@ class RandomAttentionFeatures(
         Raises
         ------
         ValueError
-            With the PPV or LSPV, when tokens too large for float32 (unstandardised)
-            make the models overflow on the sample of its thresholds, as
-            :meth:`transform` would.
+            With the PPV or LSPV, when tokens too large for float32
+            (unstandardised) make the models overflow on the sample of their
+            thresholds, as :meth:`transform` would.
         """
         if is_dask_collection(X):
             raise TypeError(
@@ -702,10 +702,8 @@ class RandomAttentionFeatures(
         n_thresholds = 1 if self.thresholds_ is None else len(self.thresholds_[0])
 
         def labels(thresholds):
-            if thresholds == 1:
-                return list(self.statistics_)
             return [
-                f"{name}{t}" if name in THRESHOLDED else name
+                f"{name}{t}" if name in THRESHOLDED and thresholds > 1 else name
                 for name in self.statistics_
                 for t in range(thresholds if name in THRESHOLDED else 1)
             ]
@@ -739,8 +737,9 @@ class RandomAttentionFeatures(
         return ModelRunner(models, token_stats, difference_stats, n_features, dtype)
 
     def _thresholds(self, sequences, levels, sample_weight):
-        """Each model's thresholds (see ``thresholds_``): feature
-        ``j`` of model ``m`` at quantile ``levels[m][j]`` of its outputs."""
+        """Each model's thresholds (see ``thresholds_``): threshold ``k`` of
+        feature ``j`` of model ``m`` at quantile ``levels[m][k, j]`` of its
+        outputs."""
         candidates = np.arange(len(sequences))
         if sample_weight is not None:
             candidates = np.flatnonzero(sample_weight > 0)
