@@ -30,8 +30,9 @@ from ._model import (
     params_to_attributes,
 )
 from ._parallel import single_threaded_blas
-from ._pooling import POOLINGS
+from ._pooling import POOLINGS, TOKEN_STATISTICS, pool_statistics
 from ._sequences import (
+    SERIES_MAX_FEATURES,
     astype_sequences,
     map_batches,
     sequence_lengths,
@@ -107,6 +108,9 @@ ATTENTION_WEIGHTS_MAX_BYTES = 2**30
 
 class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
     """Base class of the attention estimators (not for direct use)."""
+
+    # recorded at fit in _fitted_structure (a subclass may add its own)
+    _structure_parameters = STRUCTURE_PARAMETERS
 
     _parameter_constraints: dict = {
         "n_heads": [Interval(Integral, 1, None, closed="left")],
@@ -331,7 +335,7 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
         Raises
         ------
         ValueError
-            Naming the first parameter of ``STRUCTURE_PARAMETERS`` whose value
+            Naming the first parameter of ``_structure_parameters`` whose value
             differs from the fitted one, both values, and the remedies.
         """
         for name, fitted in self._fitted_structure.items():
@@ -365,7 +369,7 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
     def _initialize(self, sequences, lengths, task=None, y=None, sample_weight=None):
         """Resolve the model's width, seed its parameters, reset training state."""
         self._fitted_structure = {
-            name: getattr(self, name) for name in STRUCTURE_PARAMETERS
+            name: getattr(self, name) for name in self._structure_parameters
         }
         self.n_heads_ = self.n_heads
         self.patch_size_ = self._resolve_patch_size(sequences, lengths)
@@ -468,9 +472,7 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
         if projects_input is None:
             projects_input = self.input_weights_ is not None
         structure = self._fitted_structure
-        n_features = self.n_features_in_
-        if self._input_kind == TABLE:
-            n_features = structure["features_per_token"] or 1
+        n_features = self._token_width()
         token_shape = None
         if structure["scale_tokens"]:  # per column of a table, per token feature
             token_shape = (n_features,)
@@ -537,7 +539,9 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
         self._check_lengths(sequence_lengths(sequences))
         return sequences
 
-    def _forward_batches(self, sequences, *, layer=None, weights_out=None):
+    def _forward_batches(
+        self, sequences, *, layer=None, weights_out=None, pool_tokens=False
+    ):
         """Run the model on batches within ``working_memory``, in order.
 
         Parameters
@@ -550,6 +554,9 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
             With ``layer``, the attention weights of all the samples: an array
             of shape (n_samples, n_heads_, T', T'), or one array of shape
             (n_heads_, T'_i, T'_i) per sample. Each batch writes its rows.
+        pool_tokens : bool, default=False
+            Put the ``TOKEN_STATISTICS`` of the (standardised) tokens after
+            the pooled outputs.
 
         Yields
         ------
@@ -558,7 +565,7 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
         tokens : ndarray of shape (batch, T', d_model_)
             Per-token outputs, padded.
         pooled : ndarray of shape (batch, n_features_out)
-            Pooled outputs.
+            Pooled outputs (and the tokens' statistics with ``pool_tokens``).
         """
         model = self._model()
         params = self._fitted_params(sequences_dtype(sequences), model)
@@ -571,6 +578,11 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
             tokens, pooled, _ = model.forward(
                 params, x, lengths[rows], layer=layer, weights_out=rows_out
             )
+            if pool_tokens:
+                if "token_mean" in params:  # a new array: never X
+                    x = (x - params["token_mean"]) / params["token_scale"]
+                statistics = pool_statistics(x, lengths[rows], TOKEN_STATISTICS)
+                pooled = np.concatenate([pooled, statistics], axis=1)
             return rows, tokens, pooled
 
         rows = np.arange(len(lengths))
@@ -583,7 +595,8 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
             (len(sequences), self._n_features_out), dtype=sequences_dtype(sequences)
         )
         with single_threaded_blas():  # once, not per batch: it costs ~20 us
-            for rows, _, pooled in self._forward_batches(sequences):
+            batches = self._forward_batches(sequences, pool_tokens=self._pools_tokens())
+            for rows, _, pooled in batches:
                 X_new[rows] = pooled
         check_finite_output(
             self, X_new, sequences, self._fitted_structure["scale_tokens"]
@@ -667,9 +680,27 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
     @property
     def _n_features_out(self):
         """Number of output features, for ``get_feature_names_out``."""
+        n_features = self.d_model_
         if self._fitted_structure["pooling"] == "flatten":
-            return self._n_model_tokens(self.max_tokens_) * self.d_model_
-        return self.d_model_
+            n_features = self._n_model_tokens(self.max_tokens_) * self.d_model_
+        if self._pools_tokens():
+            n_features += len(TOKEN_STATISTICS) * self._token_width()
+        return n_features
+
+    def _token_width(self):
+        """Features of a token of the fitted input (before patches)."""
+        if self._input_kind == TABLE:
+            return self._fitted_structure["features_per_token"] or 1
+        return self.n_features_in_
+
+    def _pools_tokens(self):
+        """Whether transform puts the tokens' statistics after the model's
+        outputs (AttentionTransformer's ``pool_tokens`` as fitted; "auto": for
+        tokens of more than ``SERIES_MAX_FEATURES`` features)."""
+        value = self._fitted_structure.get("pool_tokens", False)
+        if isinstance(value, str):  # "auto"
+            return self._token_width() > SERIES_MAX_FEATURES
+        return bool(value)
 
     def _n_model_tokens(self, n_tokens):
         """Tokens the model sees for a sequence of ``n_tokens``: its patches."""

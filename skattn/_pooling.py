@@ -219,6 +219,19 @@ def backward_flatten(d_pooled, tokens, lengths, params, cache):
     return d_pooled.reshape(tokens.shape), {}
 
 
+# The statistics of the (standardised) tokens themselves that a transformer
+# puts beside its model's outputs on wide tokens (``pool_tokens``): what a
+# linear model on the tokens' mean and maximum knows, and the first and last
+# tokens (a BERT-style encoder's [CLS] and [SEP] states).
+TOKEN_STATISTICS = ("mean", "max", "first", "last")
+
+
+def pool_statistics(tokens, lengths, names):
+    """The poolings ``names`` of ``tokens`` side by side: ``(N, T, E) -> (N,
+    len(names) * E)``, one block of ``E`` columns per name, in order."""
+    return _blocks([POOLINGS[name](tokens, lengths, None)[0] for name in names])
+
+
 POOLINGS = {
     "mean": pool_mean,
     "max": pool_max,

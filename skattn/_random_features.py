@@ -26,7 +26,14 @@ from ._callbacks import CALLBACK_BASES, FitTasks
 from ._dask import blocked_outputs, is_dask_collection
 from ._model import build_model
 from ._parallel import single_threaded_blas
-from ._pooling import pool_lspv, pool_max, pool_mean, pool_ppv
+from ._pooling import (
+    pool_first,
+    pool_last,
+    pool_lspv,
+    pool_max,
+    pool_mean,
+    pool_ppv,
+)
 from ._random_configs import (
     THRESHOLDED,
     differences,
@@ -60,7 +67,14 @@ from ._validation import (
 )
 
 # The statistics each model's per-token outputs are pooled into.
-STATISTICS = {"mean": pool_mean, "max": pool_max, "ppv": pool_ppv, "lspv": pool_lspv}
+STATISTICS = {
+    "mean": pool_mean,
+    "max": pool_max,
+    "ppv": pool_ppv,
+    "lspv": pool_lspv,
+    "first": pool_first,
+    "last": pool_last,
+}
 # "ppv" and "lspv" (THRESHOLDED): each feature of a model is compared with
 # thresholds, quantiles of its outputs on training data at levels drawn
 # uniformly from THRESHOLD_LEVELS (MiniRocket's range for its biases), over
@@ -83,7 +97,7 @@ class RandomAttentionFeatures(
     residual connection and layer norm), with weights seeded from
     ``random_state``, each pooled into simple statistics of its per-token
     outputs (mean, maximum, proportion of positive values, longest stretch of
-    positive values). The statistics of
+    positive values, first and last token). The statistics of
     all the models, side by side, are the features; a linear model after a
     :class:`~sklearn.preprocessing.StandardScaler` learns from them.
 
@@ -155,8 +169,8 @@ class RandomAttentionFeatures(
         (series, rows of an image), none for wider tokens (word vectors) or a
         table. The choice of each model is in ``models_``.
 
-    pooling : {"mean", "max", "ppv", "lspv"}, list of them, or "auto", \
-            default="auto"
+    pooling : {"mean", "max", "ppv", "lspv", "first", "last"}, list of them, \
+            or "auto", default="auto"
         The statistics of every model, each over the valid tokens of a
         sequence, feature by feature, in this order: ``"mean"``, ``"max"``,
         ``"ppv"``, ROCKET's proportion of positive values: the share of the
@@ -166,20 +180,28 @@ class RandomAttentionFeatures(
         ``"lspv"``, MultiRocket's longest stretch of positive values: the
         largest number of consecutive tokens above the threshold, divided by
         the number of tokens (it tells a pattern held for a while from the
-        same share of scattered tokens). The tokens' own PPV and LSPV, with
-        ``pool_tokens``, count the tokens above zero (their training mean when
-        standardised).
+        same share of scattered tokens); ``"first"`` and ``"last"``, the
+        outputs at the first and the last valid token (the first and last
+        patch of a model that reads patches). The tokens' own PPV and LSPV,
+        with ``pool_tokens``, count the tokens above zero (their training
+        mean when standardised).
         ``"auto"``: ``["max", "ppv", "lspv"]`` for series long enough to be
         read in patches (at most 8 features per token and a median length
         above 32), ``["max", "ppv"]`` (ROCKET's two) for other tokens of at
         most 8 features (short series, rows of an image, the scalar columns
-        of a table), ``["mean", "max"]`` for wider tokens (word vectors). On
+        of a table), ``["mean", "max", "first", "last"]`` for wider tokens
+        (word vectors: the first and last are the states of ``[CLS]`` and
+        ``[SEP]`` in the token states of a BERT-style encoder). On
         the 100 appliance series of ACSF1 the PPV scored 0.780 where the mean
         did 0.627 (three seeds), and ArrowHead, OSULeaf and
         PickupGestureWiimoteZ gained 1 to 5 points; on sentences of word
         vectors it did no better than the mean. The LSPV then raised ArrowHead
         from 0.832 to 0.867 and OSULeaf from 0.830 to 0.859 (three seeds);
-        on ItalyPowerDemand's 24 points it cost 3 of 1,029 test days. The
+        on ItalyPowerDemand's 24 points it cost 3 of 1,029 test days. On
+        the contextual token states of 2,000 newsgroup posts, the first and
+        last raised the accuracy from 0.730 to 0.743 (seed 0; 0.751 at seeds
+        1 and 2), and on the tweets from 0.955 to 0.962; on series they cost
+        ArrowHead, OSULeaf and ACSF1 2 to 5 points (three seeds). The
         statistics used are in ``statistics_``.
 
     n_thresholds : int, default=3

@@ -36,6 +36,8 @@ CONFIGURATIONS = [
     AttentionTransformer(
         patch_size=3, scale_tokens=True, pooling="flatten", max_iter=5
     ),
+    # the tokens' statistics after the model's outputs
+    AttentionTransformer(n_heads=2, pool_tokens=True, max_iter=3),
 ]
 
 # The predictors pass check_classifiers_train / check_regressors_train (accuracy

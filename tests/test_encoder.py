@@ -457,7 +457,15 @@ def test_patches_equal_reshaped_tokens():
     y = np.arange(12) % 2
     # scale_tokens=False: statistics per feature of the tokens would differ from
     # those per feature of the patches
-    kwargs = dict(n_heads=2, head_dim=4, scale_tokens=False, max_iter=2, random_state=0)
+    # pool_tokens=False: the patches' statistics are not the tokens'
+    kwargs = dict(
+        n_heads=2,
+        head_dim=4,
+        scale_tokens=False,
+        pool_tokens=False,
+        max_iter=2,
+        random_state=0,
+    )
     patched = AttentionTransformer(patch_size=5, **kwargs).fit(X, y)
     by_hand = AttentionTransformer(patch_size=None, **kwargs).fit(
         X.reshape(12, 2, 10), y

@@ -36,6 +36,7 @@ STRUCTURAL_CHANGES = {
     "residual": False,
     "layer_norm": False,
     "causal": True,
+    "pool_tokens": True,  # of AttentionTransformer: the columns of transform
 }
 PER_TOKEN = ("transform", "transform_sequences", "attention_weights")
 

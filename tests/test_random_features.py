@@ -43,7 +43,7 @@ MIXED = dict(
     head_dim=[3, 4],
     positional_encoding=["sinusoidal", None],
     causal=[False, True],
-    pooling=["mean", "max", "ppv", "lspv"],
+    pooling=["mean", "max", "ppv", "lspv", "first", "last"],
 )
 
 
@@ -153,6 +153,7 @@ def _attention_transformer(features, index, pooling):
         ff_dim=0,  # a model of random features is one attention sublayer
         objective=None,
         pooling=pooling,
+        pool_tokens=False,  # the model's outputs alone
         init={"input": weights["input"], "layers": [layer]},
     )
 
@@ -163,7 +164,9 @@ def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens
     """Each model's block: the mean and max pooling of the AttentionTransformer
     with the same weights, then the share of its per-token outputs above each
     of the model's thresholds (K = 3 per feature by default), threshold by
-    threshold, and the longest stretch of consecutive outputs above them."""
+    threshold, the longest stretch of consecutive outputs above them, and the
+    first and last pooling of that AttentionTransformer (the last valid
+    token of a ragged sequence, not padding)."""
     X = make_input(kind, np.float32)
     features = RandomAttentionFeatures(
         **{**MIXED, "n_models": 8}, scale_tokens=scale_tokens, random_state=0
@@ -176,9 +179,9 @@ def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens
     start = 0
     for index, config in enumerate(features.models_):
         width = config["n_heads"] * config["head_dim"]
-        blocks = X_new[:, start : start + (2 + 2 * K) * width]
+        blocks = X_new[:, start : start + (4 + 2 * K) * width]
         blocks = blocks.reshape(len(X), -1, width)
-        start += (2 + 2 * K) * width
+        start += (4 + 2 * K) * width
         X_model = _model_input(features, index, X)
         for position, pooling in enumerate(["mean", "max"]):
             reference = _attention_transformer(features, index, pooling).fit(X_model)
@@ -194,6 +197,11 @@ def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens
             assert_allclose(blocks[:, 2 + k], ppv, **FLOAT32)
             lspv = [_longest_stretch(seq > threshold) / len(seq) for seq in per_token]
             assert_allclose(blocks[:, 2 + K + k], lspv, **FLOAT32)
+        for position, pooling in enumerate(["first", "last"], start=2 + 2 * K):
+            reference = _attention_transformer(features, index, pooling).fit(X_model)
+            assert_allclose(
+                blocks[:, position], reference.transform(X_model), **FLOAT32
+            )
     # pool_tokens: then the statistics of the standardised tokens themselves
     tokens = _standardised_tokens(features, X)
     expected = [
@@ -201,10 +209,12 @@ def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens
         [seq.max(axis=0) for seq in tokens],
         [np.mean(seq > 0, axis=0) for seq in tokens],
         [_longest_stretch(seq > 0) / len(seq) for seq in tokens],
+        [seq[0] for seq in tokens],
+        [seq[-1] for seq in tokens],
     ]
     width = tokens[0].shape[1]
     assert_allclose(X_new[:, start:], np.hstack(expected), **FLOAT32)
-    assert start + 4 * width == X_new.shape[1] == features.n_features_out_
+    assert start + 6 * width == X_new.shape[1] == features.n_features_out_
 
 
 def _longest_stretch(positive):
@@ -544,12 +554,12 @@ def test_auto_difference_for_narrow_tokens_only(X, drawn):
         (make_ragged(width=1), ["max", "ppv"]),
         (make_table(n_features=8), ["max", "ppv"]),  # scalar columns
         (make_table(n_features=40), ["max", "ppv"]),  # even many of them
-        (make_3d(width=9), ["mean", "max"]),  # word vectors
+        (make_3d(width=9), ["mean", "max", "first", "last"]),  # word vectors
         # series of a median length above 32 (read in patches): and the LSPV
         (make_3d(n_tokens=33, width=2), ["max", "ppv", "lspv"]),
         (make_ragged(lengths=(10, 33, 40), width=1), ["max", "ppv", "lspv"]),
         (make_3d(n_tokens=32, width=2), ["max", "ppv"]),
-        (make_3d(n_tokens=40, width=9), ["mean", "max"]),
+        (make_3d(n_tokens=40, width=9), ["mean", "max", "first", "last"]),
     ],
     ids=[
         "8-features",
@@ -566,7 +576,8 @@ def test_auto_difference_for_narrow_tokens_only(X, drawn):
 def test_auto_pooling_by_token_width_and_length(X, statistics):
     """pooling="auto" computes exactly the statistics it names in
     statistics_: ROCKET's max and PPV up to 8 features, with MultiRocket's
-    LSPV on series of a median length above 32, mean and max above 8."""
+    LSPV on series of a median length above 32; mean, max, first and last
+    above 8."""
     auto = RandomAttentionFeatures(**SMALL, random_state=0).fit(X)
     assert auto.statistics_ == statistics
     explicit = RandomAttentionFeatures(**SMALL, pooling=statistics, random_state=0)
@@ -743,7 +754,7 @@ def test_first_models_do_not_depend_on_n_models():
     many = RandomAttentionFeatures(**{**MIXED, "n_models": 7}, random_state=0).fit(X)
     assert many.models_[:3] == few.models_
     X_few, X_many = few.transform(X), many.transform(X)
-    tokens = 4 * 4  # pool_tokens: 4 statistics of the 4 token features, last
+    tokens = 6 * 4  # pool_tokens: 6 statistics of the 4 token features, last
     models = X_few.shape[1] - tokens
     assert_array_equal(X_many[:, :models], X_few[:, :models])
     assert_array_equal(X_many[:, -tokens:], X_few[:, -tokens:])
@@ -1041,7 +1052,7 @@ def test_not_fitted(method):
         ({"head_dim": 1.5}, "head_dim"),
         ({"positional_encoding": "learned"}, "positional_encoding"),
         ({"causal": "yes"}, "causal"),
-        ({"pooling": "last"}, "pooling"),
+        ({"pooling": "cls"}, "pooling"),
         ({"scale_tokens": 1.0}, "scale_tokens"),
         ({"features_per_token": 0}, "features_per_token"),
         ({"patch_size": 0}, "patch_size"),
@@ -1068,7 +1079,7 @@ def test_invalid_parameters(params, name):
             "positional_encoding must be 'sinusoidal' or None or a non-empty list",
         ),
         ({"causal": [True, 1]}, "causal must be a bool or a non-empty list"),
-        ({"pooling": ["mean", "last"]}, "pooling must be one of"),
+        ({"pooling": ["mean", "cls"]}, "pooling must be one of"),
         ({"pooling": ["max", "max"]}, "without repeats"),
         ({"pooling": []}, "pooling must be one of"),
         ({"patch_size": [2, 0]}, "patch_size must be a positive int, 'auto', None"),

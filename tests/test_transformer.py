@@ -685,6 +685,91 @@ def test_flatten_pooling_rejects_other_length_at_transform(kind):
         est.transform(X)
 
 
+def _token_statistics(X, mean=None, scale=None):
+    """Mean, max, first and last of each sequence's tokens (standardised with
+    mean and scale when given), side by side, by hand."""
+    rows = []
+    for x in X:
+        x = np.asarray(x, dtype=np.float64)
+        if mean is not None:
+            x = (x - mean) / scale
+        rows.append(np.concatenate([x.mean(axis=0), x.max(axis=0), x[0], x[-1]]))
+    return np.array(rows)
+
+
+@pytest.mark.parametrize("scale_tokens", [True, False])
+@pytest.mark.parametrize("kind", ["3d", "ragged", "table"])
+def test_pool_tokens_appends_the_tokens_statistics(kind, scale_tokens):
+    """pool_tokens=True: the model's pooled outputs, unchanged, then the mean,
+    max, first and last of the (standardised) valid tokens, feature by
+    feature; each sequence alone gives the same row (padding does not
+    matter)."""
+    X = {
+        "3d": make_3d(n=6, width=3),
+        "ragged": make_ragged(width=3),
+        "table": make_table(n=6, n_features=6),  # three tokens of 2 features
+    }[kind]
+    y = np.arange(len(X)) % 2
+    kwargs = dict(
+        n_heads=2,
+        scale_tokens=scale_tokens,
+        features_per_token=2 if kind == "table" else None,
+        max_iter=3,
+        random_state=0,
+    )
+    with_tokens = AttentionTransformer(pool_tokens=True, **kwargs).fit(X, y)
+    without = AttentionTransformer(pool_tokens=False, **kwargs).fit(X, y)
+    X_new = with_tokens.transform(X)
+    width = 2 if kind == "table" else 3
+    assert X_new.shape == (len(X), with_tokens.d_model_ + 4 * width)
+    # the same model: training never sees the tokens' columns
+    assert_array_equal(X_new[:, : with_tokens.d_model_], without.transform(X))
+    sequences = X.reshape(len(X), 3, 2) if kind == "table" else X
+    mean = scale = None
+    if scale_tokens:  # per column of a table, per feature of sequences
+        mean, scale = with_tokens.token_mean_, with_tokens.token_scale_
+    expected = _token_statistics(sequences, mean, scale)
+    assert_allclose(X_new[:, with_tokens.d_model_ :], expected, rtol=1e-12)
+    if kind == "ragged":
+        alone = np.vstack([with_tokens.transform([x]) for x in X])
+        assert_allclose(alone, X_new, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("width, pools", [(1, False), (8, False), (9, True)])
+def test_pool_tokens_auto_is_on_for_tokens_wider_than_8(width, pools):
+    X = make_3d(width=width)
+    auto = AttentionTransformer(n_heads=2, random_state=0).fit(X)
+    explicit = AttentionTransformer(n_heads=2, pool_tokens=pools, random_state=0)
+    assert_array_equal(auto.transform(X), explicit.fit(X).transform(X))
+    assert auto.transform(X).shape[1] == auto.d_model_ + 4 * width * pools
+
+
+def test_pool_tokens_feature_names():
+    X = make_3d(width=9)
+    est = AttentionTransformer(n_heads=2, random_state=0).fit(X)
+    names = est.get_feature_names_out()
+    model = [f"attentiontransformer{i}" for i in range(64)]
+    tokens = [
+        f"attentiontransformer_tokens_{statistic}_{feature}"
+        for statistic in ["mean", "max", "first", "last"]
+        for feature in range(9)
+    ]
+    assert_array_equal(names, model + tokens)
+    assert names.dtype == object
+    frame = est.set_output(transform="pandas").transform(X)
+    assert list(frame.columns) == model + tokens
+
+
+def test_pool_tokens_dtype_and_float32():
+    X = make_3d(width=9)
+    est = AttentionTransformer(n_heads=2, max_iter=2, random_state=0)
+    X32 = X.astype(np.float32)
+    out32 = est.fit(X32, np.arange(5) % 2).transform(X32)
+    assert out32.dtype == np.float32
+    expected = _token_statistics(X, est.token_mean_, est.token_scale_)
+    assert_allclose(out32[:, 64:], expected, rtol=1e-5, atol=1e-5)
+
+
 # 8. Parameters and init
 # ----------------------
 
@@ -701,7 +786,10 @@ def test_default_head_dim_rule(width, n_heads, head_dim):
     assert est.head_dim_ == head_dim == math.ceil(64 / n_heads)
     assert est.d_model_ == n_heads * head_dim
     assert est.layers_[0]["query"].shape == (est.d_model_, est.d_model_)
-    assert est.transform(X).shape == (2, est.d_model_)
+    # pool_tokens="auto": the tokens' 4 statistics after the model's outputs
+    # for tokens of more than 8 features
+    tokens = 4 * width if width > 8 else 0
+    assert est.transform(X).shape == (2, est.d_model_ + tokens)
     # tokens as wide as the model enter unprojected
     assert (est.input_weights_ is None) == (width == est.d_model_)
 
