@@ -325,42 +325,67 @@ def token_moments(
     """
     n_samples = len(sequences)
     weights = np.ones(n_samples) if sample_weight is None else sample_weight
-    axes = 0 if per_position else (0, 1)
+    weights = np.asarray(weights, dtype=np.float64)
+    lengths = sequence_lengths(sequences)
+    n_features = token_width(sequences)
 
     def blocks():
-        """Float64 blocks of samples with the weight of each of their tokens."""
+        """Float64 blocks of samples' valid tokens (no padding) with the
+        weight of each: ``(n_tokens, n_features)`` and ``(n_tokens, 1)``, or
+        for ``per_position`` ``(b, T, n_features)`` and ``(b, 1, 1)``; the
+        weights are None without ``sample_weight`` (all 1)."""
         for start in range(0, n_samples, 256):
-            rows = slice(start, min(start + 256, n_samples))
+            stop = min(start + 256, n_samples)
+            w = weights[start:stop]
             if isinstance(sequences, np.ndarray):
-                block, lengths = sequences[rows], None
+                # C order: sums over a transposed view (channels-first input)
+                # are those of its contiguous copy, to the bit
+                block = sequences[start:stop].astype(np.float64, order="C")
+                if differences:
+                    block = first_differences(block)
+                if per_position:
+                    yield block, None if sample_weight is None else w[:, None, None]
+                    continue
+                block = block.reshape(-1, n_features)
+            else:  # each sequence's tokens after the last one's, in C order
+                block_lengths = lengths[start:stop]
+                block = np.empty((int(block_lengths.sum()), n_features))
+                np.concatenate(sequences[start:stop], out=block)
+                if differences:  # 0 at the first token of each sequence
+                    block = first_differences(block[None])[0]
+                    block[np.cumsum(block_lengths) - block_lengths] = 0
+            if sample_weight is None:
+                yield block, None
             else:
-                block, lengths = pad_sequences(sequences[rows], np.float64)
-            w = np.asarray(weights[rows], dtype=np.float64)[:, None]  # (b, 1)
-            if lengths is not None:  # padded tokens weigh nothing
-                w = w * (np.arange(block.shape[1]) < lengths[:, None])
-            w = np.broadcast_to(w, block.shape[:2])[:, :, None]  # (b, T, 1)
-            # C order: sums over a transposed view (channels-first input)
-            # are those of its contiguous copy, to the bit
-            block = block.astype(np.float64, order="C")
-            yield (first_differences(block) if differences else block), w
+                yield block, np.repeat(w, lengths[start:stop])[:, None]
 
-    # the moments of x / 2**e, e the exponent of each feature's largest |x|
-    # (padding included: zeros): the sums and squares of tokens beyond 1e154
-    # overflow, but a power of two scales every operation exactly
+    # the moments of x / 2**e, e the exponent of each feature's largest |x|:
+    # the sums and squares of tokens beyond 1e154 overflow (and the squares
+    # of tokens below 1e-154 lose digits as subnormal numbers), but a power
+    # of two scales every operation exactly. Only when some |x| is beyond
+    # 2**400 (1e120: a sum of 2**200 squares still fits) or every |x| of a
+    # feature below 2**-400; otherwise the scaling changes no digit of the
+    # result, and costs a pass over the tokens
     largest = 0.0
     for block, _ in blocks():
-        largest = np.maximum(largest, np.max(np.abs(block), axis=axes))
+        largest = np.maximum(largest, np.max(np.abs(block), axis=0))
     exponent = np.frexp(largest)[1]
+    scaled = np.any(np.abs(exponent) > 400)
+    if not scaled:
+        exponent = np.zeros_like(exponent)
+
+    def weighted_sum(values, w):
+        return np.sum(values if w is None else w * values, axis=0)
+
+    def scaled_blocks():
+        for block, w in blocks():
+            yield (np.ldexp(block, -exponent) if scaled else block), w
+
     # two passes, so that a large mean does not cancel the variance's digits
-    total = sum(
-        np.sum(w * np.ldexp(block, -exponent), axis=axes) for block, w in blocks()
-    )
-    count = sum(np.sum(w, axis=axes) for _, w in blocks())
-    mean = total / count
-    variance = sum(
-        np.sum(w * (np.ldexp(block, -exponent) - mean) ** 2, axis=axes)
-        for block, w in blocks()
-    )
+    total = sum(weighted_sum(block, w) for block, w in scaled_blocks())
+    count = np.sum(weights) if per_position else np.sum(weights * lengths)
+    mean = total / count  # of the scaled tokens
+    variance = sum(weighted_sum((block - mean) ** 2, w) for block, w in scaled_blocks())
     scale = np.sqrt(variance / count)
     constant = scale <= 1e-12 * np.maximum(np.abs(mean), 2.0**-exponent)
     mean, scale = np.ldexp(mean, exponent), np.ldexp(scale, exponent)

@@ -132,6 +132,42 @@ def test_token_statistics_of_huge_tokens():
     )
 
 
+@pytest.mark.parametrize("power", [-700, -420, -200, 0, 200, 420, 800])
+@pytest.mark.parametrize("differences", [False, True])
+def test_token_moments_scale_exactly_with_a_power_of_two(power, differences):
+    """The moments of tokens times 2**k are the moments times 2**k, bit for bit,
+    from subnormal-squared to overflowing-squared magnitudes (the scaled and
+    the plain paths of token_moments agree), over the valid tokens of ragged
+    sequences (NumPy's mean and standard deviation of the stacked tokens),
+    with one feature at another magnitude than the others. A scale below
+    1e-12 (an absolute floor) counts as a constant feature: scale 1."""
+    from skattn._sequences import token_moments
+
+    rng = np.random.default_rng(0)
+    X = [rng.standard_normal((n, 3)) + [0.0, 5.0, -2.0] for n in (4, 9, 1, 6)]
+    for x in X:
+        x[:, 2] *= 2.0**40  # another exponent than the other two
+    mean, scale = token_moments(X, differences=differences)
+    factor = 2.0**power
+    big_mean, big_scale = token_moments(
+        [x * factor for x in X], differences=differences
+    )
+    np.testing.assert_array_equal(big_mean, mean * factor)
+    floor = scale * factor <= 1e-12 * np.maximum(np.abs(mean * factor), 1.0)
+    assert floor.any() == (power < 0)
+    np.testing.assert_array_equal(big_scale, np.where(floor, 1.0, scale * factor))
+    if not differences:
+        tokens = np.vstack(X)
+        np.testing.assert_allclose(mean, tokens.mean(axis=0), rtol=1e-14)
+        np.testing.assert_allclose(scale, tokens.std(axis=0), rtol=1e-14)
+    # a 3D array of one length: the same numbers as the list of its rows
+    X3 = rng.standard_normal((5, 7, 3)) * factor
+    np.testing.assert_array_equal(
+        token_moments(X3, differences=differences),
+        token_moments(list(X3), differences=differences),
+    )
+
+
 def test_random_features_float64_tokens_beyond_float32():
     """Float64 tokens of 1e300 gave NaN features: cast to float32 (inf) before
     their standardisation. They are standardised in float64 first."""
