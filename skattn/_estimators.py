@@ -26,7 +26,8 @@ from ._validation import _fit_context, check_finite_output
 
 
 def _shared_parameters_doc():
-    """The Parameters section of AttentionTransformer, without ``objective``."""
+    """The Parameters section of AttentionTransformer, without ``objective``
+    and ``pool_tokens`` (the columns of its ``transform``)."""
     doc = AttentionTransformer.__doc__
     if doc is None:  # python -OO
         return ""
@@ -36,7 +37,7 @@ def _shared_parameters_doc():
     kept, skip = [], False
     for line in doc[start:end].splitlines(keepends=True):
         if line.startswith("    ") and not line.startswith("     "):  # an entry
-            skip = line.startswith("    objective :")
+            skip = line.startswith(("    objective :", "    pool_tokens :"))
         if not skip:
             kept.append(line)
     return "".join(kept).rstrip() + "\n"

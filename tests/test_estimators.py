@@ -128,6 +128,7 @@ def test_no_objective_parameter():
         transformer -= {"objective", "pool_tokens"}
         assert set(params) == transformer
         assert "objective :" not in cls.__doc__
+        assert "pool_tokens :" not in cls.__doc__
         assert "random_state :" in cls.__doc__
 
 
