@@ -43,6 +43,12 @@ def pool_max(tokens, lengths, params):
     return np.where(mask, tokens, -np.inf).max(axis=1), {}
 
 
+def pool_min(tokens, lengths, params):
+    """Feature-wise minimum over the valid tokens: ``(N, T, E) -> (N, E)``
+    (the maximum of the negated tokens, negated: exact)."""
+    return -pool_max(-tokens, lengths, params)[0], {}
+
+
 def pool_first(tokens, lengths, params):
     """The first token: ``(N, T, E) -> (N, E)``."""
     return tokens[:, 0].copy(), {}
@@ -221,15 +227,18 @@ def backward_flatten(d_pooled, tokens, lengths, params, cache):
 
 # The statistics of the (standardised) tokens themselves that a transformer
 # puts beside its model's outputs on wide tokens (``pool_tokens``): what a
-# linear model on the tokens' mean and maximum knows, and the first and last
-# tokens (a BERT-style encoder's [CLS] and [SEP] states).
-TOKEN_STATISTICS = ("mean", "max", "first", "last")
+# linear model on the tokens' mean and extremes knows (the signed features of
+# a word vector say as much by their lows as by their highs), and the first and
+# last tokens (a BERT-style encoder's [CLS] and [SEP] states).
+TOKEN_STATISTICS = ("mean", "max", "min", "first", "last")
 
 
 def pool_statistics(tokens, lengths, names):
-    """The poolings ``names`` of ``tokens`` side by side: ``(N, T, E) -> (N,
-    len(names) * E)``, one block of ``E`` columns per name, in order."""
-    return _blocks([POOLINGS[name](tokens, lengths, None)[0] for name in names])
+    """The statistics ``names`` (of ``STATISTIC_POOLINGS``) of ``tokens`` side
+    by side: ``(N, T, E) -> (N, len(names) * E)``, one block of ``E`` columns
+    per name, in order."""
+    blocks = [STATISTIC_POOLINGS[name](tokens, lengths, None)[0] for name in names]
+    return _blocks(blocks)
 
 
 POOLINGS = {
@@ -240,6 +249,17 @@ POOLINGS = {
     "cls": pool_last,  # the class token is appended after the last token
     "attention": pool_attention,
     "flatten": pool_flatten,
+}
+
+# Statistics without parameters: of the tokens (pool_statistics), and of
+# RandomAttentionFeatures' models (with its PPV and LSPV). "min" is no pooling
+# of the trained model.
+STATISTIC_POOLINGS = {
+    "mean": pool_mean,
+    "max": pool_max,
+    "min": pool_min,
+    "first": pool_first,
+    "last": pool_last,
 }
 
 POOLING_BACKWARD = {

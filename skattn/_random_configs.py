@@ -24,13 +24,14 @@ from ._sequences import SERIES_MAX_FEATURES
 # The statistics each model's per-token outputs can be pooled into (the
 # functions are in _pooling.py, by these names in _random_features.py), and
 # those that compare the outputs with thresholds.
-STATISTIC_NAMES = ("mean", "max", "ppv", "lspv", "first", "last")
+STATISTIC_NAMES = ("mean", "max", "min", "first", "last", "ppv", "lspv")
 THRESHOLDED = {"ppv", "lspv"}
 # pooling="auto": for narrow tokens (series, rows of an image, a table's scalar
 # columns), ROCKET's maximum and PPV, with MultiRocket's LSPV for series long
 # enough to be read in patches; for wide ones (word vectors, where the PPV did
-# no better than the mean) the mean and maximum, and the first and last tokens
-# (the [CLS] and [SEP] states of a BERT-style encoder's token states).
+# no better than the mean) the mean, maximum and minimum, and the first and
+# last tokens (the [CLS] and [SEP] states of a BERT-style encoder's token
+# states).
 AUTO_POOLING_LONG = ("max", "ppv", "lspv")
 AUTO_POOLING_NARROW = ("max", "ppv")
 AUTO_POOLING_WIDE = TOKEN_STATISTICS  # what AttentionTransformer adds for them

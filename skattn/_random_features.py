@@ -26,14 +26,7 @@ from ._callbacks import CALLBACK_BASES, FitTasks
 from ._dask import blocked_outputs, is_dask_collection
 from ._model import build_model
 from ._parallel import single_threaded_blas
-from ._pooling import (
-    pool_first,
-    pool_last,
-    pool_lspv,
-    pool_max,
-    pool_mean,
-    pool_ppv,
-)
+from ._pooling import STATISTIC_POOLINGS, pool_lspv, pool_ppv
 from ._random_configs import (
     THRESHOLDED,
     differences,
@@ -67,14 +60,7 @@ from ._validation import (
 )
 
 # The statistics each model's per-token outputs are pooled into.
-STATISTICS = {
-    "mean": pool_mean,
-    "max": pool_max,
-    "ppv": pool_ppv,
-    "lspv": pool_lspv,
-    "first": pool_first,
-    "last": pool_last,
-}
+STATISTICS = {**STATISTIC_POOLINGS, "ppv": pool_ppv, "lspv": pool_lspv}
 # "ppv" and "lspv" (THRESHOLDED): each feature of a model is compared with
 # thresholds, quantiles of its outputs on training data at levels drawn
 # uniformly from THRESHOLD_LEVELS (MiniRocket's range for its biases), over
@@ -97,7 +83,7 @@ class RandomAttentionFeatures(
     residual connection and layer norm), with weights seeded from
     ``random_state``, each pooled into simple statistics of its per-token
     outputs (mean, maximum, proportion of positive values, longest stretch of
-    positive values, first and last token). The statistics of
+    positive values, minimum, first and last token). The statistics of
     all the models, side by side, are the features; a linear model after a
     :class:`~sklearn.preprocessing.StandardScaler` learns from them.
 
@@ -169,29 +155,30 @@ class RandomAttentionFeatures(
         (series, rows of an image), none for wider tokens (word vectors) or a
         table. The choice of each model is in ``models_``.
 
-    pooling : {"mean", "max", "ppv", "lspv", "first", "last"}, list of them, \
-            or "auto", default="auto"
+    pooling : {"mean", "max", "min", "first", "last", "ppv", "lspv"}, list of \
+            them, or "auto", default="auto"
         The statistics of every model, each over the valid tokens of a
-        sequence, feature by feature, in this order: ``"mean"``, ``"max"``,
-        ``"ppv"``, ROCKET's proportion of positive values: the share of the
+        sequence, feature by feature, in the order of the list: ``"mean"``,
+        ``"max"``, ``"min"``; ``"first"`` and ``"last"``, the outputs at the
+        first and the last valid token (the first and last patch of a model
+        that reads patches); ``"ppv"``, ROCKET's proportion of positive
+        values: the share of the
         tokens where the feature is above a threshold (``thresholds_``), the
         quantile of the model's outputs on the training data at a level drawn
         between 0.25 and 0.75, as MiniRocket draws its biases; and
         ``"lspv"``, MultiRocket's longest stretch of positive values: the
         largest number of consecutive tokens above the threshold, divided by
         the number of tokens (it tells a pattern held for a while from the
-        same share of scattered tokens); ``"first"`` and ``"last"``, the
-        outputs at the first and the last valid token (the first and last
-        patch of a model that reads patches). The tokens' own PPV and LSPV,
-        with ``pool_tokens``, count the tokens above zero (their training
-        mean when standardised).
+        same share of scattered tokens). The tokens' own PPV and LSPV, with
+        ``pool_tokens``, count the tokens above zero (their training mean
+        when standardised).
         ``"auto"``: ``["max", "ppv", "lspv"]`` for series long enough to be
         read in patches (at most 8 features per token and a median length
         above 32), ``["max", "ppv"]`` (ROCKET's two) for other tokens of at
         most 8 features (short series, rows of an image, the scalar columns
-        of a table), ``["mean", "max", "first", "last"]`` for wider tokens
-        (word vectors: the first and last are the states of ``[CLS]`` and
-        ``[SEP]`` in the token states of a BERT-style encoder). On
+        of a table), ``["mean", "max", "min", "first", "last"]`` for wider
+        tokens (word vectors: the first and last are the states of ``[CLS]``
+        and ``[SEP]`` in the token states of a BERT-style encoder). On
         the 100 appliance series of ACSF1 the PPV scored 0.780 where the mean
         did 0.627 (three seeds), and ArrowHead, OSULeaf and
         PickupGestureWiimoteZ gained 1 to 5 points; on sentences of word
@@ -201,8 +188,11 @@ class RandomAttentionFeatures(
         the contextual token states of 2,000 newsgroup posts, the first and
         last raised the accuracy from 0.736 to 0.748, and on 4,291 tweets
         from 0.952 to 0.958 (three seeds); on series they cost ArrowHead,
-        OSULeaf and ACSF1 2 to 5 points. The statistics used are in
-        ``statistics_``.
+        OSULeaf and ACSF1 2 to 5 points. The minimum then raised the
+        newsgroups from 0.748 to 0.753 (contextual states) and from 0.631 to
+        0.643 (static word vectors), for 0.958 to 0.952 on the contextual
+        tweets (three seeds; 0.2 points more on average over the four text
+        sets). The statistics used are in ``statistics_``.
 
     n_thresholds : int, default=3
         Thresholds per feature of a model for the PPV and the LSPV, each at

@@ -171,9 +171,9 @@ class AttentionTransformer(
 
     pool_tokens : bool or "auto", default="auto"
         Also return statistics of the tokens themselves (standardised with
-        ``scale_tokens``) after the model's pooled outputs: their mean and
-        maximum over the valid tokens, then the first and the last token,
-        ``4 * n_token_features`` columns (named
+        ``scale_tokens``) after the model's pooled outputs: their mean,
+        maximum and minimum over the valid tokens, then the first and the
+        last token, ``5 * n_token_features`` columns (named
         ``attentiontransformer_tokens_{statistic}_{feature}``). The model
         squeezes a wide token into ``d_model`` features; these columns give
         the estimator after it what a linear model on the tokens' mean knows,
@@ -496,8 +496,8 @@ class AttentionTransformer(
     >>> rng = np.random.RandomState(0)
     >>> X = rng.standard_normal((10, 6, 32))  # 10 sequences of 6 tokens of width 32
     >>> attn = AttentionTransformer(n_heads=4, random_state=0).fit(X)
-    >>> attn.transform(X).shape  # d_model = 4 heads x 16, then 4 x 32 (pool_tokens)
-    (10, 192)
+    >>> attn.transform(X).shape  # d_model = 4 heads x 16, then 5 x 32 (pool_tokens)
+    (10, 224)
     >>> attn.attention_weights(X).shape
     (10, 4, 6, 6)
     >>> deep = AttentionTransformer(n_layers=2, ff_dim=64, random_state=0).fit(X)
@@ -737,7 +737,7 @@ class AttentionTransformer(
         X_new : ndarray of shape (n_samples, n_features_out)
             Pooled representations, in the dtype of X (float32 or float64);
             ``n_features_out`` is ``d_model_``, or ``n_tokens * d_model_`` for
-            ``pooling="flatten"``, then with ``pool_tokens`` four columns per
+            ``pooling="flatten"``, then with ``pool_tokens`` five columns per
             token feature.
         """
         if is_dask_collection(X):  # lazy, block by block (skattn._dask)

@@ -43,7 +43,7 @@ MIXED = dict(
     head_dim=[3, 4],
     positional_encoding=["sinusoidal", None],
     causal=[False, True],
-    pooling=["mean", "max", "ppv", "lspv", "first", "last"],
+    pooling=["mean", "max", "ppv", "lspv", "first", "last", "min"],
 )
 
 
@@ -179,9 +179,9 @@ def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens
     start = 0
     for index, config in enumerate(features.models_):
         width = config["n_heads"] * config["head_dim"]
-        blocks = X_new[:, start : start + (4 + 2 * K) * width]
+        blocks = X_new[:, start : start + (5 + 2 * K) * width]
         blocks = blocks.reshape(len(X), -1, width)
-        start += (4 + 2 * K) * width
+        start += (5 + 2 * K) * width
         X_model = _model_input(features, index, X)
         for position, pooling in enumerate(["mean", "max"]):
             reference = _attention_transformer(features, index, pooling).fit(X_model)
@@ -202,6 +202,8 @@ def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens
             assert_allclose(
                 blocks[:, position], reference.transform(X_model), **FLOAT32
             )
+        minimum = [seq.min(axis=0) for seq in per_token]  # of the valid tokens
+        assert_allclose(blocks[:, 4 + 2 * K], minimum, **FLOAT32)
     # pool_tokens: then the statistics of the standardised tokens themselves
     tokens = _standardised_tokens(features, X)
     expected = [
@@ -211,10 +213,11 @@ def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens
         [_longest_stretch(seq > 0) / len(seq) for seq in tokens],
         [seq[0] for seq in tokens],
         [seq[-1] for seq in tokens],
+        [seq.min(axis=0) for seq in tokens],
     ]
     width = tokens[0].shape[1]
     assert_allclose(X_new[:, start:], np.hstack(expected), **FLOAT32)
-    assert start + 6 * width == X_new.shape[1] == features.n_features_out_
+    assert start + 7 * width == X_new.shape[1] == features.n_features_out_
 
 
 def _longest_stretch(positive):
@@ -554,12 +557,12 @@ def test_auto_difference_for_narrow_tokens_only(X, drawn):
         (make_ragged(width=1), ["max", "ppv"]),
         (make_table(n_features=8), ["max", "ppv"]),  # scalar columns
         (make_table(n_features=40), ["max", "ppv"]),  # even many of them
-        (make_3d(width=9), ["mean", "max", "first", "last"]),  # word vectors
+        (make_3d(width=9), ["mean", "max", "min", "first", "last"]),  # word vectors
         # series of a median length above 32 (read in patches): and the LSPV
         (make_3d(n_tokens=33, width=2), ["max", "ppv", "lspv"]),
         (make_ragged(lengths=(10, 33, 40), width=1), ["max", "ppv", "lspv"]),
         (make_3d(n_tokens=32, width=2), ["max", "ppv"]),
-        (make_3d(n_tokens=40, width=9), ["mean", "max", "first", "last"]),
+        (make_3d(n_tokens=40, width=9), ["mean", "max", "min", "first", "last"]),
     ],
     ids=[
         "8-features",
@@ -576,8 +579,8 @@ def test_auto_difference_for_narrow_tokens_only(X, drawn):
 def test_auto_pooling_by_token_width_and_length(X, statistics):
     """pooling="auto" computes exactly the statistics it names in
     statistics_: ROCKET's max and PPV up to 8 features, with MultiRocket's
-    LSPV on series of a median length above 32; mean, max, first and last
-    above 8."""
+    LSPV on series of a median length above 32; mean, max, min, first and
+    last above 8."""
     auto = RandomAttentionFeatures(**SMALL, random_state=0).fit(X)
     assert auto.statistics_ == statistics
     explicit = RandomAttentionFeatures(**SMALL, pooling=statistics, random_state=0)
@@ -754,7 +757,7 @@ def test_first_models_do_not_depend_on_n_models():
     many = RandomAttentionFeatures(**{**MIXED, "n_models": 7}, random_state=0).fit(X)
     assert many.models_[:3] == few.models_
     X_few, X_many = few.transform(X), many.transform(X)
-    tokens = 6 * 4  # pool_tokens: 6 statistics of the 4 token features, last
+    tokens = 7 * 4  # pool_tokens: 7 statistics of the 4 token features, last
     models = X_few.shape[1] - tokens
     assert_array_equal(X_many[:, :models], X_few[:, :models])
     assert_array_equal(X_many[:, -tokens:], X_few[:, -tokens:])

@@ -686,14 +686,15 @@ def test_flatten_pooling_rejects_other_length_at_transform(kind):
 
 
 def _token_statistics(X, mean=None, scale=None):
-    """Mean, max, first and last of each sequence's tokens (standardised with
-    mean and scale when given), side by side, by hand."""
+    """Mean, max, min, first and last of each sequence's tokens (standardised
+    with mean and scale when given), side by side, by hand."""
     rows = []
     for x in X:
         x = np.asarray(x, dtype=np.float64)
         if mean is not None:
             x = (x - mean) / scale
-        rows.append(np.concatenate([x.mean(axis=0), x.max(axis=0), x[0], x[-1]]))
+        statistics = [x.mean(axis=0), x.max(axis=0), x.min(axis=0), x[0], x[-1]]
+        rows.append(np.concatenate(statistics))
     return np.array(rows)
 
 
@@ -701,7 +702,7 @@ def _token_statistics(X, mean=None, scale=None):
 @pytest.mark.parametrize("kind", ["3d", "ragged", "table"])
 def test_pool_tokens_appends_the_tokens_statistics(kind, scale_tokens):
     """pool_tokens=True: the model's pooled outputs, unchanged, then the mean,
-    max, first and last of the (standardised) valid tokens, feature by
+    max, min, first and last of the (standardised) valid tokens, feature by
     feature; each sequence alone gives the same row (padding does not
     matter)."""
     X = {
@@ -721,7 +722,7 @@ def test_pool_tokens_appends_the_tokens_statistics(kind, scale_tokens):
     without = AttentionTransformer(pool_tokens=False, **kwargs).fit(X, y)
     X_new = with_tokens.transform(X)
     width = 2 if kind == "table" else 3
-    assert X_new.shape == (len(X), with_tokens.d_model_ + 4 * width)
+    assert X_new.shape == (len(X), with_tokens.d_model_ + 5 * width)
     # the same model: training never sees the tokens' columns
     assert_array_equal(X_new[:, : with_tokens.d_model_], without.transform(X))
     sequences = X.reshape(len(X), 3, 2) if kind == "table" else X
@@ -741,7 +742,7 @@ def test_pool_tokens_auto_is_on_for_tokens_wider_than_8(width, pools):
     auto = AttentionTransformer(n_heads=2, random_state=0).fit(X)
     explicit = AttentionTransformer(n_heads=2, pool_tokens=pools, random_state=0)
     assert_array_equal(auto.transform(X), explicit.fit(X).transform(X))
-    assert auto.transform(X).shape[1] == auto.d_model_ + 4 * width * pools
+    assert auto.transform(X).shape[1] == auto.d_model_ + 5 * width * pools
 
 
 def test_pool_tokens_feature_names():
@@ -751,7 +752,7 @@ def test_pool_tokens_feature_names():
     model = [f"attentiontransformer{i}" for i in range(64)]
     tokens = [
         f"attentiontransformer_tokens_{statistic}_{feature}"
-        for statistic in ["mean", "max", "first", "last"]
+        for statistic in ["mean", "max", "min", "first", "last"]
         for feature in range(9)
     ]
     assert_array_equal(names, model + tokens)
@@ -786,9 +787,9 @@ def test_default_head_dim_rule(width, n_heads, head_dim):
     assert est.head_dim_ == head_dim == math.ceil(64 / n_heads)
     assert est.d_model_ == n_heads * head_dim
     assert est.layers_[0]["query"].shape == (est.d_model_, est.d_model_)
-    # pool_tokens="auto": the tokens' 4 statistics after the model's outputs
+    # pool_tokens="auto": the tokens' 5 statistics after the model's outputs
     # for tokens of more than 8 features
-    tokens = 4 * width if width > 8 else 0
+    tokens = 5 * width if width > 8 else 0
     assert est.transform(X).shape == (2, est.d_model_ + tokens)
     # tokens as wide as the model enter unprojected
     assert (est.input_weights_ is None) == (width == est.d_model_)
