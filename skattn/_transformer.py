@@ -182,8 +182,8 @@ class AttentionTransformer(
         for series, rows of an image or a table's scalar columns, where they
         changed nothing. With the default pipeline and a logistic regression,
         on 2,000 newsgroup posts given as the contextual token states of a
-        sentence encoder, the accuracy rose from 0.681 to 0.724, and with
-        static word vectors from 0.615 to 0.651. Training never sees them:
+        sentence encoder, the accuracy rose from 0.681 to 0.733, and with
+        static word vectors from 0.615 to 0.657. Training never sees them:
         the model's weights are the same with or without.
 
     positional_encoding : {"sinusoidal", "learned"} or None, default="sinusoidal"
