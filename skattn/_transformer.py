@@ -473,8 +473,9 @@ class AttentionTransformer(
     The parameters that fix the model's structure (``n_heads``, ``head_dim``,
     ``features_per_token``, ``data_format``, ``scale_tokens``, ``patch_size``,
     ``n_layers``, ``ff_dim``, ``activation``, ``norm_first``, ``pooling``,
-    ``positional_encoding``, ``residual``, ``layer_norm`` and ``causal``) take
-    effect at the next ``fit`` that builds a model: a fitted transformer
+    ``positional_encoding``, ``residual``, ``layer_norm``, ``causal``, and
+    ``pool_tokens``, which fixes the columns of ``transform``) take effect at
+    the next ``fit`` that builds a model: a fitted transformer
     computes with the values it was fitted with, whatever ``set_params``
     changed since, and ``partial_fit`` or ``fit`` with ``warm_start=True``
     raise a ``ValueError`` on a changed one. The parameters of training
