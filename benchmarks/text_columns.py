@@ -1,12 +1,15 @@
 """Which columns of RandomAttentionFeatures the text sets need, and the ridge's grid.
 
-The features of the default transformer (16 models, then the tokens' own mean and
-maximum: ``pool_tokens=True``) are computed once per text set of ``realdata.py``;
-the documented head (``StandardScaler`` then ``RidgeClassifierCV``) is refitted on
-column subsets: the 16 models alone, the tokens' statistics alone, both, the first
-8 or 4 models with the tokens', the models' mean or maximum alone; then all columns
-with the grid of alphas on to 1e5. Prints the transformer's fit_transform seconds,
-then per subset the test accuracy, the ``alpha_`` chosen and the ridge's fit
+The features of the default transformer (16 models, then the tokens' own
+statistics: ``pool_tokens=True``; on word vectors the mean, max, min, first and
+last of each) are computed once per text set of ``realdata.py``; the documented
+head (``StandardScaler`` then ``RidgeClassifierCV``) is refitted on column
+subsets, found by the feature names: the 16 models alone, the tokens' statistics
+alone, both, the first 8 or 4 models with the tokens', the mean and max alone (the
+statistics of the earlier defaults), each statistic of the models alone with the
+tokens'; then all columns with the grid of alphas on to 1e5. Prints the
+transformer's fit_transform seconds, then per subset the test accuracy, the
+``alpha_`` chosen and the ridge's fit
 seconds (``RidgeClassifierCV`` works on the Gram matrix of the samples when there
 are more columns than samples, else on the SVD of the columns: its time is not
 monotonic in the number of columns).
@@ -33,44 +36,45 @@ TEXTS = ["20ng-ctx", "20ng-static", "tweets-ctx", "tweets-static"]
 
 
 def subsets(features):
-    """Column subsets by name: model m is its mean block, then its max block."""
-    widths = [c["n_heads"] * c["head_dim"] for c in features.models_]
-    start = np.concatenate([[0], np.cumsum(2 * np.asarray(widths))])
-    token_width = features.n_features_out_ - start[-1]
-    token_mean = np.arange(start[-1], start[-1] + token_width // 2)
-    tokens = np.arange(start[-1], features.n_features_out_)
+    """Column subsets by name, from the feature names: ``m{model}`` blocks of
+    each statistic of ``statistics_``, then the ``tokens`` block."""
+    names = features.get_feature_names_out()
+    block = np.array([name.split("_")[1] for name in names])
+    statistic = np.array([name.split("_")[2] for name in names])
+    model = np.array([int(b[1:]) if b != "tokens" else -1 for b in block])
+    tokens = block == "tokens"
+    n = len(features.models_)
 
-    def models(n_models, statistics=("mean", "max")):
-        blocks = [
-            start[m] + offset * widths[m] + np.arange(widths[m])
-            for m in range(n_models)
-            for offset, name in enumerate(("mean", "max"))
-            if name in statistics
-        ]
-        return np.concatenate(blocks)
+    def columns(n_models=n, statistics=None, token_statistics=None):
+        """The first ``n_models`` models' columns of ``statistics`` (all: None),
+        then the tokens' of ``token_statistics`` (all: None; none: ())."""
+        keep = (model >= 0) & (model < n_models)
+        if statistics is not None:
+            keep &= np.isin(statistic, statistics)
+        keep_tokens = tokens.copy()
+        if token_statistics is not None:
+            keep_tokens &= np.isin(statistic, token_statistics)
+        return np.flatnonzero(keep | keep_tokens)
 
-    n = len(widths)
-    return {
-        f"{n} models": (models(n), RIDGE_ALPHAS),
-        "tokens' mean and max": (tokens, RIDGE_ALPHAS),
-        f"{n} models + tokens (default)": (np.r_[models(n), tokens], RIDGE_ALPHAS),
-        "8 models + tokens": (np.r_[models(8), tokens], RIDGE_ALPHAS),
-        "4 models + tokens": (np.r_[models(4), tokens], RIDGE_ALPHAS),
-        f"{n} models' mean + tokens": (
-            np.r_[models(n, ["mean"]), tokens],
+    found = {
+        f"{n} models": (columns(token_statistics=()), RIDGE_ALPHAS),
+        "the tokens' statistics": (columns(0), RIDGE_ALPHAS),
+        f"{n} models + tokens (default)": (columns(), RIDGE_ALPHAS),
+        "8 models + tokens": (columns(8), RIDGE_ALPHAS),
+        "4 models + tokens": (columns(4), RIDGE_ALPHAS),
+        # the statistics of the previous defaults, within these features
+        "mean and max of the models and tokens": (
+            columns(statistics=["mean", "max"], token_statistics=["mean", "max"]),
             RIDGE_ALPHAS,
         ),
-        f"{n} models' max + tokens": (
-            np.r_[models(n, ["max"]), tokens],
-            RIDGE_ALPHAS,
-        ),
-        "8 models' max + tokens": (np.r_[models(8, ["max"]), tokens], RIDGE_ALPHAS),
-        "8 models' max + tokens' mean": (
-            np.r_[models(8, ["max"]), token_mean],
-            RIDGE_ALPHAS,
-        ),
-        "default, alphas to 1e5": (np.r_[models(n), tokens], WIDE_RIDGE_ALPHAS),
     }
+    for name in features.statistics_:
+        found[f"{n} models' {name} + tokens"] = (
+            columns(statistics=[name]),
+            RIDGE_ALPHAS,
+        )
+    found["default, alphas to 1e5"] = (columns(), WIDE_RIDGE_ALPHAS)
+    return found
 
 
 def main():
