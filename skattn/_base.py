@@ -22,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._callbacks import CALLBACK_BASES, FitTasks
 from ._dask import blocked_fit, is_dask_collection
-from ._layers import ACTIVATIONS, patch_count
+from ._layers import ACTIVATIONS, TokenScaler, patch_count
 from ._model import (
     attributes_to_params,
     build_model,
@@ -570,6 +570,7 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
         model = self._model()
         params = self._fitted_params(sequences_dtype(sequences), model)
         lengths = sequence_lengths(sequences)
+        scaler = model.units_of(TokenScaler)  # None without scale_tokens
         # the weights go straight to weights_out: a batch holds a block of them
         row_bytes = model_row_bytes(model, sequences, training=False)
 
@@ -579,8 +580,8 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
                 params, x, lengths[rows], layer=layer, weights_out=rows_out
             )
             if pool_tokens:
-                if "token_mean" in params:  # a new array: never X
-                    x = (x - params["token_mean"]) / params["token_scale"]
+                if scaler is not None:  # the model's standardisation: a new array
+                    x = scaler.forward(params, x, None)[0]
                 statistics = pool_statistics(x, lengths[rows], TOKEN_STATISTICS)
                 pooled = np.concatenate([pooled, statistics], axis=1)
             return rows, tokens, pooled
