@@ -91,6 +91,10 @@ def loss_gradients(model, params, data, rows, *, task, alpha, dropout=None):
 
     def batch_loss_grad(batch, x):
         lengths, y, weight = all_lengths[batch], all_y[batch], all_weights[batch]
+        if not weight.sum() > 0:
+            # samples of weight zero only (a long sequence alone in its batch):
+            # nothing to add, and the batch's mean loss would be 0 / 0
+            return 0.0, {}
         fraction = float(weight.sum()) / total_weight
         streams = None if dropout is None else DropoutStreams(*dropout, batch)
         _, pooled, trace = model.forward(

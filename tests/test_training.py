@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from helpers import order_task
 from numpy.testing import assert_allclose, assert_array_equal
+from sklearn import config_context
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
@@ -343,6 +344,24 @@ def test_sample_weight_zero_equals_dropping_samples_with_lbfgs():
     assert_allclose(
         weighted.layers_[0]["query"], dropped.layers_[0]["query"], rtol=1e-6
     )
+
+
+def test_sample_weight_zero_on_a_batch_of_its_own_with_adam():
+    """A long sequence of weight zero, which the memory budget puts in a batch
+    of its own: it adds nothing (its batch's mean loss was 0 / 0, NaN)."""
+    rng = np.random.default_rng(0)
+    X = [rng.standard_normal((n, 1)) for n in (70, 100, 130, 400, 3000)]
+    y = np.array([0, 1, 0, 1, 1])
+    weight = np.array([1.0, 3.0, 1.0, 1.0, 0.0])
+    kwargs = dict(n_heads=2, max_iter=2, shuffle=False, random_state=0)
+    with config_context(working_memory=1):  # MiB: one batch per sequence
+        weighted = AttentionTransformer(**kwargs).fit(X, y, sample_weight=weight)
+        dropped = AttentionTransformer(**kwargs).fit(
+            X[:4], y[:4], sample_weight=weight[:4]
+        )
+    assert np.all(np.isfinite(weighted.loss_curve_))
+    assert_allclose(weighted.loss_curve_, dropped.loss_curve_, rtol=1e-5)
+    assert_allclose(weighted.transform(X), dropped.transform(X), rtol=2e-4, atol=2e-5)
 
 
 @pytest.mark.parametrize("objective", ["classification", "regression"])
