@@ -224,6 +224,7 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
                 sequences_dtype(sequences),
                 return_exponent=True,
             )
+        user_weight = sample_weight  # the median length's (no class weights)
         if task is not None:
             y = self._encode_target(y, task, first_pass, classes, sample_weight)
             sample_weight, exponent = self._class_weights(y, task, sample_weight)
@@ -261,7 +262,7 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
         tasks.start("partial_fit" if incremental else "fit", max_subtasks=max_subtasks)
         if first_pass:
             self._random_state = check_random_state(self.random_state)
-            self._initialize(sequences, lengths, task, y, sample_weight)
+            self._initialize(sequences, lengths, task, y, sample_weight, user_weight)
         if task is None:
             tasks.finish()
             return self
@@ -366,13 +367,25 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
                 f"the length seen in fit; got {lengths[wrong][0]}."
             )
 
-    def _initialize(self, sequences, lengths, task=None, y=None, sample_weight=None):
-        """Resolve the model's width, seed its parameters, reset training state."""
+    def _initialize(
+        self,
+        sequences,
+        lengths,
+        task=None,
+        y=None,
+        sample_weight=None,
+        user_weight=None,
+    ):
+        """Resolve the model's width, seed its parameters, reset training state.
+
+        ``sample_weight`` is the training's (with the class weights),
+        ``user_weight`` the caller's (for the median length of ``patch_size``).
+        """
         self._fitted_structure = {
             name: getattr(self, name) for name in self._structure_parameters
         }
         self.n_heads_ = self.n_heads
-        self.patch_size_ = self._resolve_patch_size(sequences, lengths)
+        self.patch_size_ = self._resolve_patch_size(sequences, lengths, user_weight)
         n_features = token_width(sequences) * (self.patch_size_ or 1)  # model tokens
         init, labels = {}, {}
         if not isinstance(self.init, str):
@@ -441,13 +454,14 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
                 return width // self.n_heads
         return math.ceil(DEFAULT_D_MODEL / self.n_heads)
 
-    def _resolve_patch_size(self, sequences, lengths):
-        """Tokens per patch: the parameter, or the "auto" rule; None for none."""
+    def _resolve_patch_size(self, sequences, lengths, sample_weight):
+        """Tokens per patch: the parameter, or the "auto" rule (from the
+        median length, weighted); None for none."""
         if self.patch_size != "auto":
             return self.patch_size
         median = None
         if self._input_kind != TABLE:
-            median = series_median_length(sequences, lengths)
+            median = series_median_length(sequences, lengths, sample_weight)
         if median is None or median <= AUTO_PATCH_MIN_LENGTH:
             return None
         return math.ceil(median / AUTO_PATCHES)

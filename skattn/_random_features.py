@@ -536,7 +536,8 @@ class RandomAttentionFeatures(
         n_tokens = sequences.shape[1] if self._input_kind == TABLE else 1
         median = None  # of the lengths of series, for patches and the LSPV
         if self._input_kind != TABLE:
-            median = series_median_length(sequences, sequence_lengths(sequences))
+            lengths = sequence_lengths(sequences)
+            median = series_median_length(sequences, lengths, sample_weight)
         statistics = statistic_names(self.pooling, n_features, median)
         candidates["patch_size"] = patch_sizes(self.patch_size, median)
         narrow = self._input_kind != TABLE and n_features <= SERIES_MAX_FEATURES

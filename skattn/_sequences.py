@@ -28,8 +28,12 @@ BATCH_BYTES = 4 * 2**20
 SERIES_MAX_FEATURES = 8
 
 
-def series_median_length(sequences, lengths):
+def series_median_length(sequences, lengths, sample_weight=None):
     """Median length of sequences of narrow tokens; None for wider tokens.
+
+    Weighted by ``sample_weight`` as if each sequence were repeated that many
+    times: ``np.median`` of the repeated lengths for integer weights, and a
+    sequence of weight zero counts as absent.
 
     Parameters
     ----------
@@ -37,6 +41,8 @@ def series_median_length(sequences, lengths):
         Checked sequences.
     lengths : ndarray of shape (n_samples,)
         Their lengths.
+    sample_weight : ndarray of shape (n_samples,) or None, default=None
+        Checked weights (non-negative, some positive); None for equal ones.
 
     Returns
     -------
@@ -45,7 +51,16 @@ def series_median_length(sequences, lengths):
     """
     if token_width(sequences) > SERIES_MAX_FEATURES:
         return None
-    return float(np.median(lengths))
+    if sample_weight is None:
+        return float(np.median(lengths))
+    order = np.argsort(lengths, kind="stable")
+    sorted_lengths = np.asarray(lengths)[order]
+    cumulative = np.cumsum(np.asarray(sample_weight, dtype=np.float64)[order])
+    half = cumulative[-1] / 2
+    # the two middle values of the repeated lengths (one, for an odd count)
+    lower = sorted_lengths[np.searchsorted(cumulative, half, side="left")]
+    upper = sorted_lengths[np.searchsorted(cumulative, half, side="right")]
+    return (float(lower) + float(upper)) / 2
 
 
 def sequence_lengths(sequences):

@@ -241,3 +241,22 @@ def test_random_features_candidates_must_be_ordered(params):
     name = next(iter(params))
     with pytest.raises(TypeError, match=f"{name} must be a value or a list"):
         features.fit(np.ones((3, 2)))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_weighted_median_length_is_the_median_of_the_repeated_lengths(seed):
+    """Integer weights: np.median of each length repeated its weight times
+    (zero: absent); weights divided by a power of two: the same median."""
+    from skattn._sequences import series_median_length
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 9))
+    lengths = rng.integers(1, 50, size=n)
+    weights = rng.integers(0, 4, size=n).astype(float)
+    weights[rng.integers(n)] += 1  # some positive
+    sequences = np.zeros((n, 50, 1))
+    expected = np.median(np.repeat(lengths, weights.astype(int)))
+    assert series_median_length(sequences, lengths, weights) == expected
+    assert series_median_length(sequences, lengths, weights / 4) == expected
+    assert series_median_length(sequences, lengths, None) == np.median(lengths)
+    assert series_median_length(np.zeros((n, 50, 9)), lengths, weights) is None

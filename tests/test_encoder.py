@@ -510,6 +510,26 @@ def test_auto_patch_size_reads_the_median_length_and_not_tables():
     assert est.transform_sequences(table).shape == (5, 300, est.d_model_)
 
 
+def test_auto_patch_size_weighs_the_median_length():
+    """sample_weight counts as repetition in the median length; a sequence of
+    weight zero counts as absent (the class weights do not count)."""
+    rng = np.random.default_rng(0)
+    lengths = (70, 100, 130, 400, 2000)
+    X = [rng.standard_normal((n, 1)) for n in lengths]
+    y = [0, 1, 0, 1, 1]
+    weights = np.array([0.0, 3.0, 1.0, 1.0, 0.0])  # 100, 100, 100, 130, 400
+    kwargs = dict(patch_size="auto", max_iter=1, random_state=0)
+    est = AttentionTransformer(**kwargs).fit(X, y, sample_weight=weights)
+    assert est.patch_size_ == math.ceil(100 / 32)  # unweighted: ceil(130 / 32)
+    assert AttentionTransformer(**kwargs).fit(X, y).patch_size_ == math.ceil(130 / 32)
+    repeated = [X[1]] * 3 + [X[2], X[3]]
+    assert (
+        AttentionTransformer(**kwargs).fit(repeated, [1] * 3 + [0, 1]).patch_size_ == 4
+    )
+    balanced = AttentionTransformer(**kwargs, class_weight="balanced")
+    assert balanced.fit(X, y).patch_size_ == math.ceil(130 / 32)
+
+
 @pytest.mark.parametrize("scale_tokens", [False, True])
 def test_patches_of_ragged_sequences_ignore_padding(scale_tokens):
     X = make_ragged(lengths=(9, 2, 5, 13, 4), width=2)
