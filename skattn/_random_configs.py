@@ -40,6 +40,13 @@ AUTO_POOLING_WIDE = TOKEN_STATISTICS  # what AttentionTransformer adds for them
 # every power-of-two scale in between.
 AUTO_MIN_PATCHES = 16
 AUTO_MAX_PATCHES = 128
+# ... and series too short for that (a median length of 2 * AUTO_MIN_PATCHES
+# or less: ItalyPowerDemand's 24 points, the digits' 8 rows) in windows of 1 to
+# AUTO_SHORT_PATCH consecutive tokens (at most half the median length), one
+# starting at every token, as ROCKET's kernels read every short window: over
+# nine seeds the digits' rows went from 0.986 to 0.990, ItalyPowerDemand stayed
+# at 0.965 (benchmarks/README.md, "Random attention features").
+AUTO_SHORT_PATCH = 4
 # patch_stride="auto": patches overlap, one every quarter of a patch (at least
 # 1 token; a stride of 1 is a convolution's), and at most AUTO_MAX_STRIDED
 # patches in a sequence of the median length, which bounds the cost of
@@ -96,8 +103,11 @@ def patch_sizes(patch_size, median):
     if patch_size != "auto":
         values = _sizes_or_none(patch_size, "patch_size")
         return [None if v in (None, 1) else v for v in values]
-    if not reads_patches(median):
+    if median is None:
         return [None]
+    if not reads_patches(median):
+        largest = min(AUTO_SHORT_PATCH, int(median // 2))
+        return [None] + list(range(2, largest + 1))
     smallest = max(1, math.ceil(median / AUTO_MAX_PATCHES))
     largest = max(smallest, math.floor(median / AUTO_MIN_PATCHES))
     sizes = [2**k for k in range(int(math.log2(largest)) + 1)]

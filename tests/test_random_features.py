@@ -44,6 +44,7 @@ MIXED = dict(
     positional_encoding=["sinusoidal", None],
     causal=[False, True],
     pooling=["mean", "max", "ppv", "lspv", "first", "last", "min"],
+    patch_size=None,  # "auto" reads short series in windows of 1 to 4 tokens
 )
 
 
@@ -334,7 +335,7 @@ def test_patch_count_counts_the_windows(size, stride):
         # a quarter of 16, 32, 64, but at most 256 patches of 1460 points:
         # patches of 16 every 6 points (242 of them)
         ((3, 1460, 1), {(16, 6), (32, 8), (64, 16)}),
-        ((3, 32, 1), {(None, None)}),  # no patches, no stride
+        ((3, 32, 1), {(None, None), (2, 1), (3, 1), (4, 1)}),  # short: windows
     ],
 )
 def test_auto_patch_strides_are_a_quarter_of_the_patch_up_to_256(shape, strides):
@@ -364,11 +365,16 @@ def test_patch_stride_larger_than_the_patch_is_refused():
         ((3, 150, 1), {2, 4, 8}),  # 150 / 128 -> 2 up to 150 / 16 -> 8
         ((3, 100, 2), {None, 2, 4}),
         ((3, 1460, 1), {16, 32, 64}),
-        ((3, 32, 1), {None}),  # short: no patches
+        ((3, 32, 1), {None, 2, 3, 4}),  # short: windows of 1 to 4 tokens
+        ((3, 8, 8), {None, 2, 3, 4}),  # the rows of an 8 x 8 image
+        ((3, 5, 1), {None, 2}),  # at most half the length
+        ((3, 3, 1), {None}),
         ((3, 150, 9), {None}),  # wide tokens (word vectors): no patches
     ],
 )
-def test_auto_patch_sizes_are_powers_of_two_between_16_and_128_patches(shape, sizes):
+def test_auto_patch_sizes(shape, sizes):
+    """Series read in 16 to 128 patches, of powers of two; short ones in
+    windows of 1 to 4 tokens; wide tokens not at all."""
     X = np.random.default_rng(0).standard_normal(shape)
     features = RandomAttentionFeatures(
         n_models=40, n_heads=1, head_dim=2, random_state=0
@@ -406,13 +412,14 @@ def test_scalar_parameters_give_one_configuration():
         positional_encoding=None,
         causal=True,
         difference=True,
+        patch_size=None,
     ).fit(make_3d())
     expected = dict(
         n_heads=2,
         head_dim=5,
         positional_encoding=None,
         causal=True,
-        patch_size=None,  # "auto" does not patch sequences of 6 tokens
+        patch_size=None,
         difference=True,
         patch_stride=None,
     )
@@ -433,6 +440,7 @@ def test_weights_of_each_model():
     }
     for config, weights in zip(features.models_, features.weights_, strict=True):
         width = 8 if config["difference"] else 4  # the tokens and differences
+        width *= config["patch_size"] or 1  # side by side in a patch
         shapes = {**expected, "input": (width, 8)}
         assert {name: value.shape for name, value in weights.items()} == shapes
     # independent models: different weights
@@ -442,8 +450,8 @@ def test_weights_of_each_model():
 
 def test_ppv_counts_valid_tokens_only():
     X = make_ragged()
-    X_new = RandomAttentionFeatures(
-        **SMALL, pooling="ppv", random_state=0
+    X_new = RandomAttentionFeatures(  # one token per time point: no patches
+        **SMALL, pooling="ppv", patch_size=None, random_state=0
     ).fit_transform(X)
     assert X_new.min() >= 0 and X_new.max() <= 1
     lengths = np.array(LENGTHS)[:, None]
@@ -597,6 +605,7 @@ def test_differences_change_the_features_of_reordered_tokens():
     X = make_3d()
     reversed_ = X[:, ::-1].copy()
     kwargs = dict(n_models=2, n_heads=1, head_dim=4, positional_encoding=None)
+    kwargs["patch_size"] = None  # a patch reads its tokens in order
     blind = RandomAttentionFeatures(**kwargs, difference=False, random_state=0)
     assert_allclose(blind.fit_transform(X), blind.transform(reversed_), **FLOAT32)
     seeing = RandomAttentionFeatures(**kwargs, difference=True, random_state=0)
@@ -659,6 +668,7 @@ def test_thresholds_are_quantiles_of_the_models_outputs(monkeypatch):
 
     X = [x.astype(np.float32) for x in make_ragged(lengths=(9, 2, 5, 13, 4, 7))]
     kwargs = dict(n_models=3, n_heads=2, head_dim=4, pooling="ppv", random_state=0)
+    kwargs["patch_size"] = None  # the reference reads one token per time point
     default = RandomAttentionFeatures(**kwargs).fit(X)
     assert default.thresholds_[0].shape == (3, 8)  # n_thresholds=3
     monkeypatch.setattr(random_features, "THRESHOLD_LEVELS", (0.5, 0.5))
@@ -688,7 +698,7 @@ def test_zero_weight_sequences_are_never_sampled():
     kept = [x for x, w in zip(X, weights, strict=True) if w > 0]
     kwargs = dict(**SMALL, pooling="ppv", scale_tokens=False, random_state=0)
     weighted = RandomAttentionFeatures(**kwargs).fit(X, sample_weight=weights)
-    without = RandomAttentionFeatures(**kwargs).fit(kept)
+    without = RandomAttentionFeatures(**kwargs).fit(kept, sample_weight=[1, 2, 1, 3])
     every = RandomAttentionFeatures(**kwargs).fit(X)
     for index in range(SMALL["n_models"]):
         assert_allclose(
@@ -882,8 +892,8 @@ def test_table_reads_features_per_token_columns_as_one_token():
     assert features.weights_[0]["input"].shape == (2, 8)
     # the same tokens as a 3D array, with statistics per column in both (and
     # no differences, which difference="auto" draws for sequences only)
-    sequences = RandomAttentionFeatures(
-        **SMALL, scale_tokens=False, difference=False, random_state=0
+    sequences = RandomAttentionFeatures(  # nor patches, never read in a table
+        **SMALL, scale_tokens=False, difference=False, patch_size=None, random_state=0
     )
     columns = RandomAttentionFeatures(
         **SMALL, scale_tokens=False, features_per_token=2, random_state=0
