@@ -33,6 +33,7 @@ from ._random_configs import (
     drawn_candidates,
     patch_sizes,
     patch_strides,
+    positional_encodings,
     statistic_names,
     stride_of,
 )
@@ -107,11 +108,20 @@ class RandomAttentionFeatures(
         Width of each head of a model (the model width is ``n_heads *
         head_dim``); from a list, each model draws one value.
 
-    positional_encoding : {"sinusoidal", None} or list of them, \
-            default="sinusoidal"
+    positional_encoding : {"sinusoidal", None}, list of them, or "auto", \
+            default="auto"
         Whether a model adds the sinusoidal positional encoding of Vaswani et
         al. (2017) to its projected tokens (None: its outputs do not depend on
-        the order of the tokens); from a list, each model draws one.
+        the order of the tokens, beyond the order inside its patches and the
+        differences); from a list, each model draws one. ``"auto"``: for
+        series read in patches (see ``patch_size``), ``["sinusoidal", None]``,
+        half the models pooling the windows of the series wherever they are,
+        as ROCKET's kernels do (over six seeds OSULeaf went from 0.869 to
+        0.930, ACSF1 from 0.838 to 0.878 and GunPoint from 0.990 to 0.997,
+        for 0.6 points on ArrowHead, 2.3 on PickupGestureWiimoteZ and 0.4 of
+        R² on Tecator); ``"sinusoidal"`` for other input (on
+        ItalyPowerDemand's 24 points the models without positions cost 0.6
+        points). The choice of each model is in ``models_``.
 
     causal : bool or list of bool, default=False
         Whether token ``i`` of a model attends only to tokens ``j <= i``; from a
@@ -407,7 +417,11 @@ class RandomAttentionFeatures(
         "n_models": [Interval(Integral, 1, None, closed="left")],
         "n_heads": [Interval(Integral, 1, None, closed="left"), "array-like"],
         "head_dim": [Interval(Integral, 1, None, closed="left"), "array-like"],
-        "positional_encoding": [StrOptions({"sinusoidal"}), None, "array-like"],
+        "positional_encoding": [
+            StrOptions({"sinusoidal", "auto"}),
+            None,
+            "array-like",
+        ],
         "causal": ["boolean", "array-like"],
         "patch_size": [
             Interval(Integral, 1, None, closed="left"),
@@ -437,7 +451,7 @@ class RandomAttentionFeatures(
         *,
         n_heads=4,
         head_dim=16,
-        positional_encoding="sinusoidal",
+        positional_encoding="auto",
         causal=False,
         patch_size="auto",
         patch_stride="auto",
@@ -544,6 +558,9 @@ class RandomAttentionFeatures(
             median = series_median_length(sequences, lengths, sample_weight)
         statistics = statistic_names(self.pooling, n_features, median)
         candidates["patch_size"] = patch_sizes(self.patch_size, median)
+        candidates["positional_encoding"] = positional_encodings(
+            candidates["positional_encoding"], median
+        )
         narrow = self._input_kind != TABLE and n_features <= SERIES_MAX_FEATURES
         candidates["difference"] = differences(self.difference, narrow)
         candidates["patch_stride"] = patch_strides(self.patch_stride)

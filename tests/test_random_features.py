@@ -382,6 +382,23 @@ def test_auto_patch_sizes(shape, sizes):
     assert {config["patch_size"] for config in features.models_} == sizes
 
 
+@pytest.mark.parametrize(
+    "shape, positions",
+    [
+        ((3, 150, 1), {"sinusoidal", None}),  # read in patches: half without
+        ((3, 32, 1), {"sinusoidal"}),  # short: windows, with positions
+        ((3, 150, 9), {"sinusoidal"}),  # wide tokens
+    ],
+)
+def test_auto_positional_encoding(shape, positions):
+    X = np.random.default_rng(0).standard_normal(shape)
+    features = RandomAttentionFeatures(n_models=20, **SMALL_MODEL, random_state=0)
+    features.fit(X)
+    assert {config["positional_encoding"] for config in features.models_} == positions
+    with pytest.raises(ValueError, match="positional_encoding must be"):
+        RandomAttentionFeatures(positional_encoding=["auto", None]).fit(X)
+
+
 def test_auto_patch_sizes_read_the_median_length_and_not_tables():
     rng = np.random.default_rng(0)
     X = [rng.standard_normal((n, 1)) for n in (10, 140, 150, 160, 3000)]
@@ -1089,7 +1106,7 @@ def test_invalid_parameters(params, name):
         ({"head_dim": [4, 2.5]}, "head_dim must be a positive int or a non-empty"),
         (
             {"positional_encoding": ["sinusoidal", "learned"]},
-            "positional_encoding must be 'sinusoidal' or None or a non-empty list",
+            "positional_encoding must be 'sinusoidal' or None (or 'auto', alone)",
         ),
         ({"causal": [True, 1]}, "causal must be a bool or a non-empty list"),
         ({"pooling": ["mean", "cls"]}, "pooling must be one of"),
