@@ -79,8 +79,8 @@ class RandomAttentionFeatures(
 
     A ROCKET-style transform of sequences of tokens: ``n_models`` independent
     transformer encoders (each the model of :class:`~skattn.AttentionTransformer`
-    with ``objective=None``: patches of a long series, input projection,
-    positional encoding, one layer of multi-head self-attention with its
+    with ``objective=None``: patches of a series, input projection,
+    positional encoding or none, one layer of multi-head self-attention with its
     residual connection and layer norm), with weights seeded from
     ``random_state``, each pooled into simple statistics of its per-token
     outputs (mean, maximum, proportion of positive values, longest stretch of
