@@ -330,15 +330,16 @@ def test_patch_count_counts_the_windows(size, stride):
 @pytest.mark.parametrize(
     "shape, strides",
     [
-        # a quarter of each patch size (2, 4, 8), at least 1
-        ((3, 150, 1), {(2, 1), (4, 1), (8, 2)}),
-        # a quarter of 16, 32, 64, but at most 256 patches of 1460 points:
-        # patches of 16 every 6 points (242 of them)
-        ((3, 1460, 1), {(16, 6), (32, 8), (64, 16)}),
+        # an eighth of each patch size (2, 4, 8), at least 1
+        ((3, 150, 1), {(2, 1), (4, 1), (8, 1)}),
+        # an eighth of 16, 32, 64, but at most 256 patches of 1460 points:
+        # patches of 16 and 32 every 6 points (242 and 239 of them)
+        ((3, 1460, 1), {(16, 6), (32, 6), (64, 8)}),
+        ((3, 3000, 1), {(32, 12), (64, 12), (128, 16)}),
         ((3, 32, 1), {(None, None), (2, 1), (3, 1), (4, 1)}),  # short: windows
     ],
 )
-def test_auto_patch_strides_are_a_quarter_of_the_patch_up_to_256(shape, strides):
+def test_auto_patch_strides_are_an_eighth_of_the_patch_up_to_256(shape, strides):
     X = np.random.default_rng(0).standard_normal(shape)
     features = RandomAttentionFeatures(
         n_models=40, n_heads=1, head_dim=2, random_state=0
