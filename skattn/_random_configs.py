@@ -40,12 +40,15 @@ AUTO_POOLING_WIDE = TOKEN_STATISTICS  # what AttentionTransformer adds for them
 # every power-of-two scale in between.
 AUTO_MIN_PATCHES = 16
 AUTO_MAX_PATCHES = 128
-# ... and series too short for that (a median length of 2 * AUTO_MIN_PATCHES
-# or less: ItalyPowerDemand's 24 points, the digits' 8 rows) in windows of 1 to
-# AUTO_SHORT_PATCH consecutive tokens (at most half the median length), one
-# starting at every token, as ROCKET's kernels read every short window: over
-# nine seeds the digits' rows went from 0.986 to 0.990, ItalyPowerDemand stayed
-# at 0.965 (benchmarks/README.md, "Random attention features").
+# ... and univariate series too short for that (a median length of
+# 2 * AUTO_MIN_PATCHES or less: ItalyPowerDemand's 24 points) in windows of 1 to
+# AUTO_SHORT_PATCH consecutive points (at most half the median length), one
+# starting at every point, as ROCKET's kernels read every short window: a
+# scalar point is a poor token. Over nine seeds ItalyPowerDemand went from
+# 0.9645 to 0.9654 (the digits' rows of 8 pixels from 0.986 to 0.990, but on
+# the 8-feature tokens of make_sequence_classification's co-occurrence task
+# windows cost 10 points: tokens of several features keep one token a model
+# token; benchmarks/README.md, "Random attention features").
 AUTO_SHORT_PATCH = 4
 # positional_encoding="auto": half the models of series read in patches add no
 # positions (drawn), and pool windows wherever they are in the series, as
@@ -118,11 +121,12 @@ def positional_encodings(candidates, median):
     return list(AUTO_POSITIONS)
 
 
-def patch_sizes(patch_size, median):
+def patch_sizes(patch_size, median, n_features):
     """The patch sizes the models draw from (None: no patches); checked.
 
     ``median`` is the median length of the series (None for a table, or for
-    tokens of more than ``SERIES_MAX_FEATURES`` features).
+    tokens of more than ``SERIES_MAX_FEATURES`` features); ``n_features`` the
+    token width.
     """
     if patch_size != "auto":
         values = _sizes_or_none(patch_size, "patch_size")
@@ -130,6 +134,8 @@ def patch_sizes(patch_size, median):
     if median is None:
         return [None]
     if not reads_patches(median):
+        if n_features != 1:
+            return [None]
         largest = min(AUTO_SHORT_PATCH, int(median // 2))
         return [None] + list(range(2, largest + 1))
     smallest = max(1, math.ceil(median / AUTO_MAX_PATCHES))

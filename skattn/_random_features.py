@@ -137,12 +137,16 @@ class RandomAttentionFeatures(
         two from ``median_length / 128`` (at most 128 side-by-side patches,
         which bounds the quadratic cost of attention; see ``patch_stride``)
         to ``median_length / 16`` (at least 16 patches), each model drawing
-        one; for sequences of a median length of 32 or less, the sizes 1 to 4
-        (at most half the median length) with a stride of 1: every window of
-        a few consecutive tokens, as ROCKET's kernels read a short series
-        (over nine seeds, the digits' 8 rows went from 0.986 to 0.990, and
-        ItalyPowerDemand's 24 points stayed at 0.965); no patches for wide
-        tokens nor for a table. The size of each model is in ``models_``.
+        one; for univariate series of a median length of 32 or less, the
+        sizes 1 to 4 (at most half the median length) with a stride of 1:
+        every window of a few consecutive points, as ROCKET's kernels read a
+        short series (a scalar point is a poor token; over nine seeds
+        ItalyPowerDemand's 24 points went from 0.9645 to 0.9654); no patches
+        for other short sequences (on tokens of 8 features, windows raised
+        the digits' rows from 0.986 to 0.990 but cost the co-occurrence task
+        of :func:`~skattn.datasets.make_sequence_classification` 10 points),
+        for wide tokens nor for a table. The size of each model is in
+        ``models_``.
 
     patch_stride : int, list of int, "auto" or None, default="auto"
         Tokens from the start of a model's patch to the start of the next:
@@ -559,7 +563,7 @@ class RandomAttentionFeatures(
             lengths = sequence_lengths(sequences)
             median = series_median_length(sequences, lengths, sample_weight)
         statistics = statistic_names(self.pooling, n_features, median)
-        candidates["patch_size"] = patch_sizes(self.patch_size, median)
+        candidates["patch_size"] = patch_sizes(self.patch_size, median, n_features)
         candidates["positional_encoding"] = positional_encodings(
             candidates["positional_encoding"], median
         )

@@ -44,7 +44,7 @@ MIXED = dict(
     positional_encoding=["sinusoidal", None],
     causal=[False, True],
     pooling=["mean", "max", "ppv", "lspv", "first", "last", "min"],
-    patch_size=None,  # "auto" reads short series in windows of 1 to 4 tokens
+    patch_size=None,  # "auto" reads short univariate series in windows
 )
 
 
@@ -366,16 +366,18 @@ def test_patch_stride_larger_than_the_patch_is_refused():
         ((3, 150, 1), {2, 4, 8}),  # 150 / 128 -> 2 up to 150 / 16 -> 8
         ((3, 100, 2), {None, 2, 4}),
         ((3, 1460, 1), {16, 32, 64}),
-        ((3, 32, 1), {None, 2, 3, 4}),  # short: windows of 1 to 4 tokens
-        ((3, 8, 8), {None, 2, 3, 4}),  # the rows of an 8 x 8 image
+        ((3, 32, 1), {None, 2, 3, 4}),  # short, univariate: windows of 1 to 4
+        ((3, 32, 2), {None}),
+        ((3, 8, 8), {None}),  # short, of 8 features (the rows of an image)
         ((3, 5, 1), {None, 2}),  # at most half the length
         ((3, 3, 1), {None}),
         ((3, 150, 9), {None}),  # wide tokens (word vectors): no patches
     ],
 )
 def test_auto_patch_sizes(shape, sizes):
-    """Series read in 16 to 128 patches, of powers of two; short ones in
-    windows of 1 to 4 tokens; wide tokens not at all."""
+    """Series read in 16 to 128 patches, of powers of two; short univariate
+    ones in windows of 1 to 4 points; other short ones and wide tokens not at
+    all."""
     X = np.random.default_rng(0).standard_normal(shape)
     features = RandomAttentionFeatures(
         n_models=40, n_heads=1, head_dim=2, random_state=0
