@@ -710,8 +710,9 @@ def test_thresholds_are_quantiles_of_the_models_outputs(monkeypatch):
 
 def test_zero_weight_sequences_are_never_sampled():
     """The PPV thresholds of a fit with zero weights are those of a fit
-    without those sequences, however far out they are (unstandardised tokens:
-    the weights change nothing else)."""
+    without those sequences (and with the others' weights, which weigh the
+    median length of the patches), however far out they are (unstandardised
+    tokens: the weights change nothing else)."""
     X = [x.astype(np.float32) for x in make_ragged(lengths=(9, 2, 5, 13, 4, 7))]
     X[1] = X[1] * 1e3
     weights = np.array([1.0, 0.0, 2.0, 1.0, 0.0, 3.0])
