@@ -402,6 +402,25 @@ def test_auto_positional_encoding(shape, positions):
         RandomAttentionFeatures(positional_encoding=["auto", None]).fit(X)
 
 
+def test_auto_configurations_weigh_the_median_length():
+    """sample_weight counts as repetition in the median length that picks the
+    patches and positions; a sequence of weight zero counts as absent."""
+    rng = np.random.default_rng(0)
+    X = [rng.standard_normal((n, 1)) for n in (20, 20, 40, 40, 40)]
+    weights = np.array([3.0, 3.0, 1.0, 1.0, 0.0])  # median 20: short windows
+    kwargs = dict(n_models=30, **SMALL_MODEL, random_state=0)
+    weighted = RandomAttentionFeatures(**kwargs).fit(X, sample_weight=weights)
+    repeated = RandomAttentionFeatures(**kwargs).fit([X[0]] * 3 + [X[1]] * 3 + X[2:4])
+    assert weighted.models_ == repeated.models_
+    assert {config["patch_size"] for config in weighted.models_} == {None, 2, 3, 4}
+    unweighted = RandomAttentionFeatures(**kwargs).fit(X)  # median 40: patches
+    assert {config["patch_size"] for config in unweighted.models_} == {None, 2}
+    assert {c["positional_encoding"] for c in unweighted.models_} == {
+        "sinusoidal",
+        None,
+    }
+
+
 def test_auto_patch_sizes_read_the_median_length_and_not_tables():
     rng = np.random.default_rng(0)
     X = [rng.standard_normal((n, 1)) for n in (10, 140, 150, 160, 3000)]
