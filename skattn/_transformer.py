@@ -211,7 +211,9 @@ class AttentionTransformer(
         - ``"adam"``: minibatches of ``batch_size`` samples, ``max_iter``
           epochs; supports ``partial_fit`` and ``early_stopping``.
         - ``"lbfgs"``: full-batch L-BFGS-B (``scipy.optimize.minimize``) for at
-          most ``max_iter`` iterations; often better on small data sets.
+          most ``max_iter`` iterations, in float64; no step size or batch to
+          choose. On the small real data sets of our benchmark it scored below
+          Adam (ItalyPowerDemand, ArrowHead, digits) and was not faster.
 
     max_iter : int, default=200
         Maximum number of epochs (adam) or iterations (lbfgs).
