@@ -146,7 +146,10 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
         "tol": [Interval(Real, 0, None, closed="left")],
         "early_stopping": ["boolean", StrOptions({"auto"})],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "n_iter_no_change": [
+            StrOptions({"auto"}),
+            Interval(Integral, 1, None, closed="left"),
+        ],
         "shuffle": ["boolean"],
         "beta_1": [Interval(Real, 0, 1, closed="left")],
         "beta_2": [Interval(Real, 0, 1, closed="left")],

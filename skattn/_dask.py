@@ -40,7 +40,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
-from ._training import update_no_improvement_count, warn_if_diverged
+from ._training import patience, update_no_improvement_count, warn_if_diverged
 
 
 def is_dask_collection(X):
@@ -260,6 +260,7 @@ def blocked_fit(
     if sample_weight is not None:
         block_weights = np.array([_block_sum(w) for w in weight_blocks]).astype(float)
     n_epochs = 1 if incremental else est.max_iter
+    n_iter_no_change = patience(est, validating=False)  # never validates
     orders = [np.arange(n_blocks)] * n_epochs
     if not incremental and est.shuffle:
         orders = block_orders(est.random_state, n_blocks, n_epochs)
@@ -281,7 +282,7 @@ def blocked_fit(
                 True,
             )
         _record_epoch(work, state, n_losses, block_weights[order])
-        if not incremental and work._no_improvement_count > est.n_iter_no_change:
+        if not incremental and work._no_improvement_count > n_iter_no_change:
             stopped = True
             break
     if not incremental and not stopped:

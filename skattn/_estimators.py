@@ -114,7 +114,7 @@ class _AttentionPredictor(BaseAttention):
         tol=1e-4,
         early_stopping="auto",
         validation_fraction=0.1,
-        n_iter_no_change=10,
+        n_iter_no_change="auto",
         shuffle=True,
         beta_1=0.9,
         beta_2=0.999,

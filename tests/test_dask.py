@@ -287,6 +287,9 @@ def test_blocked_partial_fit_and_stopping(client, data):
     stopping.fit(dX, _blocks(y))
     in_memory = clone(stopping).fit(X, y)
     assert stopping.n_iter_ == in_memory.n_iter_ == 3
+    # "auto" is the training loss's patience, 10: the blocked fit never validates
+    stopping.set_params(n_iter_no_change="auto").fit(dX, _blocks(y))
+    assert stopping.n_iter_ == 12
     # labels as a numpy array beside a dask X
     clf = AttentionClassifier(max_iter=1, **SMALL)
     with warnings.catch_warnings():

@@ -253,6 +253,28 @@ def test_stops_when_the_loss_stops_improving():
     assert est.n_iter_ == 5  # epoch 1 improves on inf; 4 more exceed n_iter_no_change
 
 
+@pytest.mark.parametrize("early_stopping, n_iter", [(False, 12), (True, 5)])
+def test_auto_patience_is_3_epochs_of_validation_and_10_of_training_loss(
+    early_stopping, n_iter
+):
+    """n_iter_no_change="auto": nothing improves by tol=10 after the first
+    epoch, so the fit stops after 1 + (patience + 1) epochs: 3 epochs of the
+    validation score with early stopping, 10 of the training loss without."""
+    X, y = order_task(n=40)
+    est = AttentionTransformer(
+        max_iter=200, tol=10.0, early_stopping=early_stopping, random_state=0
+    )
+    assert est.n_iter_no_change == "auto"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est.fit(X, y)
+    assert est.early_stopping_ is early_stopping
+    assert est.n_iter_ == n_iter
+    # a number is the patience of either criterion
+    est.set_params(n_iter_no_change=2).fit(X, y)
+    assert est.n_iter_ == 4
+
+
 def test_early_stopping_keeps_the_best_weights():
     """The kept weights are those of the first epoch with the best validation
     score: the same as a run stopped right after that epoch (every epoch before
