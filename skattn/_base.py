@@ -137,7 +137,10 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
         "causal": ["boolean"],
         "solver": [StrOptions({"adam", "lbfgs"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
+        "learning_rate_init": [
+            StrOptions({"auto"}),
+            Interval(Real, 0, None, closed="neither"),
+        ],
         "batch_size": [
             StrOptions({"auto"}),
             Interval(Integral, 1, None, closed="left"),

@@ -108,7 +108,7 @@ class _AttentionPredictor(BaseAttention):
         causal=False,
         solver="adam",
         max_iter=200,
-        learning_rate_init=0.001,
+        learning_rate_init="auto",
         batch_size="auto",
         alpha=0.0001,
         tol=1e-4,

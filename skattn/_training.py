@@ -43,6 +43,22 @@ VALIDATION_PATIENCE = 3
 LOSS_PATIENCE = 10
 
 
+# learning_rate_init="auto": Adam's step size, MLPClassifier's 1e-3, and twice
+# that with early stopping, whose minibatches of 32 and best-epoch weights
+# stand a larger step: the four texts of the real-data benchmark, three seeds,
+# gained on average and reached their best validation score in fewer epochs.
+LEARNING_RATE = 1e-3
+EARLY_STOPPING_LEARNING_RATE = 2e-3
+
+
+def learning_rate(est):
+    """Adam's step size for a new optimizer: ``learning_rate_init``, with
+    ``"auto"`` resolved (``partial_fit`` goes on with its optimizer's)."""
+    if est.learning_rate_init != "auto":
+        return est.learning_rate_init
+    return EARLY_STOPPING_LEARNING_RATE if est.early_stopping_ else LEARNING_RATE
+
+
 def patience(est, *, validating):
     """Epochs without improvement before Adam stops (``n_iter_no_change``)."""
     if est.n_iter_no_change != "auto":
@@ -230,7 +246,7 @@ def fit_adam(est, model, params, data, incremental, *, tasks, alpha, validation=
     if not incremental or not hasattr(est, "_optimizer_state"):
         trainable = {name: params[name] for name in model.trainable_names()}
         optimizer = AdamOptimizer(
-            trainable, est.learning_rate_init, est.beta_1, est.beta_2, est.epsilon
+            trainable, learning_rate(est), est.beta_1, est.beta_2, est.epsilon
         )
         # the estimator keeps the state (updated in place), not the object
         est._optimizer_state = optimizer.state
@@ -400,7 +416,8 @@ def check_finite(est, params):
             )
     if not finite:
         if est.solver == "adam":
-            remedy = f"lower learning_rate_init (now {est.learning_rate_init})"
+            step = state["learning_rate_init"]
+            remedy = f"lower learning_rate_init (now {step})"
         else:
             remedy = f"lower alpha (now {est.alpha})"
         raise ValueError(
@@ -415,10 +432,11 @@ def warn_if_diverged(est):
     """Warn when Adam's training loss ended above twice its first epoch's."""
     curve = est.loss_curve_
     if len(curve) > 1 and curve[-1] > 2 * curve[0]:
+        step = est._optimizer_state["learning_rate_init"]
         warnings.warn(
             f"Adam diverged: the training loss rose from {curve[0]:.4g} in the "
             f"first epoch to {curve[-1]:.4g} after {len(curve)} epochs. Lower "
-            f"learning_rate_init (now {est.learning_rate_init}).",
+            f"learning_rate_init (now {step}).",
             ConvergenceWarning,
             stacklevel=3,
         )

@@ -275,6 +275,29 @@ def test_auto_patience_is_3_epochs_of_validation_and_10_of_training_loss(
     assert est.n_iter_ == 4
 
 
+@pytest.mark.parametrize("early_stopping, step", [(False, 1e-3), (True, 2e-3)])
+def test_auto_learning_rate_doubles_with_early_stopping(early_stopping, step):
+    X, y = order_task(n=40)
+    kwargs = dict(max_iter=1, n_heads=1, head_dim=4, random_state=0)
+    est = AttentionTransformer(early_stopping=early_stopping, **kwargs)
+    assert est.learning_rate_init == "auto"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(X, y)
+    assert est._optimizer_state["learning_rate_init"] == step
+    # the same first step as the number itself
+    given = AttentionTransformer(
+        early_stopping=early_stopping, learning_rate_init=step, **kwargs
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        given.fit(X, y)
+    assert_array_equal(est.layers_[0]["query"], given.layers_[0]["query"])
+    # partial_fit goes on with the fit's step size (it never validates)
+    est.partial_fit(X, y)
+    assert est._optimizer_state["learning_rate_init"] == step
+
+
 def test_early_stopping_keeps_the_best_weights():
     """The kept weights are those of the first epoch with the best validation
     score: the same as a run stopped right after that epoch (every epoch before
