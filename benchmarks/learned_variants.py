@@ -8,8 +8,8 @@ a table of the means over the seeds. ``--set NAME=VALUE`` changes a parameter
 of the ``AttentionTransformer``, as in ``realdata.py``.
 
 ``--schedule cosine`` tries a learning-rate schedule that skattn does not have
-(it did not win: see "The learned default: schedules, L-BFGS, depth and weight
-decay" in ``benchmarks/README.md``): every Adam step is taken at
+(it did not win: see "The learned default: schedules, L-BFGS, depth, weight decay
+and patience" in ``benchmarks/README.md``): every Adam step is taken at
 ``learning_rate_init`` times ``(1 + cos(pi * t / T)) / 2``, where ``t`` counts
 the steps made and ``T = max_iter * ceil(n_train / batch_size)`` is the steps
 the fit would make without stopping early; ``--warmup F`` multiplies the first
