@@ -40,7 +40,7 @@ from realdata import (
     attention,
     cache_dir,
     comma_list,
-    parse_value,
+    parse_set,
 )
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
@@ -118,12 +118,7 @@ def main(argv=None):
     parser.add_argument("--cache", help="data cache, as in realdata.py")
     parser.add_argument("--json", metavar="FILE", help="append one line per fit")
     args = parser.parse_args(argv)
-    params = {}
-    for item in args.set:
-        name, sep, value = item.partition("=")
-        if not sep:
-            parser.error(f"--set expects NAME=VALUE, got {item!r}")
-        params[name] = parse_value(value)
+    params = parse_set(parser, args.set)
     seeds = [int(seed) for seed in args.seeds.split(",")]
     SCHEDULE.update(name=args.schedule, warmup=args.warmup)
     if args.schedule != "constant" or args.warmup:

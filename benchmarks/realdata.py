@@ -662,6 +662,17 @@ def parse_value(text):
         return text
 
 
+def parse_set(parser, items):
+    """The ``--set NAME=VALUE`` options as a dict of parameters."""
+    params = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--set expects NAME=VALUE, got {item!r}")
+        params[name] = parse_value(value)
+    return params
+
+
 def comma_list(choices):
     def parse(text):
         names = [name for name in text.split(",") if name]
@@ -737,12 +748,7 @@ def main(argv=None):
     if args.prepare:
         prepare(args)
         return
-    params = {}
-    for item in args.set:
-        name, sep, value = item.partition("=")
-        if not sep:
-            parser.error(f"--set expects NAME=VALUE, got {item!r}")
-        params[name] = parse_value(value)
+    params = parse_set(parser, args.set)
     budget = args.budget or (60.0 if args.quick else 600.0)
     cache = cache_dir(args)
 
