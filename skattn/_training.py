@@ -37,8 +37,8 @@ EARLY_STOPPING_BATCH = 32
 # n_iter_no_change="auto": epochs without improvement before Adam stops, of the
 # validation score with early stopping and of the training loss without. On the
 # texts of the real-data benchmark the validation score peaked early, and 3
-# epochs kept the test scores in about half the time; the training loss of small
-# sets needs MLPClassifier's 10 (5 stopped ArrowHead at 0.61 instead of 0.75).
+# epochs kept the test scores in 0.6 of the time on average; the training loss
+# of small sets needs MLPClassifier's 10 (5 stopped ArrowHead at 0.61, not 0.75).
 VALIDATION_PATIENCE = 3
 LOSS_PATIENCE = 10
 
