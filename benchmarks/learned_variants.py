@@ -49,7 +49,7 @@ import skattn._base
 import skattn._optimizers
 import skattn._training
 
-SCHEDULE = {"name": "constant", "warmup": 0.0, "total_steps": 1}
+SCHEDULE = {"name": "constant", "warmup": 0.0, "max_iter": 1, "total_steps": 1}
 
 
 def schedule_factor(step):
@@ -70,6 +70,7 @@ def install_schedule():
     docstring); the constant schedule leaves the package as it is."""
     update_params = skattn._optimizers.AdamOptimizer.update_params
     fit_adam = skattn._training.fit_adam
+    gen_batches = skattn._training.gen_batches
 
     def scheduled_update_params(self, params, grads):
         initial = self.state["learning_rate_init"]
@@ -79,21 +80,20 @@ def install_schedule():
         finally:
             self.state["learning_rate_init"] = initial
 
-    def counting_fit_adam(est, model, params, data, incremental, **kwargs):
-        n_samples = len(data[1])
-        n_train = n_samples
-        if est.early_stopping_ and kwargs.get("validation") is None:
-            n_train -= math.ceil(n_samples * est.validation_fraction)
-        batch_size = est.batch_size
-        if batch_size == "auto":
-            early = est.early_stopping_
-            batch_size = skattn._training.EARLY_STOPPING_BATCH if early else 200
-        batch_size = min(batch_size, n_train)
-        SCHEDULE["total_steps"] = est.max_iter * math.ceil(n_train / batch_size)
-        return fit_adam(est, model, params, data, incremental, **kwargs)
+    def counting_fit_adam(est, *args, **kwargs):
+        SCHEDULE.update(max_iter=est.max_iter, total_steps=None)
+        return fit_adam(est, *args, **kwargs)
+
+    def counting_gen_batches(n_train, batch_size, **kwargs):
+        # the training loop's own minibatches of its first epoch, before any step
+        if SCHEDULE["total_steps"] is None:
+            steps_per_epoch = math.ceil(n_train / batch_size)
+            SCHEDULE["total_steps"] = SCHEDULE["max_iter"] * steps_per_epoch
+        return gen_batches(n_train, batch_size, **kwargs)
 
     skattn._optimizers.AdamOptimizer.update_params = scheduled_update_params
     skattn._base.fit_adam = counting_fit_adam
+    skattn._training.gen_batches = counting_gen_batches
 
 
 def main(argv=None):

@@ -255,7 +255,7 @@ def test_stops_when_the_loss_stops_improving():
 
 @pytest.mark.parametrize("early_stopping, n_iter", [(False, 12), (True, 5)])
 def test_auto_patience_is_3_epochs_of_validation_and_10_of_training_loss(
-    early_stopping, n_iter
+    early_stopping, n_iter, capsys
 ):
     """n_iter_no_change="auto": nothing improves by tol=10 after the first
     epoch, so the fit stops after 1 + (patience + 1) epochs: 3 epochs of the
@@ -267,9 +267,15 @@ def test_auto_patience_is_3_epochs_of_validation_and_10_of_training_loss(
     assert est.n_iter_no_change == "auto"
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        est.fit(X, y)
+        est.set_params(verbose=True).fit(X, y)
     assert est.early_stopping_ is early_stopping
     assert est.n_iter_ == n_iter
+    criterion = "Validation score" if early_stopping else "Training loss"
+    patience = n_iter - 2
+    assert f"{criterion} did not improve more than tol=10.0 for {patience} " in (
+        capsys.readouterr().out
+    )
+    est.set_params(verbose=False)
     # a number is the patience of either criterion
     est.set_params(n_iter_no_change=2).fit(X, y)
     assert est.n_iter_ == 4
