@@ -1,19 +1,28 @@
-"""CPU time of two versions of skattn side by side, in one process.
+"""Two versions of skattn side by side, in one process: outputs and CPU time.
 
-Runs on demand, never in the test suite. A refactor must not slow the model
-down; on a shared machine wall-clock times of two separate runs differ by up to
-30 %, so this script imports both versions into one process (the old one copied
-under the name ``skattn_old``), alternates them call by call, and reports the
-median process CPU time of each (BLAS limited to one thread, so CPU time is the
-work done). Cases: ``transform`` of the default seeded transformer on the
-shapes of ``speed.py`` (S1-S4, float32), and three epochs of the default
-learned transformer on (256, 32, 64). The last column says whether the two
-versions' outputs (the transform, and the trained model's transform) are
-bit-identical.
+Runs on demand, never in the test suite. A refactor must change neither what
+the estimators compute nor how fast. This script imports both versions into
+one process (the old one copied under the name ``skattn_old``) and:
+
+- ``--outputs``: fits every public estimator with its defaults (and
+  ``random_state=0``) on fixed data of each input kind (3D sequences, a
+  ragged list, a table, a long univariate series, wide tokens), in both
+  versions, and says whether each output is bit-identical (else the largest
+  difference): ``transform`` of the seeded and of the learned transformer,
+  its ``transform_sequences`` and ``attention_weights``, the classifier's
+  ``predict_proba`` and ``predict``, the regressor's ``predict``, the random
+  features' ``transform``.
+- ``--timing`` (the default): the median process CPU time of each version,
+  alternating call by call (BLAS limited to one thread, so CPU time is the
+  work done; on a shared machine wall-clock times of two separate runs differ
+  by up to 30 %), for ``transform`` of the default seeded transformer on the
+  shapes of ``speed.py`` (S1-S4, float32) and three epochs of the default
+  learned transformer on (256, 32, 64).
 
 How to run (``OLD`` a checkout or worktree of the older commit)::
 
     git worktree add /tmp/skattn-old <commit>
+    python benchmarks/compare_versions.py --old /tmp/skattn-old --outputs
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE \\
         python benchmarks/compare_versions.py --old /tmp/skattn-old --repeats 11
 """
@@ -63,15 +72,84 @@ def alternate(calls, repeats):
     return {label: statistics.median(values) for label, values in times.items()}
 
 
+def datasets():
+    """Fixed data of each input kind, with a class and a continuous target."""
+    rng = np.random.default_rng(0)
+    n = 60
+    sequences = rng.standard_normal((n, 12, 5))
+    ragged = [rng.standard_normal((length, 5)) for length in rng.integers(3, 20, n)]
+    table = rng.standard_normal((n, 10))
+    series = np.cumsum(rng.standard_normal((n, 150, 1)), axis=1)
+    wide = rng.standard_normal((n, 8, 48))
+    data = {
+        "3d": sequences,
+        "3d-float32": sequences.astype(np.float32),
+        "ragged": ragged,
+        "table": table,
+        "series": series,
+        "wide": wide,
+    }
+    for name, X in data.items():
+        first = np.array([x[:, 0].mean() if np.ndim(x) == 2 else x[0] for x in X])
+        y_class = (first > np.median(first)).astype(int)
+        yield name, X, y_class, first
+
+
+def outputs(module, X, y_class, y_value):
+    """Every default output of one version on one data set, by name."""
+    results = {}
+    seeded = module.AttentionTransformer(random_state=0).fit(X)
+    results["transformer (seeded) transform"] = seeded.transform(X)
+    results["transformer (seeded) transform_sequences"] = seeded.transform_sequences(X)
+    results["transformer (seeded) attention_weights"] = seeded.attention_weights(X)
+    learned = module.AttentionTransformer(random_state=0).fit(X, y_class)
+    results["transformer (learned) transform"] = learned.transform(X)
+    classifier = module.AttentionClassifier(random_state=0).fit(X, y_class)
+    results["classifier predict_proba"] = classifier.predict_proba(X)
+    results["classifier predict"] = classifier.predict(X)
+    regressor = module.AttentionRegressor(random_state=0).fit(X, y_value)
+    results["regressor predict"] = regressor.predict(X)
+    features = module.RandomAttentionFeatures(random_state=0).fit(X)
+    results["random features transform"] = features.transform(X)
+    return results
+
+
+def difference(old, new):
+    """0.0 for bit-identical outputs, else the largest absolute difference."""
+    if isinstance(old, list):
+        return max(difference(a, b) for a, b in zip(old, new, strict=True))
+    if old.shape != new.shape:
+        return np.inf
+    if np.array_equal(old, new):
+        return 0.0
+    return float(np.max(np.abs(old.astype(float) - new.astype(float))))
+
+
+def compare_outputs(versions):
+    print("| data | output | identical | largest difference |\n|---|---|---|---:|")
+    for name, X, y_class, y_value in datasets():
+        old = outputs(versions["old"], X, y_class, y_value)
+        new = outputs(versions["new"], X, y_class, y_value)
+        for output, old_values in old.items():
+            gap = difference(old_values, new[output])
+            print(f"| {name} | {output} | {gap == 0.0} | {gap:.3g} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old", required=True, help="checkout of the old version")
     parser.add_argument("--repeats", type=int, default=11)
+    parser.add_argument(
+        "--outputs", action="store_true", help="compare outputs, not CPU time"
+    )
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     import skattn
 
     versions = {"old": import_old(args.old), "new": skattn}
+    if args.outputs:
+        compare_outputs(versions)
+        return
     rng = np.random.default_rng(0)
     print(
         "| case | old ms | new ms | new / old | identical |\n|---|---:|---:|---:|---|"

@@ -44,7 +44,7 @@ parent's RSS at fork time (over 300 MB once torch is loaded). "<=" marks a case
 that did not raise a peak that could not be reset.
 
 ``--train`` times one epoch of ``AttentionTransformer(n_heads=4, max_iter=1,
-batch_size=b, positional_encoding=None, residual=False, layer_norm=False,
+batch_size=b, positional_encoding=None, residual=False, layer_norm=None,
 pooling="mean", random_state=0).fit(X, y)`` (Adam, linear head, softmax
 cross-entropy, binary y) against the same model trained with torch autograd:
 ``nn.MultiheadAttention(bias=False)``, mean over tokens, ``nn.Linear``,
@@ -185,7 +185,7 @@ def inference_cases(x, weights, n_heads, impls):
             init=weights,
             positional_encoding=None,
             residual=False,
-            layer_norm=False,
+            layer_norm=None,
         ).fit(x)
         cases["transform"] = lambda: est.transform(x)
     if "torch-fast" in impls or "torch-nofast" in impls:
@@ -236,7 +236,7 @@ def skattn_fit(x, y, n_heads, batch_size):
         batch_size=batch_size,
         positional_encoding=None,
         residual=False,
-        layer_norm=False,
+        layer_norm=None,
         pooling="mean",
         random_state=0,
     )

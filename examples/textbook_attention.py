@@ -107,7 +107,7 @@ attention = AttentionTransformer(
     ff_dim=0,
     positional_encoding=None,
     residual=False,
-    layer_norm=False,
+    layer_norm=None,
 ).fit(X)
 print("\nAttentionTransformer, one-hot tokens")
 print("attention weights of the single head:")

@@ -1,11 +1,11 @@
-"""skattn: multi-head self-attention as a scikit-learn transformer, in plain numpy."""
+"""skattn: multi-head self-attention as scikit-learn estimators, in plain numpy."""
 
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-from ._attention import scaled_dot_product_attention
-from ._estimators import AttentionClassifier, AttentionRegressor
-from ._multi_head import multi_head_attention
+from ._kernels.attention import scaled_dot_product_attention
+from ._kernels.multi_head import multi_head_attention
+from ._predictors import AttentionClassifier, AttentionRegressor
 from ._random_features import RandomAttentionFeatures
 from ._transformer import AttentionTransformer
 

@@ -1,11 +1,12 @@
 """What the attention estimators share: fitting, fitted state and the forward pass.
 
-:class:`BaseAttention` holds the parameter constraints, the body of
-``fit``/``partial_fit`` (validation, the target and weights of ``_targets.py``,
-seeding, then a solver of ``_training.py``), the translation between the
-model's parameter dict and the fitted attributes, and the batched forward pass
-behind ``transform`` and the per-token methods. The public estimators add their
-docstrings and methods.
+:class:`BaseAttention` holds the parameter constraints, ``fit`` and
+``partial_fit`` as a sequence of named steps (check the input and the target,
+make the training set, resolve the model's :class:`~skattn._model.model.ModelConfig`
+and seed it, train it with a solver of ``_training.py``), the translation
+between the model's parameters and the fitted attributes, and the batched
+forward pass behind the per-token methods. The public estimators add their
+docstrings and the methods of their kind.
 """
 
 # Authors: The skattn developers
@@ -18,22 +19,15 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.class_weight import compute_class_weight
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from ._callbacks import CALLBACK_BASES, FitTasks
-from ._dask import blocked_fit, is_dask_collection
-from ._layers import ACTIVATIONS, TokenScaler, patch_count
-from ._model import (
-    attributes_to_params,
-    build_model,
-    flat_init,
-    params_to_attributes,
-)
-from ._parallel import single_threaded_blas
-from ._pooling import POOLINGS, TOKEN_STATISTICS, pool_statistics
-from ._sequences import (
-    SERIES_MAX_FEATURES,
-    astype_sequences,
+from ._dask import blocked_fit, blocked_outputs, is_dask_collection
+from ._model.encoder import ACTIVATIONS
+from ._model.model import ModelConfig, build_model
+from ._model.pooling import POOLINGS, TOKEN_STATISTICS, pool_statistics
+from ._model.sequences import (
     map_batches,
     sequence_lengths,
     sequences_dtype,
@@ -41,80 +35,99 @@ from ._sequences import (
     token_moments,
     token_width,
 )
-from ._targets import TargetMixin
-from ._training import batch_budget, fit_adam, fit_lbfgs, model_row_bytes
+from ._model.units import patch_count
+from ._parallel import single_threaded_blas
+from ._targets import (
+    check_classes,
+    class_sample_weight,
+    encode_classes,
+    fit_classes,
+    fit_scaling,
+    penalty,
+    standardise,
+)
+from ._training import (
+    AdamSettings,
+    History,
+    TrainingSet,
+    fit_adam,
+    fit_lbfgs,
+    model_row_bytes,
+    new_optimizer,
+    resolve_learning_rate,
+    resolve_patience,
+    training_dtype,
+)
 from ._validation import (
     CHANNELS_FIRST,
     CHANNELS_LAST,
     TABLE,
     Interval,
     StrOptions,
+    batch_budget,
+    check_array_like,
     check_finite_output,
     check_init,
     check_input,
     check_sample_weight,
     check_target,
+    input_format,
+    normalize_weights,
 )
 
 _STOCHASTIC_SOLVERS = ("adam",)
 
-# Model width of head_dim=None: 64, as the one-layer torch encoder we measure
-# against. A 384-wide token made a 384-wide model that trained 7x slower and
-# scored lower on text (benchmarks/README.md, "Real data").
+# head_dim=None: a model 64 wide, as the one-layer torch encoder of the
+# benchmark, whatever the width of the tokens (user guide, "How the defaults
+# were chosen").
 DEFAULT_D_MODEL = 64
 
 # patch_size="auto": series (tokens of at most SERIES_MAX_FEATURES features)
 # whose median length exceeds AUTO_PATCH_MIN_LENGTH are read in about
-# AUTO_PATCHES patches (measured on the real-data benchmark's series).
+# AUTO_PATCHES patches.
 AUTO_PATCHES = 32
 AUTO_PATCH_MIN_LENGTH = 64
 
 # early_stopping="auto" holds out validation_fraction of training sets of at
-# least this many samples: on text (2000 and 4291 samples) the test score
-# peaked within 5 to 15 epochs, and 200 epochs took 10 minutes; on digits
-# (1347 samples) holding out a tenth cost 1.3 points of accuracy.
+# least this many samples.
 AUTO_EARLY_STOPPING_SAMPLES = 2000
 
-# The parameters that fix the model's structure. The fit that builds the model
-# records their values (``_fitted_structure``, and ``n_heads_``); the model is
-# then always built from those, as scikit-learn's convention has a fitted
-# estimator predict with what it fitted, whatever set_params changed since.
-# partial_fit and a warm start refuse a changed one: the fitted weights have the
-# recorded structure.
-STRUCTURE_PARAMETERS = (
-    "n_heads",
-    "head_dim",
-    "features_per_token",
-    "data_format",
-    "scale_tokens",
-    "patch_size",
-    "n_layers",
-    "ff_dim",
-    "activation",
-    "norm_first",
-    "pooling",
-    "positional_encoding",
-    "residual",
-    "layer_norm",
-    "causal",
-)
-
 # Default limit of the size of what attention_weights returns (its max_bytes):
-# the weights grow with the square of the length, 12 GiB for one sequence of
-# 20,000 tokens with 4 heads in float64. 1 GiB, as scikit-learn's default
-# working_memory.
+# 1 GiB, as scikit-learn's default working_memory.
 ATTENTION_WEIGHTS_MAX_BYTES = 2**30
 
+# The fitted attributes of the parameters outside the encoder layers (those
+# live in layers_): None where the model has no such parameter. Every
+# ParamSpec.attribute of the units is one of them.
+PARAMETER_ATTRIBUTES = (
+    "token_mean_",
+    "token_scale_",
+    "input_weights_",
+    "position_embeddings_",
+    "cls_token_",
+    "final_norm_weight_",
+    "final_norm_bias_",
+    "pooling_query_",
+    "head_coef_",
+    "head_intercept_",
+)
 
-class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
+
+class BaseAttention(*CALLBACK_BASES, BaseEstimator):
     """Base class of the attention estimators (not for direct use)."""
-
-    # recorded at fit in _fitted_structure (a subclass may add its own)
-    _structure_parameters = STRUCTURE_PARAMETERS
 
     _parameter_constraints: dict = {
         "n_heads": [Interval(Integral, 1, None, closed="left")],
         "head_dim": [Interval(Integral, 1, None, closed="left"), None],
+        "n_layers": [Interval(Integral, 1, None, closed="left")],
+        "ff_dim": [Interval(Integral, 0, None, closed="left")],
+        "activation": [StrOptions(set(ACTIVATIONS))],
+        "dropout": [Interval(Real, 0, 1, closed="left")],
+        "layer_norm": [StrOptions({"post", "pre"}), None],
+        "residual": ["boolean"],
+        "causal": ["boolean"],
+        "positional_encoding": [StrOptions({"sinusoidal", "learned"}), None],
+        "pooling": [StrOptions(set(POOLINGS))],
         "features_per_token": [Interval(Integral, 1, None, closed="left"), None],
         "data_format": [StrOptions({CHANNELS_LAST, CHANNELS_FIRST})],
         "scale_tokens": ["boolean"],
@@ -123,18 +136,7 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
             StrOptions({"auto"}),
             None,
         ],
-        "n_layers": [Interval(Integral, 1, None, closed="left")],
-        "ff_dim": [Interval(Integral, 0, None, closed="left")],
-        "activation": [StrOptions(set(ACTIVATIONS))],
-        "dropout": [Interval(Real, 0, 1, closed="left")],
-        "norm_first": ["boolean"],
-        "objective": [StrOptions({"auto", "classification", "regression"}), None],
         "init": [StrOptions({"random"}), dict],
-        "pooling": [StrOptions(set(POOLINGS))],
-        "positional_encoding": [StrOptions({"sinusoidal", "learned"}), None],
-        "residual": ["boolean"],
-        "layer_norm": ["boolean"],
-        "causal": ["boolean"],
         "solver": [StrOptions({"adam", "lbfgs"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "learning_rate_init": [
@@ -157,9 +159,9 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
         "beta_1": [Interval(Real, 0, 1, closed="left")],
         "beta_2": [Interval(Real, 0, 1, closed="left")],
         "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "class_weight": [dict, StrOptions({"balanced"}), None],
         "warm_start": ["boolean"],
         "verbose": ["verbose"],
-        "class_weight": [dict, StrOptions({"balanced"}), None],
         "random_state": ["random_state"],
     }
 
@@ -190,175 +192,113 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
                 y_val=y_val,
             )
         tasks = FitTasks(self, X, y, sample_weight, X_val, y_val)
+        first_pass = not hasattr(self, "layers_") or not (
+            self.warm_start or incremental
+        )
         if X_val is not None or y_val is not None:
             self._check_validation_request(X_val, y_val)
-        fitted = hasattr(self, "layers_")
-        first_pass = not fitted or not (self.warm_start or incremental)
-        if not first_pass:  # from here on, the parameters are the fitted ones
+        if not first_pass:  # from here on, the model is the fitted one
             self._check_structure(incremental)
-        sequences = check_input(
-            self,
-            X,
-            reset=first_pass,
-            features_per_token=self.features_per_token,
-            data_format=self.data_format,
-        )
+        sequences = check_input(self, X, reset=first_pass)
         lengths = sequence_lengths(sequences)
         self._check_lengths(lengths, reset=first_pass)
         task, y = check_target(self, y, len(sequences))
-        if not first_pass and task != self.target_type_:
-            fitted_for = self.target_type_ or "no target (seeded weights)"
-            raise ValueError(
-                f"This call's target asks for {task or 'no training'}, but "
-                f"{type(self).__name__} was fitted for {fitted_for}; fit it anew "
-                "(without warm_start) to change the task."
-            )
-        self._check_classes(classes, task, first_pass)
-        if task is not None and self.dropout and self.solver == "lbfgs":
-            raise ValueError(
-                f"dropout={self.dropout} needs solver='adam': L-BFGS minimises one "
-                "fixed objective, and dropout draws new masks at every step. Set "
-                "dropout=0 or solver='adam'."
-            )
-        weight_exponent = 0
-        if task is not None or sample_weight is not None:
-            # checked even when unused, so that a wrong one is never silent;
-            # normalised: the user's weights are sample_weight * 2**weight_exponent
-            sample_weight, weight_exponent = check_sample_weight(
-                sample_weight,
-                len(sequences),
-                sequences_dtype(sequences),
-                return_exponent=True,
-            )
-        user_weight = sample_weight  # the median length's (no class weights)
-        if task is not None:
-            y = self._encode_target(y, task, first_pass, classes, sample_weight)
-            sample_weight, exponent = self._class_weights(y, task, sample_weight)
-            weight_exponent += exponent
-            alpha = self._penalty(
-                sample_weight, weight_exponent, sequences_dtype(sequences)
-            )
+        self._check_task(task, first_pass, classes)
+        train, user_weight = self._training_set(
+            sequences, lengths, y, sample_weight, task, first_pass, classes
+        )
         validation = None
         if X_val is not None:
-            if task is None:
-                raise ValueError(
-                    "X_val and y_val are the validation set of early stopping, "
-                    "but nothing is learned (no y, or objective=None): pass y, "
-                    "or drop X_val and y_val."
-                )
-            validation = self._check_validation_set(
-                X_val, y_val, task, y, lengths[0], first_pass
-            )
-
-        self.early_stopping_ = (
-            task is not None
-            and not incremental
-            and (
-                validation is not None or len(sequences) >= AUTO_EARLY_STOPPING_SAMPLES
-                if self.early_stopping == "auto"
-                else bool(self.early_stopping)
-            )
+            validation = self._validation_set(X_val, y_val, train, first_pass)
+        self.early_stopping_ = self._uses_early_stopping(
+            task, incremental, validation, len(sequences)
         )
-        max_subtasks = 0  # the fit's tasks, for scikit-learn's callbacks
-        if task is not None:
-            max_subtasks = self.max_iter + 1  # L-BFGS: one left over, not run
-            if self.solver == "adam":
-                max_subtasks = 1 if incremental else self.max_iter
-                max_subtasks *= 2 if self.early_stopping_ else 1  # + validation
-        tasks.start("partial_fit" if incremental else "fit", max_subtasks=max_subtasks)
+        tasks.start(
+            "partial_fit" if incremental else "fit",
+            max_subtasks=self._max_subtasks(task, incremental),
+        )
         if first_pass:
             self._random_state = check_random_state(self.random_state)
-            self._initialize(sequences, lengths, task, y, sample_weight, user_weight)
-        if task is None:
-            tasks.finish()
-            return self
-        if self.early_stopping_ and self.validation_scores_ is None:
-            # a warm start that turns early stopping on
-            self.validation_scores_, self.best_validation_score_ = [], -np.inf
-        if (
-            self.early_stopping_
-            and getattr(self, "validation_loss_curve_", None) is None
-        ):
-            # also an estimator fitted before validation_loss_curve_ existed
-            self.validation_loss_curve_ = []
-        model = self._model(n_outputs=len(self.head_intercept_))
-        input_dtype = dtype = sequences_dtype(sequences)
-        if self.solver == "adam":
-            # Adam steps in float32, as torch trains: twice the speed of float64
-            # for minibatch gradients that are noisy far above float32's rounding.
-            # L-BFGS keeps the input's precision for its line searches.
-            dtype = np.dtype(np.float32)
-            sequences = astype_sequences(sequences, dtype)
-            sample_weight = sample_weight.astype(dtype)
-            if task == "regression":
-                y = y.astype(dtype)
-            if validation is not None:
-                (val_sequences, *val_rest), val_alpha = validation
-                val_sequences = astype_sequences(val_sequences, dtype)
-                val_lengths, val_y, val_weight = val_rest
-                if task == "regression":
-                    val_y = val_y.astype(dtype)
-                val_data = (val_sequences, val_lengths, val_y, val_weight.astype(dtype))
-                validation = val_data, val_alpha
-        params = self._fitted_params(dtype, model)
-        tasks.to_attributes = lambda params: params_to_attributes(
-            self._trained_params(params, model, input_dtype),
-            model.param_specs(),
-            self._fitted_structure["n_layers"],
-        )
-        data = (sequences, lengths, y, sample_weight)
-        start = time.time()
-        if self.verbose:
-            header = f"{'Iteration':>10} {'Objective Value':>20} {'Time(s)':>10}"
-            if self.early_stopping_:
-                header += f" {'Validation':>12}"
-            print(f"[{type(self).__name__}]\n[{type(self).__name__}] {header}")
-            print(f"[{type(self).__name__}] {'-' * len(header)}")
-        # one BLAS thread: on the small matrix products of a minibatch, two
-        # threads ran up to 16x slower on a busy 2-core machine
-        with single_threaded_blas():
-            if self.solver == "lbfgs":
-                fit_lbfgs(self, model, params, data, alpha=alpha, tasks=tasks)
-            else:
-                fit_adam(
-                    self,
-                    model,
-                    params,
-                    data,
-                    incremental,
-                    alpha=alpha,
-                    validation=validation,
-                    tasks=tasks,
-                )
-        if self.verbose:
-            print(f"[{type(self).__name__}] Training took {time.time() - start:.2f}s.")
-        self._store_params(self._trained_params(params, model, input_dtype), model)
+            self._initialize(sequences, lengths, train, user_weight)
+        if task is not None:
+            self._train(train, validation, incremental, tasks)
         tasks.finish()
         return self
+
+    def _check_validation_request(self, X_val, y_val):
+        """X_val and y_val together, for Adam's early stopping (as in
+        HistGradientBoostingClassifier)."""
+        if y_val is None:
+            raise ValueError("X_val is provided, but y_val was not provided.")
+        if X_val is None:
+            raise ValueError("y_val is provided, but X_val was not provided.")
+        if self.early_stopping is False:
+            raise ValueError(
+                "X_val and y_val are passed to fit while early_stopping=False: "
+                "they are the validation set of early stopping. Set "
+                "early_stopping to True or 'auto', or drop X_val and y_val."
+            )
+        if self.solver != "adam":
+            raise ValueError(
+                f"X_val and y_val are the validation set of early stopping, "
+                f"which needs solver='adam' (got {self.solver!r})."
+            )
+
+    def _structure(self):
+        """The parameters that fix the model, with the values the fitted model
+        has (what ``"auto"`` and None resolved to)."""
+        config = self._config()
+        fitted_format = input_format(self)
+        return {
+            "n_heads": config.n_heads,
+            "head_dim": config.d_model // config.n_heads,
+            "n_layers": config.n_layers,
+            "ff_dim": config.ff_dim,
+            "activation": config.activation,
+            "layer_norm": config.layer_norm,
+            "residual": config.residual,
+            "causal": config.causal,
+            "positional_encoding": config.positional_encoding,
+            "pooling": config.pooling,
+            "patch_size": config.patch_size,
+            "scale_tokens": config.token_scale_shape is not None,
+            "features_per_token": fitted_format["features_per_token"],
+            "data_format": fitted_format["data_format"],
+        }
+
+    # the parameters whose "auto" (or None) resolved from the data or init:
+    # continuing training, that value means the fitted one
+    _RESOLVED = {"head_dim": None, "patch_size": "auto"}
 
     def _check_structure(self, incremental):
         """Refuse to continue training a model whose structure a parameter changed.
 
+        A parameter continues the fitted model when it has the fitted value,
+        or is the ``"auto"`` (or None) that resolved to it.
+
         Raises
         ------
         ValueError
-            Naming the first parameter of ``_structure_parameters`` whose value
-            differs from the fitted one, both values, and the remedies.
+            Naming the first parameter that differs from the fitted model,
+            both values, and the remedies.
         """
-        for name, fitted in self._fitted_structure.items():
+        for name, fitted in self._structure().items():
             value = getattr(self, name)
-            if value != fitted:
-                call = "partial_fit" if incremental else "fit with warm_start=True"
-                raise ValueError(
-                    f"Cannot continue training ({call}) with {name}={value!r}: the "
-                    f"model was fitted with {name}={fitted!r}, which fixes its "
-                    "structure. Call fit with warm_start=False to fit a new model, "
-                    f"or set it back with set_params({name}={fitted!r})."
-                )
+            if name in self._RESOLVED and _is_value(value, self._RESOLVED[name]):
+                continue
+            if _is_value(value, fitted):
+                continue
+            call = "partial_fit" if incremental else "fit with warm_start=True"
+            raise ValueError(
+                f"Cannot continue training ({call}) with {name}={value!r}: the "
+                f"model was fitted with {name}={fitted!r}, which fixes its "
+                "structure. Call fit with warm_start=False to fit a new model, "
+                f"or set it back with set_params({name}={fitted!r})."
+            )
 
     def _check_lengths(self, lengths, reset=False):
         """With pooling="flatten", every sequence has one length (fit's)."""
-        pooling = self.pooling if reset else self._fitted_structure["pooling"]
+        pooling = self.pooling if reset else self._config().pooling
         if pooling != "flatten":
             return
         if reset and np.any(lengths != lengths[0]):
@@ -373,87 +313,256 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
                 f"the length seen in fit; got {lengths[wrong][0]}."
             )
 
-    def _initialize(
-        self,
-        sequences,
-        lengths,
-        task=None,
-        y=None,
-        sample_weight=None,
-        user_weight=None,
-    ):
-        """Resolve the model's width, seed its parameters, reset training state.
+    def _check_task(self, task, first_pass, classes):
+        """The task of this call against the fitted one, ``classes`` and the
+        solver."""
+        if not first_pass and task != self.target_type_:
+            fitted_for = self.target_type_ or "no target (seeded weights)"
+            raise ValueError(
+                f"This call's target asks for {task or 'no training'}, but "
+                f"{type(self).__name__} was fitted for {fitted_for}; fit it anew "
+                "(without warm_start) to change the task."
+            )
+        fitted_classes = None if first_pass else getattr(self, "classes_", None)
+        check_classes(classes, task, self.objective, fitted_classes)
+        if task is not None and self.dropout and self.solver == "lbfgs":
+            raise ValueError(
+                f"dropout={self.dropout} needs solver='adam': L-BFGS minimises one "
+                "fixed objective, and dropout draws new masks at every step. Set "
+                "dropout=0 or solver='adam'."
+            )
 
-        ``sample_weight`` is the training's (with the class weights),
-        ``user_weight`` the caller's (for the median length of ``patch_size``).
+    def _training_set(
+        self, sequences, lengths, y, sample_weight, task, first_pass, classes
+    ):
+        """The encoded target, the weights of the loss and their penalty.
+
+        Returns
+        -------
+        train : TrainingSet or None
+            None when nothing is learned.
+        user_weight : ndarray or None
+            The caller's checked weights (without the class weights), for the
+            median length of ``patch_size="auto"`` and, when nothing is
+            learned, the token statistics.
         """
-        self._fitted_structure = {
-            name: getattr(self, name) for name in self._structure_parameters
-        }
-        self.n_heads_ = self.n_heads
-        self.patch_size_ = self._resolve_patch_size(sequences, lengths, user_weight)
-        n_features = token_width(sequences) * (self.patch_size_ or 1)  # model tokens
-        init, labels = {}, {}
-        if not isinstance(self.init, str):
-            init, labels = flat_init(check_init(self.init, self.n_layers))
-        self.head_dim_ = self._resolve_head_dim(n_features, init, labels)
-        self.d_model_ = self.n_heads_ * self.head_dim_
-        self.max_tokens_ = int(lengths.max())
+        if task is None and sample_weight is None:
+            return None, None
+        dtype = sequences_dtype(sequences)
+        # checked even when unused, so that a wrong one is never silent;
+        # normalised: the user's weights are sample_weight * 2**weight_exponent
+        user_weight, weight_exponent = check_sample_weight(
+            sample_weight, len(sequences), dtype, return_exponent=True
+        )
+        if task is None:
+            return None, user_weight
+        weight = user_weight
+        if task == "classification":
+            if first_pass:
+                self.classes_ = fit_classes(y, classes)
+            y = encode_classes(y, self.classes_)
+            if self.class_weight is not None:
+                weight, exponent = class_sample_weight(
+                    y, self.classes_, self.class_weight, weight
+                )
+                weight_exponent += exponent
+        else:
+            if self.class_weight is not None:
+                raise ValueError(
+                    f"class_weight={self.class_weight!r} applies to classification, "
+                    f"but the target is a {task} target."
+                )
+            if first_pass:
+                self._target_mean, self._target_scale = fit_scaling(y, weight)
+            elif y.shape[1] != len(self._target_mean):
+                raise ValueError(
+                    f"y has {y.shape[1]} outputs, but {type(self).__name__} was "
+                    f"fitted on {len(self._target_mean)}."
+                )
+            y = standardise(y, self._target_mean, self._target_scale)
+        alpha = penalty(
+            self.alpha, weight, weight_exponent, training_dtype(self.solver, dtype)
+        )
+        return TrainingSet(sequences, lengths, y, weight, alpha, task), user_weight
+
+    def _validation_set(self, X_val, y_val, train, first_pass):
+        """X_val checked as X, y_val encoded as y.
+
+        Each sample weighs the ``class_weight`` of its class (1 without it),
+        from the classes' counts in the training set for "balanced".
+        """
+        if train is None:
+            raise ValueError(
+                "X_val and y_val are the validation set of early stopping, "
+                "but nothing is learned (no y, or objective=None): pass y, "
+                "or drop X_val and y_val."
+            )
+        try:
+            sequences = check_input(self, X_val, reset=False)
+        except ValueError as exc:
+            raise ValueError(f"X_val: {exc}") from exc
+        lengths = sequence_lengths(sequences)
+        pooling = self.pooling if first_pass else self._config().pooling
+        n_tokens = train.lengths[0]
+        if pooling == "flatten" and np.any(wrong := lengths != n_tokens):
+            raise ValueError(
+                f"X_val: pooling='flatten' needs sequences of {n_tokens} tokens, "
+                f"the length of X's; got {lengths[wrong][0]}."
+            )
+        check_array_like(y_val, "y_val")
+        y_val = check_array(y_val, ensure_2d=False, dtype=None, input_name="y_val")
+        if y_val.ndim == 2 and y_val.shape[1] == 1:
+            y_val = y_val[:, 0]
+        if len(y_val) != len(sequences):
+            raise ValueError(
+                "Found input variables with inconsistent numbers of samples: "
+                f"[{len(sequences)}, {len(y_val)}] (X_val and y_val)."
+            )
+        weights = np.ones(len(y_val))
+        if train.task == "classification":
+            if y_val.ndim != 1:
+                raise ValueError(f"y_val must be 1-D as y, got shape {y_val.shape}.")
+            y_val = encode_classes(y_val, self.classes_, name="y_val", first="of y")
+            if self.class_weight is not None:
+                class_weights = compute_class_weight(
+                    self.class_weight, classes=self.classes_, y=self.classes_[train.y]
+                )
+                weights = class_weights[y_val]
+                if not weights.max() > 0:
+                    raise ValueError(
+                        f"class_weight={self.class_weight!r} gives every sample "
+                        "of y_val weight zero: its loss is undefined. Pass a "
+                        "validation set with samples of a class of positive weight."
+                    )
+        else:
+            try:
+                y_val = y_val.astype(np.float64).reshape(len(y_val), -1)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"y_val must be numeric as y (regression): {exc}"
+                ) from None
+            if y_val.shape[1] != len(self._target_mean):
+                raise ValueError(
+                    f"y_val has {y_val.shape[1]} outputs, but y has "
+                    f"{len(self._target_mean)}."
+                )
+            y_val = standardise(y_val, self._target_mean, self._target_scale)
+        weights, exponent = normalize_weights(weights)
+        dtype = sequences_dtype(sequences)
+        alpha = penalty(
+            self.alpha, weights, exponent, training_dtype(self.solver, dtype)
+        )
+        return TrainingSet(
+            sequences, lengths, y_val, weights.astype(dtype), alpha, train.task
+        )
+
+    def _uses_early_stopping(self, task, incremental, validation, n_samples):
+        """Whether this call holds out a validation set (``early_stopping_``)."""
+        if task is None or incremental:
+            return False
+        if self.early_stopping == "auto":
+            return validation is not None or n_samples >= AUTO_EARLY_STOPPING_SAMPLES
+        return bool(self.early_stopping)
+
+    def _max_subtasks(self, task, incremental):
+        """The most subtasks of the fit, for scikit-learn's callbacks."""
+        if task is None:
+            return 0
+        if self.solver == "lbfgs":
+            return self.max_iter + 1  # one left over, not run
+        n_epochs = 1 if incremental else self.max_iter
+        return n_epochs * (2 if self.early_stopping_ else 1)  # + validation
+
+    def _initialize(self, sequences, lengths, train, user_weight):
+        """Resolve the model, seed its parameters, reset the training state."""
+        task = None if train is None else train.task
         self.target_type_ = task
         if task == "regression":
             self.classes_ = None
+        init = {}
+        if not isinstance(self.init, str):
+            init = check_init(self.init, self.n_layers)
         n_outputs = 0
         if task is not None:
-            n_outputs = len(self.classes_) if task == "classification" else y.shape[1]
-        projects_input = "input" in init or n_features != self.d_model_
-        model = self._model(n_outputs=n_outputs, projects_input=projects_input)
-        specs = model.param_specs()
-        for name, value in init.items():
-            if name not in specs:
-                known = [
-                    _init_key(name)
-                    for name in specs
-                    if name == "input" or name.startswith("layers.")
-                ]
-                raise ValueError(
-                    f"{labels[name]} is not a parameter of this model; its "
-                    f"parameters are {known}."
-                )
-            if value.shape != specs[name].shape:
-                raise ValueError(
-                    f"{labels[name]} has shape {value.shape}, expected "
-                    f"{specs[name].shape} (n_features={n_features}, d_model="
-                    f"{self.d_model_})."
-                )
-        params = model.init_params(self._random_state, sequences_dtype(sequences), init)
+            n_outputs = (
+                len(self.classes_) if task == "classification" else train.y.shape[1]
+            )
+        config = self._resolve_config(sequences, lengths, user_weight, init, n_outputs)
+        self._model_config = config.as_dict()
+        self.n_heads_ = config.n_heads
+        self.head_dim_ = config.d_model // config.n_heads
+        self.d_model_ = config.d_model
+        self.patch_size_ = config.patch_size
+        self.max_tokens_ = int(lengths.max())
+        model = build_model(config)
+        flat, _ = model.flat_init(init)
+        params = model.init_params(self._random_state, sequences_dtype(sequences), flat)
         if self.scale_tokens:
+            weight = user_weight if train is None else train.sample_weight
             params["token_mean"], params["token_scale"] = token_moments(
-                sequences, sample_weight, per_position=self._input_kind == TABLE
+                sequences, weight, per_position=input_format(self)["kind"] == TABLE
             )
         self._store_params(params, model)
-        self.n_iter_ = 0
-        self.t_ = 0
-        self.loss_ = None
-        self.loss_curve_ = []
-        self.best_loss_ = np.inf
-        self.validation_scores_ = [] if self.early_stopping_ else None
-        self.validation_loss_curve_ = [] if self.early_stopping_ else None
-        self.best_validation_score_ = -np.inf if self.early_stopping_ else None
-        self._no_improvement_count = 0
-        if hasattr(self, "_optimizer_state"):
-            del self._optimizer_state
+        history = History()
+        if self.early_stopping_:
+            history.start_validation()
+        history.write(self)
+        self._optimizer_state = None
 
-    def _resolve_head_dim(self, n_features, init, labels):
+    def _resolve_config(self, sequences, lengths, user_weight, init, n_outputs):
+        """The model this fit builds, with its ``"auto"`` values resolved."""
+        patch_size = self._resolve_patch_size(sequences, lengths, user_weight)
+        n_features = token_width(sequences)
+        read_width = n_features * (patch_size or 1)  # of the model's tokens
+        n_heads = self.n_heads
+        d_model = n_heads * self._resolve_head_dim(init)
+        n_tokens = int(lengths.max())
+        token_scale_shape = None
+        if self.scale_tokens:  # per column of a table, per token feature
+            token_scale_shape = (n_features,)
+            if input_format(self)["kind"] == TABLE:
+                token_scale_shape = (n_tokens, n_features)
+        return ModelConfig(
+            n_features=n_features,
+            n_heads=n_heads,
+            d_model=d_model,
+            n_layers=self.n_layers,
+            ff_dim=self.ff_dim,
+            activation=self.activation,
+            layer_norm=self.layer_norm,
+            residual=self.residual,
+            causal=self.causal,
+            positional_encoding=self.positional_encoding,
+            pooling=self.pooling,
+            n_positions=int(patch_count(n_tokens, patch_size))
+            if patch_size
+            else n_tokens,
+            projects_input="input" in init or read_width != d_model,
+            token_scale_shape=token_scale_shape,
+            patch_size=patch_size,
+            n_outputs=n_outputs,
+        )
+
+    def _resolve_head_dim(self, init):
         """Head width: the parameter, else the width ``init`` implies, else the rule."""
         if self.head_dim is not None:
             return self.head_dim
-        for name in ("query", "key", "value", "output", "input"):
-            name = name if name == "input" else f"layers.0.{name}"
-            if name in init:
-                width = init[name].shape[-1]
+        first_layer = init.get("layers", [init])[0]
+        named = [
+            (first_layer, key, f"init[{key!r}]")
+            for key in ("query", "key", "value", "output")
+        ]
+        if "layers" in init:
+            named = [
+                (first_layer, key, f"init['layers'][0][{key!r}]")
+                for key in ("query", "key", "value", "output")
+            ]
+        for source, key, label in [*named, (init, "input", "init['input']")]:
+            if key in source:
+                width = source[key].shape[-1]
                 if width % self.n_heads:
                     raise ValueError(
-                        f"{labels[name]} has {width} columns, which n_heads="
+                        f"{label} has {width} columns, which n_heads="
                         f"{self.n_heads} does not divide; its width sets the model "
                         "width n_heads * head_dim."
                     )
@@ -466,68 +575,120 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
         if self.patch_size != "auto":
             return self.patch_size
         median = None
-        if self._input_kind != TABLE:
+        if input_format(self)["kind"] != TABLE:
             median = series_median_length(sequences, lengths, sample_weight)
         if median is None or median <= AUTO_PATCH_MIN_LENGTH:
             return None
         return math.ceil(median / AUTO_PATCHES)
 
+    def _train(self, train, validation, incremental, tasks):
+        """Train the fitted model on ``train`` with the solver."""
+        model = self._model()
+        input_dtype = sequences_dtype(train.sequences)
+        dtype = training_dtype(self.solver, input_dtype)
+        train = train.astype(dtype)
+        if validation is not None:
+            validation = validation.astype(dtype)
+        params = self._fitted_params(dtype, model, copy=True)
+        history = History.read(self)
+        name = type(self).__name__
+        tasks.to_attributes = lambda params: model.to_attributes(
+            self._trained_params(params, model, input_dtype)
+        )
+        start = time.time()
+        if self.verbose:
+            header = f"{'Iteration':>10} {'Objective Value':>20} {'Time(s)':>10}"
+            if self.early_stopping_:
+                header += f" {'Validation':>12}"
+            print(f"[{name}]\n[{name}] {header}")
+            print(f"[{name}] {'-' * len(header)}")
+        # one BLAS thread: on the small matrix products of a minibatch, two
+        # threads ran many times slower on a busy 2-core machine
+        with single_threaded_blas():
+            if self.solver == "lbfgs":
+                fit_lbfgs(
+                    model,
+                    params,
+                    train,
+                    max_iter=self.max_iter,
+                    tol=self.tol,
+                    alpha=self.alpha,
+                    history=history,
+                    tasks=tasks,
+                    verbose=self.verbose,
+                    name=name,
+                )
+            else:
+                settings = self._adam_settings(incremental)
+                state = self._optimizer_state if incremental else None
+                optimizer = new_optimizer(params, model, settings, state)
+                self._optimizer_state = optimizer.state
+                fit_adam(
+                    model,
+                    params,
+                    train,
+                    settings,
+                    history=history,
+                    optimizer=optimizer,
+                    rng=self._random_state,
+                    tasks=tasks,
+                    validation=validation,
+                    classes=getattr(self, "classes_", None),
+                )
+        if self.verbose:
+            print(f"[{name}] Training took {time.time() - start:.2f}s.")
+        self._store_params(self._trained_params(params, model, input_dtype), model)
+        history.write(self)
+
+    def _adam_settings(self, incremental):
+        """The solver's hyper-parameters, ``"auto"`` resolved."""
+        return AdamSettings(
+            max_iter=self.max_iter,
+            batch_size=self.batch_size,
+            learning_rate=resolve_learning_rate(
+                self.learning_rate_init, self.early_stopping_
+            ),
+            beta_1=self.beta_1,
+            beta_2=self.beta_2,
+            epsilon=self.epsilon,
+            shuffle=self.shuffle,
+            dropout=self.dropout,
+            tol=self.tol,
+            patience=resolve_patience(
+                self.n_iter_no_change, validating=self.early_stopping_
+            ),
+            early_stopping=self.early_stopping if self.early_stopping_ else False,
+            validation_fraction=self.validation_fraction,
+            alpha=self.alpha,
+            incremental=incremental,
+            verbose=self.verbose,
+            name=type(self).__name__,
+        )
+
     # The model and its parameters
     # ----------------------------
 
-    def _model(self, n_outputs=0, projects_input=None):
-        """The model of the fitted structure (see :func:`skattn._model.build_model`).
+    def _config(self):
+        """The fitted model's :class:`~skattn._model.model.ModelConfig`."""
+        config = dict(self._model_config)
+        if config["token_scale_shape"] is not None:
+            config["token_scale_shape"] = tuple(config["token_scale_shape"])
+        return ModelConfig(**config)
 
-        Built from the fitted attributes and the parameter values recorded when
-        the model was built, never from parameters changed since.
+    def _model(self):
+        """The fitted model (with its training head, when it has one)."""
+        return build_model(self._config())
 
-        Parameters
-        ----------
-        n_outputs : int, default=0
-            Outputs of the training head; 0 for none.
-        projects_input : bool, default=None
-            Whether the tokens are projected; None: whether the fitted model
-            has an input projection.
-        """
-        if projects_input is None:
-            projects_input = self.input_weights_ is not None
-        structure = self._fitted_structure
-        n_features = self._token_width()
-        token_shape = None
-        if structure["scale_tokens"]:  # per column of a table, per token feature
-            token_shape = (n_features,)
-            if self._input_kind == TABLE:
-                token_shape = (self.max_tokens_, n_features)
-        return build_model(
-            n_features=n_features,
-            d_model=self.d_model_,
-            n_heads=self.n_heads_,
-            n_layers=structure["n_layers"],
-            ff_dim=structure["ff_dim"],
-            activation=structure["activation"],
-            norm_first=structure["norm_first"],
-            residual=structure["residual"],
-            layer_norm=structure["layer_norm"],
-            causal=structure["causal"],
-            pooling=structure["pooling"],
-            positional_encoding=structure["positional_encoding"],
-            n_positions=self._n_model_tokens(self.max_tokens_),
-            patch_size=self.patch_size_,
-            projects_input=projects_input,
-            token_shape=token_shape,
-            n_outputs=n_outputs,
-        )
-
-    def _fitted_params(self, dtype, model):
+    def _fitted_params(self, dtype, model, copy=False):
         """The fitted parameters of ``model`` as a dict, cast to ``dtype``."""
-        params = attributes_to_params(self, model.param_specs())
-        return {name: value.astype(dtype, copy=False) for name, value in params.items()}
+        params = model.from_attributes(self)
+        return {name: value.astype(dtype, copy=copy) for name, value in params.items()}
 
     def _trained_params(self, params, model, dtype):
         """The solver's parameters as stored: the trained ones copied in the
         input's ``dtype``, the fixed ones (token statistics) at the full
         precision they were stored with."""
-        fixed = self._fitted_params(dtype, model)
+        fixed = model.from_attributes(self)
         trainable = model.trainable_names()
         return {
             name: value.astype(dtype) if name in trainable else fixed[name]
@@ -536,9 +697,8 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
 
     def _store_params(self, params, model):
         """Store a parameter dict as fitted attributes (None for absent ones)."""
-        attributes = params_to_attributes(
-            params, model.param_specs(), self._fitted_structure["n_layers"]
-        )
+        attributes = dict.fromkeys(PARAMETER_ATTRIBUTES)
+        attributes.update(model.to_attributes(params))
         for name, value in attributes.items():
             setattr(self, name, value)
 
@@ -548,14 +708,7 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
     def _check_sequences(self, X):
         """Validate X for a fitted estimator; return checked sequences."""
         check_is_fitted(self)
-        sequences = check_input(
-            self,
-            X,
-            reset=False,
-            features_per_token=self._fitted_structure["features_per_token"],
-            # absent from estimators fitted before data_format existed
-            data_format=self._fitted_structure.get("data_format", CHANNELS_LAST),
-        )
+        sequences = check_input(self, X, reset=False)
         self._check_lengths(sequence_lengths(sequences))
         return sequences
 
@@ -590,7 +743,6 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
         model = self._model()
         params = self._fitted_params(sequences_dtype(sequences), model)
         lengths = sequence_lengths(sequences)
-        scaler = model.units_of(TokenScaler)  # None without scale_tokens
         # the weights go straight to weights_out: a batch holds a block of them
         row_bytes = model_row_bytes(model, sequences, training=False)
 
@@ -600,29 +752,14 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
                 params, x, lengths[rows], layer=layer, weights_out=rows_out
             )
             if pool_tokens:
-                if scaler is not None:  # the model's standardisation: a new array
-                    x = scaler.forward(params, x, None)[0]
-                statistics = pool_statistics(x, lengths[rows], TOKEN_STATISTICS)
+                statistics = pool_statistics(
+                    model.standardise(params, x), lengths[rows], TOKEN_STATISTICS
+                )
                 pooled = np.concatenate([pooled, statistics], axis=1)
             return rows, tokens, pooled
 
         rows = np.arange(len(lengths))
         yield from map_batches(run, sequences, lengths, rows, row_bytes, batch_budget())
-
-    def _transform(self, X):
-        """Pooled representations of X."""
-        sequences = self._check_sequences(X)
-        X_new = np.empty(
-            (len(sequences), self._n_features_out), dtype=sequences_dtype(sequences)
-        )
-        with single_threaded_blas():  # once, not per batch: it costs ~20 us
-            batches = self._forward_batches(sequences, pool_tokens=self._pools_tokens())
-            for rows, _, pooled in batches:
-                X_new[rows] = pooled
-        check_finite_output(
-            self, X_new, sequences, self._fitted_structure["scale_tokens"]
-        )
-        return X_new
 
     def _per_token(self, X, layer=None, max_bytes=None):
         """Per-token outputs, or the attention weights of ``layer``.
@@ -657,7 +794,7 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
             out = np.empty((len(sequences), *shapes[0]), dtype=dtype)
         else:
             out = [np.empty(shape, dtype=dtype) for shape in shapes]
-        with single_threaded_blas():  # see _transform
+        with single_threaded_blas():  # once, not per batch: it costs ~20 us
             for rows, tokens, _ in self._forward_batches(
                 sequences, layer=layer, weights_out=out
             ):
@@ -668,9 +805,12 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
                     continue
                 for row, row_tokens in zip(rows, tokens, strict=True):
                     out[row][...] = row_tokens[: len(out[row])]
-        scale_tokens = self._fitted_structure["scale_tokens"]
-        check_finite_output(self, out, sequences, scale_tokens)
+        check_finite_output(self, out, sequences, self._scales_tokens())
         return out
+
+    def _scales_tokens(self):
+        """Whether the fitted model standardises its tokens."""
+        return self._config().token_scale_shape is not None
 
     def _check_weights_bytes(self, n_tokens, dtype, max_bytes):
         """Raise before computing attention weights larger than ``max_bytes``."""
@@ -698,35 +838,96 @@ class BaseAttention(TargetMixin, *CALLBACK_BASES, BaseEstimator):
             )
         return int(layer) % n_layers
 
-    @property
-    def _n_features_out(self):
-        """Number of output features, for ``get_feature_names_out``."""
-        n_features = self.d_model_
-        if self._fitted_structure["pooling"] == "flatten":
-            n_features = self._n_model_tokens(self.max_tokens_) * self.d_model_
-        if self._pools_tokens():
-            n_features += len(TOKEN_STATISTICS) * self._token_width()
-        return n_features
+    # The per-token methods of every attention estimator
+    # --------------------------------------------------
 
-    def _token_width(self):
-        """Features of a token of the fitted input (before patches)."""
-        if self._input_kind == TABLE:
-            return self._fitted_structure["features_per_token"] or 1
-        return self.n_features_in_
+    def transform_sequences(self, X):
+        """Per-token outputs of the last layer (and final norm), before pooling.
 
-    def _pools_tokens(self):
-        """Whether transform puts the tokens' statistics after the model's
-        outputs (AttentionTransformer's ``pool_tokens`` as fitted; "auto": for
-        tokens of more than ``SERIES_MAX_FEATURES`` features)."""
-        value = self._fitted_structure.get("pool_tokens", False)
-        if isinstance(value, str):  # "auto"
-            return self._token_width() > SERIES_MAX_FEATURES
-        return bool(value)
+        Parameters
+        ----------
+        X : {array-like, DataFrame} of shape (n_samples, n_features), ndarray of \
+                shape (n_samples, n_tokens, n_features), or list of array-like of \
+                shape (n_tokens_i, n_features)
+            Sequences of the kind seen in fit.
 
-    def _n_model_tokens(self, n_tokens):
-        """Tokens the model sees for a sequence of ``n_tokens``: its patches."""
-        size = self.patch_size_
-        return patch_count(n_tokens, size) if size else n_tokens
+        Returns
+        -------
+        tokens : ndarray of shape (n_samples, n_tokens, ``d_model_``) or list \
+                of ndarray of shape (n_tokens_i, ``d_model_``)
+            An array for table and 3D input, a list for a list of sequences. With
+            ``pooling="cls"`` each sequence ends with the class token's output
+            (``n_tokens + 1`` rows); with patches, one row per patch. One row
+            per token whatever ``data_format``: with ``"channels_first"``, one
+            per time point.
+        """
+        if is_dask_collection(X):  # lazy, block by block (skattn._dask)
+            return blocked_outputs(self, "transform_sequences", X)
+        return self._per_token(X)
+
+    def attention_weights(self, X, *, layer=-1, max_bytes=ATTENTION_WEIGHTS_MAX_BYTES):
+        """Attention weights of every head of one encoder layer.
+
+        Row ``t`` of a head's matrix gives how much token ``t`` attends to each
+        token; rows sum to 1.
+
+        The result holds ``n_heads_ * n_tokens**2`` numbers per sequence: 12 GiB
+        for one sequence of 20,000 tokens with 4 heads in float64. Its size is
+        checked against ``max_bytes`` before anything is computed, and the
+        weights are written straight into it, a block of rows at a time: the
+        call needs little more memory than its result.
+
+        Parameters
+        ----------
+        X : {array-like, DataFrame} of shape (n_samples, n_features), ndarray of \
+                shape (n_samples, n_tokens, n_features), or list of array-like of \
+                shape (n_tokens_i, n_features)
+            Sequences of the kind seen in fit.
+
+        layer : int, default=-1
+            Which encoder layer, counted from 0 (negative values count from the
+            last).
+
+        max_bytes : int, float or None, default=2**30
+            The largest result allowed, in bytes (1 GiB by default, as
+            scikit-learn's default ``working_memory``): a larger one raises a
+            ``ValueError`` naming its size before any work. Raise it when the
+            memory is there; None for no limit.
+
+        Returns
+        -------
+        weights : ndarray of shape (n_samples, n_heads, n_tokens, n_tokens) or \
+                list of ndarray of shape (n_heads, n_tokens_i, n_tokens_i)
+            An array for table and 3D input, a list for a list of sequences. With
+            ``pooling="cls"`` the class token is the last token (``n_tokens + 1``);
+            with patches, ``n_tokens`` counts patches. With
+            ``data_format="channels_first"`` the tokens are the time points.
+        """
+        if is_dask_collection(X):  # lazy, block by block (skattn._dask)
+            return blocked_outputs(
+                self, "attention_weights", X, layer=layer, max_bytes=max_bytes
+            )
+        layer = self._check_layer(layer)
+        return self._per_token(X, layer=layer, max_bytes=max_bytes)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.three_d_array = True
+        return tags
+
+
+def _is_value(value, expected):
+    """Whether a parameter's ``value`` is ``expected``: equal and of the same
+    kind (None, a bool, a string or a number: True is not 1 here)."""
+    return _kind(value) == _kind(expected) and value == expected
+
+
+def _kind(value):
+    if value is None:
+        return "none"
+    if isinstance(value, (bool, np.bool_)):
+        return "bool"
+    return "str" if isinstance(value, str) else "number"
 
 
 def _rows_of(out, rows):
@@ -761,11 +962,3 @@ def _format_bytes(n_bytes):
             return f"{n_bytes:.1f} {unit}" if unit != "bytes" else f"{n_bytes} bytes"
         n_bytes /= 1024
     return f"{n_bytes:.1f} TiB"
-
-
-def _init_key(name):
-    """How a parameter is named in ``init``: ``init['layers'][0]['query']``."""
-    if name.startswith("layers."):
-        _, index, local = name.split(".", 2)
-        return f"init['layers'][{index}]['{local}']"
-    return f"init['{name}']"

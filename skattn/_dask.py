@@ -40,7 +40,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
-from ._training import patience, update_no_improvement_count, warn_if_diverged
+from ._training import History, resolve_patience, warn_if_diverged
 
 
 def is_dask_collection(X):
@@ -246,7 +246,7 @@ def blocked_fit(
     work = clone(est) if fresh else copy.deepcopy(est)
     if not fresh and not incremental:
         # fit with warm_start: Adam's moments start afresh, as in memory
-        work.__dict__.pop("_optimizer_state", None)
+        work._optimizer_state = None
     task = _task(est, y_blocks)
     if task == "classification" and classes is None and fresh:
         # partial_fit needs every class at its first call; the labels are small
@@ -260,18 +260,15 @@ def blocked_fit(
     if sample_weight is not None:
         block_weights = np.array([_block_sum(w) for w in weight_blocks]).astype(float)
     n_epochs = 1 if incremental else est.max_iter
-    n_iter_no_change = patience(est, validating=False)  # never validates
+    n_iter_no_change = resolve_patience(est.n_iter_no_change, validating=False)
     orders = [np.arange(n_blocks)] * n_epochs
     if not incremental and est.shuffle:
         orders = block_orders(est.random_state, n_blocks, n_epochs)
     stopped = False
     for order in orders:
-        state = (
-            getattr(work, "n_iter_", 0),
-            getattr(work, "best_loss_", np.inf),
-            getattr(work, "_no_improvement_count", 0),
-        )
-        n_losses = len(getattr(work, "loss_curve_", []))
+        # one entry of the history per epoch, not one per block's partial_fit
+        history = History.read(work) if hasattr(work, "layers_") else History()
+        n_losses = len(history.loss_curve)
         for index in order:
             work = _fit_step(
                 work,
@@ -281,8 +278,12 @@ def blocked_fit(
                 classes,
                 True,
             )
-        _record_epoch(work, state, n_losses, block_weights[order])
-        if not incremental and work._no_improvement_count > n_iter_no_change:
+        losses = np.asarray(work.loss_curve_[n_losses:])
+        weights = block_weights[order]
+        loss = float(np.sum(losses * weights) / np.sum(weights))
+        history.end_epoch(loss, work.t_ - history.t, est.tol)
+        history.write(work)
+        if not incremental and history.no_improvement_count > n_iter_no_change:
             stopped = True
             break
     if not incremental and not stopped:
@@ -293,7 +294,8 @@ def blocked_fit(
             stacklevel=3,
         )
     if not incremental:
-        warn_if_diverged(work)
+        learning_rate = work._optimizer_state["learning_rate_init"]
+        warn_if_diverged(History.read(work), learning_rate, stacklevel=4)
     return _copy_fitted(work, est, fresh)
 
 
@@ -346,16 +348,6 @@ def _block_sum(weights):
     import dask
 
     return float(dask.compute(weights.sum())[0])
-
-
-def _record_epoch(est, state, n_losses, weights):
-    """One entry of the history per epoch, not one per block's partial_fit."""
-    losses = np.asarray(est.loss_curve_[n_losses:])
-    est.n_iter_, est.best_loss_, est._no_improvement_count = state
-    est.n_iter_ += 1
-    est.loss_ = float(np.sum(losses * weights) / np.sum(weights))
-    est.loss_curve_ = [*est.loss_curve_[:n_losses], est.loss_]
-    update_no_improvement_count(est, None)
 
 
 def _aligned(values, X, name, call):

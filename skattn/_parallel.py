@@ -1,4 +1,4 @@
-"""Threads and BLAS limits: how skattn uses the cores it is allowed.
+"""Threads, BLAS limits and cache-sized chunks: how skattn uses the cores.
 
 Infrastructure, no numerics. Matrix products of attention are small, so BLAS
 runs on one thread inside skattn's computations, and the cores the user allows
@@ -60,6 +60,33 @@ from contextvars import ContextVar
 from functools import cache
 
 from threadpoolctl import ThreadpoolController
+
+# Work computed at once by one task (a chunk of sequences, a block of
+# attention weights) stays within about this many bytes: chunks that stay in
+# the CPU's caches ran faster than one large batch, and did not pay for the
+# page faults of large fresh arrays (see the user guide, "How the defaults
+# were chosen").
+CACHE_BYTES = 4 * 2**20
+
+
+def even_chunks(n_items, item_bytes, budget_bytes):
+    """Slices of ``n_items`` items of ``item_bytes`` each, at most
+    ``budget_bytes`` a chunk (at least one item), and as even as possible:
+    16 + 16 items, not 24 + 8.
+
+    Returns
+    -------
+    chunks : list of slice
+    """
+    if n_items == 0:
+        return []
+    per_chunk = max(1, int(budget_bytes // max(1, item_bytes)))
+    n_chunks = -(-n_items // per_chunk)
+    per_chunk = -(-n_items // n_chunks)
+    return [
+        slice(start, min(start + per_chunk, n_items))
+        for start in range(0, n_items, per_chunk)
+    ]
 
 
 @cache

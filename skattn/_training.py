@@ -1,17 +1,20 @@
-"""Learning the model from y: the loss and its gradients, and the two solvers.
+"""Learning the model from y: the training set, its history and the two solvers.
 
 One loss/gradient routine (:func:`loss_gradients`: forward, head, weighted
 loss, backward, L2 penalty) serves both solvers, as ``_backprop`` does in
 scikit-learn's ``neural_network``: :func:`fit_adam` calls it once per
 minibatch, :func:`fit_lbfgs` wraps it with packing of the parameters into one
-vector. The solvers read the estimator's hyper-parameters and write its
-training history (``n_iter_``, ``loss_curve_``, ...); the parameters travel as
-a dict of arrays and are updated in place.
+vector. The solvers work on explicit objects: a :class:`TrainingSet`, the
+parameters as a dict of arrays (updated in place), the settings of the
+estimator (:class:`AdamSettings`), and a :class:`History` that they own and
+that the estimator reads its training attributes from. No solver reads or
+writes an estimator.
 """
 
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import dataclasses
 import math
 import time
 import warnings
@@ -23,71 +26,248 @@ from sklearn.metrics import accuracy_score, r2_score
 from sklearn.model_selection import train_test_split
 from sklearn.utils import gen_batches
 
-from ._head import LOSS_FUNCTIONS
-from ._layers import DropoutStreams
+from ._model.encoder import DropoutStreams
+from ._model.head import LOSS_FUNCTIONS
+from ._model.sequences import (
+    astype_sequences,
+    map_batches,
+    sequences_dtype,
+    token_width,
+)
 from ._optimizers import AdamOptimizer
-from ._sequences import BATCH_BYTES, map_batches, sequences_dtype, token_width
-from ._validation import working_memory_bytes
+from ._validation import batch_budget
 
-# batch_size="auto": min(200, n_samples) as MLPClassifier, but minibatches of
-# EARLY_STOPPING_BATCH when early stopping is on: its few epochs then take more,
-# smaller steps (text: +0.6 and +1.9 points of accuracy, in less time).
+
+def training_dtype(solver, input_dtype):
+    """The dtype a solver computes in: the one place of this choice.
+
+    Adam steps in float32, as torch trains: twice the speed of float64 for
+    minibatch gradients that are noisy far above float32's rounding. L-BFGS
+    keeps the input's precision for its line searches.
+    """
+    return np.dtype(np.float32) if solver == "adam" else np.dtype(input_dtype)
+
+
+@dataclasses.dataclass
+class TrainingSet:
+    """Samples as the loss reads them: a training set, or a validation set.
+
+    Attributes
+    ----------
+    sequences : ndarray of shape (n_samples, n_tokens, n_features) or list
+        Checked sequences.
+    lengths : ndarray of shape (n_samples,)
+        Their lengths.
+    y : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+        Class indices, or standardised targets.
+    sample_weight : ndarray of shape (n_samples,)
+        Weights of the loss (times the class weights), normalised.
+    alpha : float
+        The L2 penalty for these weights (see :func:`skattn._targets.penalty`).
+    task : {"classification", "regression"}
+        Picks the loss.
+    """
+
+    sequences: object
+    lengths: np.ndarray
+    y: np.ndarray
+    sample_weight: np.ndarray
+    alpha: float
+    task: str
+
+    def __len__(self):
+        return len(self.lengths)
+
+    def astype(self, dtype):
+        """The set in ``dtype`` (the sequences, weights and regression targets)."""
+        y = self.y.astype(dtype) if self.task == "regression" else self.y
+        return dataclasses.replace(
+            self,
+            sequences=astype_sequences(self.sequences, dtype),
+            y=y,
+            sample_weight=self.sample_weight.astype(dtype),
+        )
+
+
+@dataclasses.dataclass
+class History:
+    """What training has done so far: the estimator's training attributes.
+
+    The solvers update it, epoch by epoch; the estimator reads it into its
+    attributes (``n_iter_``, ``loss_curve_``, ...) and back, so that a warm
+    start, a ``partial_fit`` and the blocked fit of a dask array go on from
+    the same record.
+    """
+
+    n_iter: int = 0
+    t: int = 0
+    loss: float | None = None
+    loss_curve: list = dataclasses.field(default_factory=list)
+    best_loss: float = math.inf
+    validation_scores: list | None = None
+    validation_loss_curve: list | None = None
+    best_validation_score: float | None = None
+    no_improvement_count: int = 0
+
+    # field -> fitted attribute
+    ATTRIBUTES = {
+        "n_iter": "n_iter_",
+        "t": "t_",
+        "loss": "loss_",
+        "loss_curve": "loss_curve_",
+        "best_loss": "best_loss_",
+        "validation_scores": "validation_scores_",
+        "validation_loss_curve": "validation_loss_curve_",
+        "best_validation_score": "best_validation_score_",
+        "no_improvement_count": "_no_improvement_count",
+    }
+
+    @classmethod
+    def read(cls, estimator):
+        """The history of a fitted estimator (a copy: the lists too)."""
+        values = {
+            field: getattr(estimator, attribute)
+            for field, attribute in cls.ATTRIBUTES.items()
+        }
+        return cls(**values).copy()
+
+    def write(self, estimator):
+        """Set the estimator's training attributes (copies of the lists)."""
+        for field, value in dataclasses.asdict(self.copy()).items():
+            setattr(estimator, self.ATTRIBUTES[field], value)
+
+    def copy(self):
+        """A copy whose lists are new."""
+        return dataclasses.replace(
+            self,
+            loss_curve=list(self.loss_curve),
+            validation_scores=_copy_list(self.validation_scores),
+            validation_loss_curve=_copy_list(self.validation_loss_curve),
+        )
+
+    def start_validation(self):
+        """Record validation scores from now on (early stopping is on)."""
+        if self.validation_scores is None:
+            self.validation_scores, self.best_validation_score = [], -math.inf
+        if self.validation_loss_curve is None:
+            self.validation_loss_curve = []
+
+    def end_epoch(self, loss, n_samples, tol, score=None, validation_loss=None):
+        """Record an epoch's training loss (and validation score and loss).
+
+        Returns
+        -------
+        best : bool
+            Whether ``score`` is above every validation score before it.
+        """
+        self.n_iter += 1
+        self.t += n_samples
+        self.loss = loss
+        self.loss_curve.append(loss)
+        best = False
+        if score is not None:
+            best = score > self.best_validation_score
+            self.validation_scores.append(score)
+            self.validation_loss_curve.append(validation_loss)
+            if score < self.best_validation_score + tol:
+                self.no_improvement_count += 1
+            else:
+                self.no_improvement_count = 0
+            self.best_validation_score = max(self.best_validation_score, score)
+        elif loss > self.best_loss - tol:
+            self.no_improvement_count += 1
+        else:
+            self.no_improvement_count = 0
+        self.best_loss = min(self.best_loss, loss)
+        return best
+
+
+def _copy_list(values):
+    return None if values is None else list(values)
+
+
+@dataclasses.dataclass(frozen=True)
+class AdamSettings:
+    """The hyper-parameters of :func:`fit_adam`, resolved by the estimator.
+
+    Attributes
+    ----------
+    max_iter : int
+        Epochs at most (one for ``partial_fit``).
+    batch_size : int or "auto"
+        ``"auto"``: ``min(200, n_samples)``, or ``EARLY_STOPPING_BATCH`` with
+        early stopping.
+    learning_rate, beta_1, beta_2, epsilon : float
+        Adam's, for a new optimizer.
+    shuffle : bool
+        Shuffle the samples before each epoch.
+    dropout : float
+        Training-time dropout rate.
+    tol : float
+        Improvement below which an epoch counts as none.
+    patience : int
+        Epochs without improvement before stopping.
+    early_stopping : bool or "auto"
+        Hold out a validation set and keep the best epoch's weights when true;
+        the estimator's value (True, or "auto" resolved on), for messages.
+    validation_fraction : float
+        Share of the samples held out with early stopping.
+    alpha : float
+        The estimator's L2 penalty, for messages.
+    incremental : bool
+        One epoch of ``partial_fit``: no validation, no stopping rule.
+    verbose : bool
+        Print a line per epoch.
+    name : str
+        The estimator's class name, for messages.
+    """
+
+    max_iter: int
+    batch_size: object
+    learning_rate: float
+    beta_1: float
+    beta_2: float
+    epsilon: float
+    shuffle: bool
+    dropout: float
+    tol: float
+    patience: int
+    early_stopping: object
+    validation_fraction: float
+    alpha: float
+    incremental: bool
+    verbose: bool
+    name: str
+
+
+# The "auto" values of Adam's settings (user guide, "How the defaults were
+# chosen"): with early stopping, minibatches of 32 (its few epochs take more,
+# smaller steps), twice MLPClassifier's step size and a patience of 3 epochs of
+# the validation score; without, min(200, n_samples), MLPClassifier's step and
+# its patience of 10 epochs of the training loss.
 EARLY_STOPPING_BATCH = 32
-
-# n_iter_no_change="auto": epochs without improvement before Adam stops, of the
-# validation score with early stopping and of the training loss without. On the
-# texts of the real-data benchmark the validation score peaked early, and 3
-# epochs kept the test scores in 0.6 of the time on average; the training loss
-# of small sets needs MLPClassifier's 10 (5 stopped ArrowHead at 0.61, not 0.75).
+LEARNING_RATE = 1e-3
+EARLY_STOPPING_LEARNING_RATE = 2e-3
 VALIDATION_PATIENCE = 3
 LOSS_PATIENCE = 10
 
 
-# learning_rate_init="auto": Adam's step size, MLPClassifier's 1e-3, and twice
-# that with early stopping, whose minibatches of 32 and best-epoch weights
-# stand a larger step: the four texts of the real-data benchmark, three seeds,
-# gained on average and reached their best validation score in fewer epochs.
-LEARNING_RATE = 1e-3
-EARLY_STOPPING_LEARNING_RATE = 2e-3
+def resolve_learning_rate(learning_rate_init, early_stopping):
+    """Adam's step size for a new optimizer, ``"auto"`` resolved."""
+    if learning_rate_init != "auto":
+        return learning_rate_init
+    return EARLY_STOPPING_LEARNING_RATE if early_stopping else LEARNING_RATE
 
 
-def learning_rate(est):
-    """Adam's step size for a new optimizer: ``learning_rate_init``, with
-    ``"auto"`` resolved (``partial_fit`` goes on with its optimizer's)."""
-    if est.learning_rate_init != "auto":
-        return est.learning_rate_init
-    return EARLY_STOPPING_LEARNING_RATE if est.early_stopping_ else LEARNING_RATE
-
-
-def patience(est, *, validating):
-    """Epochs without improvement before Adam stops (``n_iter_no_change``)."""
-    if est.n_iter_no_change != "auto":
-        return est.n_iter_no_change
+def resolve_patience(n_iter_no_change, *, validating):
+    """Epochs without improvement before Adam stops, ``"auto"`` resolved: of
+    the validation score when ``validating``, of the training loss without."""
+    if n_iter_no_change != "auto":
+        return n_iter_no_change
     return VALIDATION_PATIENCE if validating else LOSS_PATIENCE
 
 
-def batch_budget():
-    """Bytes a batch may use: ``working_memory``, and a cache-sized batch at most."""
-    return min(working_memory_bytes(), BATCH_BYTES)
-
-
-def model_row_bytes(model, sequences, *, training):
-    """``row_bytes(n_tokens)`` of the model on these sequences."""
-    n_features = token_width(sequences)
-    itemsize = sequences_dtype(sequences).itemsize
-
-    def row_bytes(n_tokens):
-        return model.row_bytes(
-            n_tokens,
-            n_features=n_features,
-            itemsize=itemsize,
-            training=training,
-        )
-
-    return row_bytes
-
-
-def loss_gradients(model, params, data, rows, *, task, alpha, dropout=None):
+def loss_gradients(model, params, data, rows, *, dropout=None):
     """Loss and gradients on the samples ``rows``: weighted mean loss + L2.
 
     Parameters
@@ -96,16 +276,10 @@ def loss_gradients(model, params, data, rows, *, task, alpha, dropout=None):
         The model, with its training head.
     params : dict of str to ndarray
         Its parameters.
-    data : tuple
-        ``(sequences, lengths, y, sample_weight)`` of the whole training set
-        (y holds class indices or standardised targets).
+    data : TrainingSet
+        The whole training set.
     rows : ndarray of int
         Samples of this (mini)batch.
-    task : {"classification", "regression"}
-        Picks the loss.
-    alpha : float
-        L2 penalty, relative to the summed sample weight as in scikit-learn's
-        MLP.
     dropout : tuple of (float, int) or None, default=None
         ``(p, seed)`` of this step's dropout; None for none.
 
@@ -115,13 +289,16 @@ def loss_gradients(model, params, data, rows, *, task, alpha, dropout=None):
     grads : dict of str to ndarray
         By name, for every trainable parameter.
     """
-    sequences, all_lengths, all_y, all_weights = data
-    total_weight = float(all_weights[rows].sum())
-    loss_function = LOSS_FUNCTIONS[task]
+    total_weight = float(data.sample_weight[rows].sum())
+    loss_function = LOSS_FUNCTIONS[data.task]
     head_params = {name: params[name] for name in model.head.param_specs()}
 
     def batch_loss_grad(batch, x):
-        lengths, y, weight = all_lengths[batch], all_y[batch], all_weights[batch]
+        lengths, y, weight = (
+            data.lengths[batch],
+            data.y[batch],
+            data.sample_weight[batch],
+        )
         if not weight.sum() > 0:
             # samples of weight zero only (a long sequence alone in its batch):
             # nothing to add, and the batch's mean loss would be 0 / 0
@@ -140,9 +317,9 @@ def loss_gradients(model, params, data, rows, *, task, alpha, dropout=None):
 
     loss = 0.0
     grads = {name: np.zeros_like(params[name]) for name in model.trainable_names()}
-    row_bytes = model_row_bytes(model, sequences, training=True)
+    row_bytes = model_row_bytes(model, data.sequences, training=True)
     for batch_loss, batch_grads in map_batches(
-        batch_loss_grad, sequences, all_lengths, rows, row_bytes, batch_budget()
+        batch_loss_grad, data.sequences, data.lengths, rows, row_bytes, batch_budget()
     ):  # summed in the order of the batches, whatever the threads
         loss += batch_loss
         for name, grad in batch_grads.items():
@@ -150,12 +327,25 @@ def loss_gradients(model, params, data, rows, *, task, alpha, dropout=None):
     for name, spec in model.param_specs().items():
         if spec.penalized:
             value = params[name]
-            loss += 0.5 * alpha * float(np.sum(value * value)) / total_weight
-            grads[name] += (alpha / total_weight) * value
+            loss += 0.5 * data.alpha * float(np.sum(value * value)) / total_weight
+            grads[name] += (data.alpha / total_weight) * value
     return loss, grads
 
 
-def validation_metrics(model, params, data, rows, task, alpha):
+def model_row_bytes(model, sequences, *, training):
+    """``row_bytes(n_tokens)`` of the model on these sequences."""
+    n_features = token_width(sequences)
+    itemsize = sequences_dtype(sequences).itemsize
+
+    def row_bytes(n_tokens):
+        return model.row_bytes(
+            n_tokens, n_features=n_features, itemsize=itemsize, training=training
+        )
+
+    return row_bytes
+
+
+def validation_metrics(model, params, data, rows):
     """Score and loss of the head on ``rows`` (the early-stopping validation set).
 
     Returns
@@ -167,175 +357,179 @@ def validation_metrics(model, params, data, rows, task, alpha):
         without dropout: the loss weighted by the rows' ``sample_weight``, plus
         the L2 penalty ``0.5 * alpha * ||W||^2 / sum(sample_weight[rows])``.
     """
-    sequences, lengths, y, sample_weight = data
 
     def predict(batch, x):
-        _, pooled, _ = model.forward(params, x, lengths[batch])
+        _, pooled, _ = model.forward(params, x, data.lengths[batch])
         return batch, model.head_forward(params, pooled)
 
-    predictions = np.empty((len(y), model.head.n_outputs))
-    row_bytes = model_row_bytes(model, sequences, training=False)
+    predictions = np.empty((len(data), model.head.n_outputs))
+    row_bytes = model_row_bytes(model, data.sequences, training=False)
     for batch, batch_predictions in map_batches(
-        predict, sequences, lengths, rows, row_bytes, batch_budget()
+        predict, data.sequences, data.lengths, rows, row_bytes, batch_budget()
     ):
         predictions[batch] = batch_predictions
-    weight = sample_weight[rows]
-    loss, _ = LOSS_FUNCTIONS[task](predictions[rows], y[rows], weight)
+    weight = data.sample_weight[rows]
+    loss, _ = LOSS_FUNCTIONS[data.task](predictions[rows], data.y[rows], weight)
     total_weight = float(weight.sum())
     for name, spec in model.param_specs().items():
         if spec.penalized:
             value = params[name]
-            loss += 0.5 * alpha * float(np.sum(value * value)) / total_weight
-    if task == "classification":
-        score = accuracy_score(y[rows], predictions[rows].argmax(axis=1))
+            loss += 0.5 * data.alpha * float(np.sum(value * value)) / total_weight
+    if data.task == "classification":
+        score = accuracy_score(data.y[rows], predictions[rows].argmax(axis=1))
     else:
-        score = r2_score(y[rows], predictions[rows])
+        score = r2_score(data.y[rows], predictions[rows])
     return score, loss
 
 
-def fit_adam(est, model, params, data, incremental, *, tasks, alpha, validation=None):
+def fit_adam(
+    model,
+    params,
+    data,
+    settings,
+    *,
+    history,
+    optimizer,
+    rng,
+    tasks,
+    validation=None,
+    classes=None,
+):
     """Adam on shuffled minibatches, with early stopping (like MLP's).
 
     A minibatch whose samples all weigh zero holds no sample: it takes no step.
 
     Parameters
     ----------
-    est : AttentionTransformer
-        Gives the hyper-parameters, its ``_random_state`` and
-        ``_optimizer_state`` (Adam's moments, step count and hyper-parameters as
-        plain numbers and arrays, kept between ``partial_fit`` calls); receives
-        the training history.
     model : Model
         The model with its head.
     params : dict of str to ndarray
         Updated in place; the best ones with early stopping.
-    data : tuple
-        ``(sequences, lengths, y, sample_weight)``.
-    incremental : bool
-        One epoch (``partial_fit``), no validation split.
-    alpha : float
-        L2 penalty for the weights of ``data`` (``est.alpha`` for the user's
-        weights, divided by the power of two that normalised them).
-    validation : tuple or None, default=None
-        ``(data, alpha)`` of an explicit validation set (``fit``'s ``X_val``
-        and ``y_val``) for early stopping, in the layout of ``data``; None: with
-        ``est.early_stopping_``, ``validation_fraction`` of ``data`` is held out.
+    data : TrainingSet
+        The training set.
+    settings : AdamSettings
+    history : History
+        Updated epoch by epoch.
+    optimizer : AdamOptimizer
+        Updates ``params`` (its state goes on from where it is).
+    rng : numpy.random.RandomState
+        Draws the validation split, the shuffles and the dropout seeds.
     tasks : FitTasks
         The fit's callback tasks: an ``"epoch"`` task per epoch, then a
         ``"validation"`` task with a validation set; a callback that asks to
         stop ends the training after the epoch.
+    validation : TrainingSet or None, default=None
+        An explicit validation set (``fit``'s ``X_val`` and ``y_val``) for
+        early stopping; None: with ``settings.early_stopping``,
+        ``validation_fraction`` of ``data`` is held out.
+    classes : ndarray or None, default=None
+        The class labels, for the messages of the validation split.
     """
-    sequences, lengths, y, sample_weight = data
-    n_samples = len(lengths)
+    n_samples = len(data)
     train = np.arange(n_samples)
     validation_rows = train_rows = held_out = None  # held_out: of the training set
-    if est.early_stopping_ and not incremental:
+    if settings.early_stopping and not settings.incremental:
         if validation is None:
-            train, validation_rows = validation_split(est, y, sample_weight)
-            validation_data, validation_alpha = data, alpha
+            train, validation_rows = validation_split(
+                data,
+                settings.validation_fraction,
+                rng,
+                setting=settings.early_stopping,
+                classes=classes,
+            )
+            validation = data
             train_rows, held_out = np.sort(train), np.sort(validation_rows)
         else:
-            validation_data, validation_alpha = validation
-            validation_rows = np.arange(len(validation_data[1]))
+            validation_rows = np.arange(len(validation))
+        history.start_validation()
     n_train = len(train)
-    if est.batch_size == "auto":
+    if settings.batch_size == "auto":
         auto = 200 if validation_rows is None else EARLY_STOPPING_BATCH
         batch_size = min(auto, n_train)
     else:
-        batch_size = min(est.batch_size, n_train)
-    if not incremental or not hasattr(est, "_optimizer_state"):
-        trainable = {name: params[name] for name in model.trainable_names()}
-        optimizer = AdamOptimizer(
-            trainable, learning_rate(est), est.beta_1, est.beta_2, est.epsilon
-        )
-        # the estimator keeps the state (updated in place), not the object
-        est._optimizer_state = optimizer.state
-    else:
-        optimizer = AdamOptimizer.from_state(est._optimizer_state)
-    options = dict(task=est.target_type_, alpha=alpha)
-    n_iter_no_change = patience(est, validating=validation_rows is not None)
+        batch_size = min(settings.batch_size, n_train)
     best_params = None
     start = time.time()
-    for _ in range(est.max_iter):
+    for _ in range(settings.max_iter):
         epoch = tasks.begin("epoch")
-        if est.shuffle:
-            train = est._random_state.permutation(train)
+        if settings.shuffle:
+            train = rng.permutation(train)
         epoch_loss = 0.0
         for batch in gen_batches(n_train, batch_size):
             rows = train[batch]
-            if not sample_weight[rows].sum() > 0:
+            if not data.sample_weight[rows].sum() > 0:
                 continue  # no sample, no step: its mean loss is 0 / 0
             dropout = None
-            if est.dropout:  # one seed per step, drawn only when dropping
-                seed = int(est._random_state.randint(np.iinfo(np.int64).max))
-                dropout = (est.dropout, seed)
-            loss, grads = loss_gradients(
-                model, params, data, rows, dropout=dropout, **options
-            )
+            if settings.dropout:  # one seed per step, drawn only when dropping
+                seed = int(rng.randint(np.iinfo(np.int64).max))
+                dropout = (settings.dropout, seed)
+            loss, grads = loss_gradients(model, params, data, rows, dropout=dropout)
             optimizer.update_params(params, grads)
-            epoch_loss += loss * float(sample_weight[rows].sum())
-        est.n_iter_ += 1
-        est.t_ += n_train
-        est.loss_ = epoch_loss / float(sample_weight[train].sum())
-        est.loss_curve_.append(est.loss_)
-        check_finite(est, params)
-        stop = tasks.end(epoch, params, train_rows)
-
-        score = None
+            epoch_loss += loss * float(data.sample_weight[rows].sum())
+        loss = epoch_loss / float(data.sample_weight[train].sum())
+        check_finite(
+            params, loss, history.n_iter + 1, optimizer=optimizer, alpha=settings.alpha
+        )
+        score = validation_loss = None
         if validation_rows is not None:
             score, validation_loss = validation_metrics(
-                model,
-                params,
-                validation_data,
-                validation_rows,
-                est.target_type_,
-                validation_alpha,
+                model, params, validation, validation_rows
             )
-            est.validation_scores_.append(score)
-            est.validation_loss_curve_.append(validation_loss)
-            if score > est.best_validation_score_:
-                best_params = {k: v.copy() for k, v in params.items()}
+        if history.end_epoch(loss, n_train, settings.tol, score, validation_loss):
+            best_params = {k: v.copy() for k, v in params.items()}
+        stop = tasks.end(epoch, params, train_rows)
+        if validation_rows is not None:
             stop |= tasks.validate(params, held_out)
-        update_no_improvement_count(est, score)
-        if est.verbose:
-            print_iteration(est, est.loss_, start, score)
-        if incremental:
+        if settings.verbose:
+            print_iteration(settings.name, history.n_iter, loss, start, score)
+        if settings.incremental:
             break
         if stop:
-            if est.verbose:
-                print(f"[{type(est).__name__}] A callback asked to stop. Stopping.")
+            if settings.verbose:
+                print(f"[{settings.name}] A callback asked to stop. Stopping.")
             break
-        if est._no_improvement_count > n_iter_no_change:
-            if est.verbose:
+        if history.no_improvement_count > settings.patience:
+            if settings.verbose:
                 criterion = (
                     "Validation score"
                     if validation_rows is not None
                     else "Training loss"
                 )
                 print(
-                    f"[{type(est).__name__}] {criterion} did not improve more "
-                    f"than tol={est.tol} for {n_iter_no_change} "
+                    f"[{settings.name}] {criterion} did not improve more "
+                    f"than tol={settings.tol} for {settings.patience} "
                     "consecutive epochs. Stopping."
                 )
             break
-        if est.n_iter_ == est.max_iter:
+        if history.n_iter == settings.max_iter:
             warnings.warn(
-                f"Stochastic optimizer: maximum iterations ({est.max_iter}) "
+                f"Stochastic optimizer: maximum iterations ({settings.max_iter}) "
                 "reached and the optimization hasn't converged yet.",
                 ConvergenceWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
     if best_params is not None:
         params.update(best_params)
-    if not incremental:
-        warn_if_diverged(est)
+    if not settings.incremental:
+        warn_if_diverged(history, optimizer.state["learning_rate_init"], stacklevel=5)
 
 
-def validation_split(est, y, sample_weight):
+def validation_split(data, fraction, rng, *, setting, classes=None):
     """Training and validation rows of early stopping, as ``train_test_split``.
 
-    A ``validation_fraction`` of the samples, stratified with at least one
-    sample of each class for classification.
+    A ``fraction`` of the samples, stratified with at least one sample of each
+    class for classification.
+
+    Parameters
+    ----------
+    data : TrainingSet
+    fraction : float
+        ``validation_fraction``.
+    rng : numpy.random.RandomState
+    setting : bool or str
+        The estimator's ``early_stopping`` (True, or "auto" on), for messages.
+    classes : ndarray or None, default=None
+        The class labels of classification, for messages.
 
     Raises
     ------
@@ -344,17 +538,16 @@ def validation_split(est, y, sample_weight):
         cannot be made (``train_test_split`` names its own ``test_size``), or
         when the training rows all weigh zero.
     """
-    n_samples = len(y)
-    fraction = est.validation_fraction
+    y, n_samples = data.y, len(data)
     n_validation = math.ceil(fraction * n_samples)  # as train_test_split rounds
     stratify, test_size = None, fraction
-    setting = f"early_stopping={est.early_stopping!r}"  # True, or "auto" on
+    setting = f"early_stopping={setting!r}"
     remedy = "pass more samples, lower validation_fraction or set early_stopping=False"
-    if est.target_type_ == "classification":
+    if data.task == "classification":
         # stratified, with at least one validation sample per class
         stratify = y
         labels, counts = np.unique(y, return_counts=True)
-        single = est.classes_[labels[counts < 2]]
+        single = classes[labels[counts < 2]]
         if len(single):
             raise ValueError(
                 f"{setting} holds out a validation split (validation_fraction="
@@ -363,13 +556,13 @@ def validation_split(est, y, sample_weight):
                 "have only one sample. Pass more samples of them or set "
                 "early_stopping=False."
             )
-        test_size = n_validation = max(n_validation, len(est.classes_))
+        test_size = n_validation = max(n_validation, len(classes))
         n_train = n_samples - n_validation
         if n_train < len(labels):
             raise ValueError(
                 f"{setting} holds out {n_validation} of the {n_samples} "
                 f"samples (validation_fraction={fraction}, and at least one sample "
-                f"of each of the {len(est.classes_)} classes), which leaves "
+                f"of each of the {len(classes)} classes), which leaves "
                 f"{max(n_train, 0)} to train on, fewer than the {len(labels)} "
                 f"classes of y: {remedy}."
             )
@@ -380,12 +573,9 @@ def validation_split(est, y, sample_weight):
             f"to train on: {remedy}."
         )
     train, validation = train_test_split(
-        np.arange(n_samples),
-        test_size=test_size,
-        random_state=est._random_state,
-        stratify=stratify,
+        np.arange(n_samples), test_size=test_size, random_state=rng, stratify=stratify
     )
-    if not sample_weight[train].sum() > 0:
+    if not data.sample_weight[train].sum() > 0:
         raise ValueError(
             f"{setting} held out every sample of non-zero sample_weight for "
             f"validation (validation_fraction={fraction}): the training "
@@ -394,85 +584,86 @@ def validation_split(est, y, sample_weight):
     return train, validation
 
 
-def check_finite(est, params):
-    """Raise, as MLPClassifier does, when the loss or a weight is not finite."""
-    finite = math.isfinite(est.loss_) and all(
+def check_finite(params, loss, n_iter, *, optimizer=None, alpha=None):
+    """Raise, as MLPClassifier does, when the loss or a weight is not finite.
+
+    Parameters
+    ----------
+    params : dict of str to ndarray
+    loss : float
+    n_iter : int
+        Epochs or iterations run, for the message.
+    optimizer : AdamOptimizer or None, default=None
+        Adam's, whose moments are checked too; None for L-BFGS.
+    alpha : float or None, default=None
+        The estimator's L2 penalty, for the messages.
+    """
+    finite = math.isfinite(loss) and all(
         np.isfinite(value).all() for value in params.values()
     )
-    state = getattr(est, "_optimizer_state", None)
-    if finite and est.solver == "adam" and state is not None:
+    if finite and optimizer is not None:
         # a gradient above sqrt(max float) (1.8e19 in float32) makes its
         # second moment inf: the weight then silently never moves again
-        stalled = [name for name, v in state["vs"].items() if not np.isfinite(v).all()]
+        stalled = [
+            name
+            for name, v in optimizer.state["vs"].items()
+            if not np.isfinite(v).all()
+        ]
         if stalled:
             raise ValueError(
                 f"Adam's gradients of {len(stalled)} weight array(s) (first "
                 f"{stalled[0]!r}) overflowed "
-                f"{next(iter(params.values())).dtype} after {est.n_iter_} "
+                f"{next(iter(params.values())).dtype} after {n_iter} "
                 "iteration(s): the loss is badly scaled. A penalty alpha "
-                f"({est.alpha}) large against the sum of sample_weight, or "
+                f"({alpha}) large against the sum of sample_weight, or "
                 "targets far from the first batch's scale, do this: lower alpha, "
                 "rescale sample_weight or y, or fit again instead of partial_fit."
             )
     if not finite:
-        if est.solver == "adam":
-            step = state["learning_rate_init"]
-            remedy = f"lower learning_rate_init (now {step})"
+        if optimizer is not None:
+            step = optimizer.state["learning_rate_init"]
+            solver, remedy = "adam", f"lower learning_rate_init (now {step})"
         else:
-            remedy = f"lower alpha (now {est.alpha})"
+            solver, remedy = "lbfgs", f"lower alpha (now {alpha})"
         raise ValueError(
-            f"Solver produced non-finite parameter weights (loss {est.loss_}) after "
-            f"{est.n_iter_} iteration(s) of {est.solver!r}. The tokens may hold very "
+            f"Solver produced non-finite parameter weights (loss {loss}) after "
+            f"{n_iter} iteration(s) of {solver!r}. The tokens may hold very "
             "large values: standardise them (scale_tokens=True, the default) or "
             f"rescale X; or {remedy}."
         )
 
 
-def warn_if_diverged(est):
-    """Warn when Adam's training loss ended above twice its first epoch's."""
-    curve = est.loss_curve_
+def warn_if_diverged(history, learning_rate, *, stacklevel):
+    """Warn when Adam's training loss ended above twice its first epoch's
+    (``stacklevel``: of ``warnings.warn``, to name the estimator's method)."""
+    curve = history.loss_curve
     if len(curve) > 1 and curve[-1] > 2 * curve[0]:
-        step = est._optimizer_state["learning_rate_init"]
         warnings.warn(
             f"Adam diverged: the training loss rose from {curve[0]:.4g} in the "
             f"first epoch to {curve[-1]:.4g} after {len(curve)} epochs. Lower "
-            f"learning_rate_init (now {step}).",
+            f"learning_rate_init (now {learning_rate}).",
             ConvergenceWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
 
 
-def update_no_improvement_count(est, score):
-    """Count epochs without improvement of the validation score or the loss."""
-    if score is not None:
-        if score < est.best_validation_score_ + est.tol:
-            est._no_improvement_count += 1
-        else:
-            est._no_improvement_count = 0
-        est.best_validation_score_ = max(est.best_validation_score_, score)
-    else:
-        if est.loss_curve_[-1] > est.best_loss_ - est.tol:
-            est._no_improvement_count += 1
-        else:
-            est._no_improvement_count = 0
-    est.best_loss_ = min(est.best_loss_, est.loss_curve_[-1])
-
-
-def fit_lbfgs(est, model, params, data, *, tasks, alpha):
+def fit_lbfgs(
+    model, params, data, *, max_iter, tol, alpha, history, tasks, verbose, name
+):
     """Full-batch L-BFGS-B on the packed parameter vector (like NCA's ``fit``).
 
-    ``alpha`` is the L2 penalty for the weights of ``data`` (see :func:`fit_adam`).
     ``tasks``: the fit's callback tasks, an ``"iteration"`` task per L-BFGS
     iteration (as scikit-learn's ``LogisticRegression`` reports them: the last
     one begun never runs, and ends empty); a callback that asks to stop ends
-    the minimisation after the iteration.
+    the minimisation after the iteration. ``history`` gets one loss per
+    iteration and the iterations run; ``alpha`` is the estimator's penalty,
+    for messages.
     """
     names = sorted(model.trainable_names())
     shapes = [params[name].shape for name in names]
     sizes = [math.prod(shape) for shape in shapes]
     dtype = params[names[0]].dtype
-    rows = np.arange(len(data[1]))
-    options = dict(task=est.target_type_, alpha=alpha)
+    rows = np.arange(len(data))
     start = time.time()
 
     def unpack(theta):
@@ -483,29 +674,27 @@ def fit_lbfgs(est, model, params, data, *, tasks, alpha):
         }
 
     def loss_grad(theta):
-        loss, grads = loss_gradients(
-            model, {**params, **unpack(theta)}, data, rows, **options
-        )
+        loss, grads = loss_gradients(model, {**params, **unpack(theta)}, data, rows)
         flat = np.concatenate([grads[name].ravel() for name in names])
         return loss, flat.astype(np.float64)
 
-    first_iteration = est.n_iter_  # n_iter_ counts this fit's only at its end
+    first_iteration = history.n_iter  # n_iter counts this fit's only at its end
+    n_losses = len(history.loss_curve)
     task, stopped = tasks.begin("iteration"), False
 
     def callback(intermediate_result):
         nonlocal task, stopped
-        est.loss_curve_.append(float(intermediate_result.fun))
-        if est.verbose:
-            iteration = first_iteration + len(est.loss_curve_) - n_losses
-            print_iteration(est, est.loss_curve_[-1], start, iteration=iteration)
+        history.loss_curve.append(float(intermediate_result.fun))
+        if verbose:
+            iteration = first_iteration + len(history.loss_curve) - n_losses
+            print_iteration(name, iteration, history.loss_curve[-1], start)
         if tasks.end(task, {**params, **unpack(intermediate_result.x)}):
             task, stopped = None, True
-            if est.verbose:
-                print(f"[{type(est).__name__}] A callback asked to stop. Stopping.")
+            if verbose:
+                print(f"[{name}] A callback asked to stop. Stopping.")
             raise StopIteration  # scipy >= 1.11 ends the minimisation there
         task = tasks.begin("iteration")
 
-    n_losses = len(est.loss_curve_)
     theta = np.concatenate([params[name].ravel() for name in names])
     result = scipy.optimize.minimize(
         loss_grad,
@@ -513,17 +702,17 @@ def fit_lbfgs(est, model, params, data, *, tasks, alpha):
         method="L-BFGS-B",
         jac=True,
         callback=callback,
-        options={"maxiter": est.max_iter, "gtol": est.tol},
+        options={"maxiter": max_iter, "gtol": tol},
     )
     tasks.end(task)  # the iteration begun last, which did not run (None if stopped)
     if stopped:  # by a callback, not a failure to converge
-        est.n_iter_ += result.nit
+        history.n_iter += result.nit
     else:
-        est.n_iter_ += lbfgs_iterations(result, est.max_iter)
+        history.n_iter += lbfgs_iterations(result, max_iter)
     params.update(unpack(result.x))
-    est.loss_ = float(result.fun)
-    check_finite(est, params)
-    est.best_loss_ = min(est.best_loss_, est.loss_)
+    history.loss = float(result.fun)
+    check_finite(params, history.loss, history.n_iter, alpha=alpha)
+    history.best_loss = min(history.best_loss, history.loss)
 
 
 def lbfgs_iterations(result, max_iter):
@@ -534,16 +723,29 @@ def lbfgs_iterations(result, max_iter):
             f"{result.status}): {result.message}. Increase max_iter (now "
             f"{max_iter}) or tol.",
             ConvergenceWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
     return min(result.nit, max_iter)  # scipy's count may pass maxiter
 
 
-def print_iteration(est, loss, start, score=None, iteration=None):
-    """One line of the verbose table: iteration (default ``n_iter_``), loss,
-    time (and score)."""
-    iteration = est.n_iter_ if iteration is None else iteration
+def print_iteration(name, iteration, loss, start, score=None):
+    """One line of the verbose table: iteration, loss, time (and score)."""
     line = f"{iteration:>10d} {loss:>20.6e} {time.time() - start:>10.2f}"
     if score is not None:
         line += f" {score:>12.4f}"
-    print(f"[{type(est).__name__}] {line}")
+    print(f"[{name}] {line}")
+
+
+def new_optimizer(params, model, settings, state=None):
+    """Adam over the trainable parameters: a new one, or the one of ``state``
+    (an optimizer's ``state`` dict, kept between ``partial_fit`` calls)."""
+    if state is not None:
+        return AdamOptimizer.from_state(state)
+    trainable = {name: params[name] for name in model.trainable_names()}
+    return AdamOptimizer(
+        trainable,
+        settings.learning_rate,
+        settings.beta_1,
+        settings.beta_2,
+        settings.epsilon,
+    )

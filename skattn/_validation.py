@@ -23,6 +23,8 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_non_negative, validate_data
 
+from ._parallel import CACHE_BYTES
+
 __all__ = [
     "Interval",
     "StrOptions",
@@ -34,7 +36,8 @@ __all__ = [
     "normalize_weights",
     "check_init",
     "check_input",
-    "working_memory_bytes",
+    "input_format",
+    "batch_budget",
 ]
 
 FLOAT_DTYPES = (np.float64, np.float32)
@@ -116,9 +119,10 @@ def check_finite_output(estimator, out, sequences, scale_tokens):
     )
 
 
-def working_memory_bytes():
-    """Bytes a batch may use: scikit-learn's ``working_memory`` setting."""
-    return get_config()["working_memory"] * 2**20
+def batch_budget():
+    """Bytes a batch may use: scikit-learn's ``working_memory`` setting, and
+    a cache-sized batch at most."""
+    return min(get_config()["working_memory"] * 2**20, CACHE_BYTES)
 
 
 def _is_ragged(X):
@@ -209,7 +213,7 @@ def _is_univariate_list(estimator, X, reset):
     if not isinstance(X, (list, tuple)) or not _is_univariate(X):
         return False
     if not reset:
-        return getattr(estimator, "_input_kind", None) == SEQUENCES
+        return input_format(estimator)["kind"] == SEQUENCES
     return any(len(seq) != len(X[0]) for seq in X)
 
 
@@ -290,29 +294,37 @@ def _check_n_features_per_token(estimator, n_features, reset, data_format):
         )
 
 
-def check_input(
-    estimator, X, *, reset, features_per_token=None, data_format=CHANNELS_LAST
-):
+def input_format(estimator):
+    """How a fitted estimator reads X, as :func:`check_input` recorded it in fit.
+
+    Returns
+    -------
+    dict
+        ``"kind"`` (table or sequences), ``"features_per_token"`` and
+        ``"data_format"`` (the estimator's parameters at fit).
+    """
+    return estimator._input_format
+
+
+def check_input(estimator, X, *, reset):
     """Validate X and turn it into sequences of tokens.
 
     Sets (``reset=True``) or checks ``n_features_in_``, ``feature_names_in_`` and
-    the kind of input (table or sequences) on ``estimator``.
+    the input format (see :func:`input_format`) on ``estimator``. In fit X is
+    read with the estimator's ``features_per_token`` (tokens of a table: None
+    for 1) and ``data_format`` (``(n_tokens, n_features)`` per sequence, or
+    ``(n_channels, n_timepoints)``, read as its transpose); afterwards with
+    the values of that fit, whatever ``set_params`` changed since.
 
     Parameters
     ----------
-    estimator : AttentionTransformer
+    estimator : BaseEstimator
         The estimator whose input this is.
     X : {array-like, DataFrame} of shape (n_samples, n_features), ndarray of shape \
             (n_samples, n_tokens, n_features), or list of array-like
         Raw input.
     reset : bool
         True in fit: remember the input's properties; False: check against them.
-    features_per_token : int or None, default=None
-        Features per token of a table (None: 1).
-    data_format : {"channels_last", "channels_first"}, default="channels_last"
-        Layout of 3D arrays and of the arrays of a list: ``(n_tokens,
-        n_features)`` per sequence, or ``(n_channels, n_timepoints)``, read as
-        its transpose. Tables are read the same way in both.
 
     Returns
     -------
@@ -324,6 +336,12 @@ def check_input(
     """
     check_array_like(X, "X")
     _check_not_nested(X)
+    if reset:
+        features_per_token = estimator.features_per_token
+        data_format = estimator.data_format
+    else:
+        features_per_token = input_format(estimator)["features_per_token"]
+        data_format = input_format(estimator)["data_format"]
     first = data_format == CHANNELS_FIRST
     if _is_ragged(X) or _is_univariate_list(estimator, X, reset):
         sequences = _check_ragged(X, data_format)
@@ -342,7 +360,7 @@ def check_input(
             _explain_nan_padding(X, data_format)
             raise
         if array.ndim == 2:
-            _check_kind(estimator, TABLE, reset)
+            _check_kind(estimator, TABLE, reset, features_per_token, data_format)
             # feature_names_in_ and n_features_in_ (X's width: array's, checked)
             validate_data(estimator, X, reset=reset, skip_check_array=True)
             width = 1 if features_per_token is None else features_per_token
@@ -386,7 +404,7 @@ def check_input(
             f"sequences of width {n_features} were passed. Leave "
             "features_per_token=None for sequence input."
         )
-    _check_kind(estimator, SEQUENCES, reset)
+    _check_kind(estimator, SEQUENCES, reset, features_per_token, data_format)
     # feature_names_in_ only: ensure_2d=False skips n_features_in_, which for
     # sequences is the token width, set below
     validate_data(estimator, X, reset=reset, skip_check_array=True, ensure_2d=False)
@@ -453,12 +471,16 @@ def _explain_nan_padding(X, data_format):
     )
 
 
-def _check_kind(estimator, kind, reset):
+def _check_kind(estimator, kind, reset, features_per_token, data_format):
     """Remember (fit) or check (transform) whether X is a table or sequences."""
     if reset:
-        estimator._input_kind = kind
-    elif kind != estimator._input_kind:
-        fitted = "a table" if estimator._input_kind == TABLE else "sequences"
+        estimator._input_format = {
+            "kind": kind,
+            "features_per_token": features_per_token,
+            "data_format": data_format,
+        }
+    elif kind != input_format(estimator)["kind"]:
+        fitted = "a table" if input_format(estimator)["kind"] == TABLE else "sequences"
         given = "a table" if kind == TABLE else "sequences"
         raise ValueError(
             f"{estimator.__class__.__name__} was fitted on {fitted} and cannot "
@@ -470,10 +492,11 @@ def _check_kind(estimator, kind, reset):
 def check_init(init, n_layers):
     """Check the structure and the arrays of a user ``init`` dict.
 
-    ``init`` holds ``"input"`` and ``"layers"`` (a list of ``n_layers`` dicts
-    of arrays); a one-layer model also takes that layer's keys at the top
-    level (``{"query": ...}``). Names and shapes are checked against the
-    model once its width is known.
+    ``init`` holds ``"layers"`` (a list of ``n_layers`` dicts of arrays) and
+    arrays by parameter name (``"input"``, ...); a one-layer model also takes
+    that layer's keys at the top level (``{"query": ...}``). Names and shapes
+    are checked against the model once its width is known
+    (``Model.flat_init``).
 
     Parameters
     ----------
@@ -490,37 +513,26 @@ def check_init(init, n_layers):
     """
     checked = {}
     for key, value in init.items():
-        if key == "input":
-            checked[key] = _check_init_array(value, "init['input']")
-        elif key == "layers":
-            if not isinstance(value, (list, tuple)) or len(value) != n_layers:
-                raise ValueError(
-                    f"init['layers'] must be a list of n_layers={n_layers} dicts "
-                    f"(one per encoder layer), got {value!r:.80}."
-                )
-            checked[key] = []
-            for index, layer in enumerate(value):
-                if not isinstance(layer, dict):
-                    raise ValueError(
-                        f"init['layers'][{index}] must be a dict of arrays, got "
-                        f"{type(layer).__name__}."
-                    )
-                checked[key].append(
-                    {
-                        name: _check_init_array(
-                            array, f"init['layers'][{index}]['{name}']"
-                        )
-                        for name, array in layer.items()
-                    }
-                )
-        elif n_layers == 1 and "layers" not in init:
-            checked[key] = _check_init_array(value, f"init['{key}']")
-        else:
+        if key != "layers":
+            checked[key] = _check_init_array(value, f"init[{key!r}]")
+            continue
+        if not isinstance(value, (list, tuple)) or len(value) != n_layers:
             raise ValueError(
-                f"init has the key {key!r}: with n_layers={n_layers} or with "
-                "init['layers'], give each layer's weights in init['layers'] "
-                "(a list of one dict per layer); top-level keys are 'input' and "
-                "'layers'."
+                f"init['layers'] must be a list of n_layers={n_layers} dicts "
+                f"(one per encoder layer), got {value!r:.80}."
+            )
+        checked[key] = []
+        for index, layer in enumerate(value):
+            if not isinstance(layer, dict):
+                raise ValueError(
+                    f"init['layers'][{index}] must be a dict of arrays, got "
+                    f"{type(layer).__name__}."
+                )
+            checked[key].append(
+                {
+                    name: _check_init_array(array, f"init['layers'][{index}][{name!r}]")
+                    for name, array in layer.items()
+                }
             )
     return checked
 

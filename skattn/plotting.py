@@ -228,7 +228,7 @@ class AttentionDisplay:
         xticks_rotation="vertical",
         im_kw=None,
     ):
-        """The attention of one sample in a fitted attention transformer.
+        """The attention of one sample in a fitted attention estimator.
 
         Computes ``estimator.attention_weights`` of ``X``'s sample ``sample``
         alone (whatever the size of ``X``), labels its tokens and draws them.
@@ -236,15 +236,21 @@ class AttentionDisplay:
 
         Parameters
         ----------
-        estimator : AttentionTransformer
-            A fitted :class:`~skattn.AttentionTransformer` (or any fitted
-            estimator with its ``attention_weights`` method).
-            :class:`~skattn.RandomAttentionFeatures` has none.
+        estimator : AttentionTransformer, AttentionClassifier, \
+                AttentionRegressor or Pipeline
+            A fitted :class:`~skattn.AttentionTransformer`,
+            :class:`~skattn.AttentionClassifier` or
+            :class:`~skattn.AttentionRegressor` (any fitted estimator with an
+            ``attention_weights`` method), or a fitted
+            :class:`~sklearn.pipeline.Pipeline` with one as its last step (or
+            before steps without attention: the last such step), for which
+            ``X`` is the pipeline's input, transformed by the steps before it.
+            :class:`~skattn.RandomAttentionFeatures` has no attention to show.
 
         X : {array-like, DataFrame} of shape (n_samples, n_features), ndarray of \
                 shape (n_samples, n_tokens, n_features), or list of array-like of \
                 shape (n_tokens_i, n_features)
-            Input of the kind the estimator was fitted on.
+            Input of the kind the estimator (the pipeline) was fitted on.
 
         sample : int, default=0
             Which sample of ``X`` (negative values count from the last).
@@ -318,7 +324,7 @@ class AttentionDisplay:
         >>> plt.close("all")
         """
         _check_matplotlib("AttentionDisplay.from_estimator")
-        _check_estimator(estimator)
+        estimator, X = _attention_step(estimator, X)
         x_sample, n_units, is_table = _select_sample(X, sample)
         weights = estimator.attention_weights(x_sample, layer=layer)[0]
         n_heads = weights.shape[0]
@@ -442,27 +448,47 @@ def _check_head(head, n_heads):
     )
 
 
-def _check_estimator(estimator):
-    """A fitted estimator with ``attention_weights``, or an error naming one."""
+def _attention_step(estimator, X):
+    """The fitted estimator with ``attention_weights``, and X as it reads it.
+
+    For a Pipeline: its last step with ``attention_weights`` and ``X``
+    transformed by the steps before it; else ``estimator`` and ``X``.
+
+    Raises
+    ------
+    TypeError
+        For an estimator (or pipeline) without attention weights.
+    """
+    if hasattr(estimator, "steps"):  # a Pipeline
+        check_is_fitted(estimator)
+        with_attention = [
+            index
+            for index, (_, step) in enumerate(estimator.steps)
+            if callable(getattr(step, "attention_weights", None))
+        ]
+        if with_attention:
+            index = with_attention[-1]
+            if index:
+                X = estimator[:index].transform(X)
+            estimator = estimator.steps[index][1]
     if not callable(getattr(estimator, "attention_weights", None)):
         name = type(estimator).__name__
         hint = ""
         if hasattr(estimator, "steps"):
-            hint = (
-                " For a Pipeline, pass its fitted AttentionTransformer step (for "
-                "instance pipeline[0]) and X as that step receives it."
-            )
+            hint = " None of the pipeline's steps has attention_weights."
         elif name == "RandomAttentionFeatures":
             hint = (
                 " RandomAttentionFeatures has none: its many seeded models have no "
                 "one set of weights to show."
             )
         raise TypeError(
-            "AttentionDisplay.from_estimator needs a fitted "
-            f"skattn.AttentionTransformer (an estimator with attention_weights); "
-            f"got {name}.{hint}"
+            "AttentionDisplay.from_estimator needs a fitted attention estimator "
+            "of skattn (AttentionTransformer, AttentionClassifier or "
+            "AttentionRegressor: an estimator with attention_weights), or a "
+            f"Pipeline with one; got {name}.{hint}"
         )
     check_is_fitted(estimator)
+    return estimator, X
 
 
 def _select_sample(X, sample):
@@ -534,12 +560,8 @@ def _model_token_labels(
     else:
         labels = [str(position) for position in range(n_units)]
 
-    # units -> input tokens: features_per_token columns of a table each
-    width = 1
-    if is_table:
-        structure = getattr(estimator, "_fitted_structure", {})
-        width = structure.get("features_per_token", estimator.features_per_token)
-        width = width or 1
+    # units -> input tokens: the columns of a table in max_tokens_ tokens
+    width = n_units // estimator.max_tokens_ if is_table else 1
     n_tokens = n_units // width
     # input tokens -> model tokens: patches
     patch = getattr(estimator, "patch_size_", None) or 1

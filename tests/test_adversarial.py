@@ -141,7 +141,7 @@ def test_token_moments_scale_exactly_with_a_power_of_two(power, differences):
     sequences (NumPy's mean and standard deviation of the stacked tokens),
     with one feature at another magnitude than the others. A scale below
     1e-12 (an absolute floor) counts as a constant feature: scale 1."""
-    from skattn._sequences import token_moments
+    from skattn._model.sequences import token_moments
 
     rng = np.random.default_rng(0)
     X = [rng.standard_normal((n, 3)) + [0.0, 5.0, -2.0] for n in (4, 9, 1, 6)]
@@ -198,7 +198,7 @@ def test_unstandardised_huge_tokens_are_computed_or_refused():
     with pytest.raises(ValueError, match=message), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         features.fit(X * 1e300)  # its PPV thresholds: the models run in fit
-    features.set_params(pooling=["mean", "max"]).fit(X * 1e300)  # they do not
+    features.set_params(statistics=["mean", "max"]).fit(X * 1e300)  # they do not
     with pytest.raises(ValueError, match=message), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         features.transform(X * 1e300)
@@ -231,7 +231,7 @@ def test_adam_epsilon_below_float32_is_named():
 
 @pytest.mark.parametrize(
     "params",
-    [{"n_heads": {1: 2}}, {"pooling": {"mean", "max"}}, {"head_dim": {8, 16}}],
+    [{"n_heads": {1: 2}}, {"statistics": {"mean", "max"}}, {"head_dim": {8, 16}}],
 )
 def test_random_features_candidates_must_be_ordered(params):
     """A set of candidates was accepted (its order, and so the models and the
@@ -247,7 +247,7 @@ def test_random_features_candidates_must_be_ordered(params):
 def test_weighted_median_length_is_the_median_of_the_repeated_lengths(seed):
     """Integer weights: np.median of each length repeated its weight times
     (zero: absent); weights divided by a power of two: the same median."""
-    from skattn._sequences import series_median_length
+    from skattn._model.sequences import series_median_length
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 9))

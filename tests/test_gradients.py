@@ -9,20 +9,17 @@ import numpy as np
 import pytest
 from helpers import numeric_gradient, relative_error
 
-from skattn._layers import (
+from skattn._model.encoder import DropoutStreams, FeedForward, SelfAttention, Sublayer
+from skattn._model.model import ModelConfig, build_model
+from skattn._model.pooling import POOLINGS, Pooling
+from skattn._model.sequences import pad_sequences
+from skattn._model.units import (
     ClassToken,
     Context,
-    DropoutStreams,
-    FeedForward,
     InputProjection,
     LayerNorm,
     Positions,
-    SelfAttention,
-    Sublayer,
 )
-from skattn._model import build_model
-from skattn._pooling import POOLINGS, Pooling
-from skattn._sequences import pad_sequences
 
 
 def ragged_batch(rng, lengths, width):
@@ -156,24 +153,24 @@ def test_pooling_backward(rng, kind, ragged):
 
 
 STACKS = [
-    # (n_layers, ff_dim, activation, norm_first, residual, layer_norm, causal,
-    #  pooling, positional_encoding, dropout)
-    (2, 5, "relu", False, True, True, False, "mean", "sinusoidal", None),
-    (2, 5, "gelu", True, True, True, True, "cls", "learned", None),
-    (2, 0, "relu", True, True, True, False, "attention", None, None),
-    (3, 3, "gelu", False, True, True, True, "max", "learned", None),
-    (2, 4, "gelu", True, False, True, False, "last", "sinusoidal", None),
-    (2, 4, "relu", False, True, False, True, "first", None, None),
-    (3, 4, "gelu", True, True, False, False, "mean", "sinusoidal", None),
-    (2, 5, "gelu", False, True, True, False, "mean", "learned", 0.3),
-    (2, 5, "gelu", True, True, True, True, "cls", "sinusoidal", 0.3),
-    (3, 3, "relu", True, True, True, False, "attention", "learned", 0.2),
+    # (n_layers, ff_dim, activation, layer_norm, residual, causal, pooling,
+    #  positional_encoding, dropout)
+    (2, 5, "relu", "post", True, False, "mean", "sinusoidal", None),
+    (2, 5, "gelu", "pre", True, True, "cls", "learned", None),
+    (2, 0, "relu", "pre", True, False, "attention", None, None),
+    (3, 3, "gelu", "post", True, True, "max", "learned", None),
+    (2, 4, "gelu", "pre", False, False, "last", "sinusoidal", None),
+    (2, 4, "relu", None, True, True, "first", None, None),
+    (3, 4, "gelu", None, False, False, "mean", "sinusoidal", None),
+    (2, 5, "gelu", "post", True, False, "mean", "learned", 0.3),
+    (2, 5, "gelu", "pre", True, True, "cls", "sinusoidal", 0.3),
+    (3, 3, "relu", "pre", True, False, "attention", "learned", 0.2),
 ]
 
 
 @pytest.mark.parametrize(
-    "n_layers, ff_dim, activation, norm_first, residual, layer_norm, causal, "
-    "pooling, positional_encoding, dropout",
+    "n_layers, ff_dim, activation, layer_norm, residual, causal, pooling, "
+    "positional_encoding, dropout",
     STACKS,
 )
 @pytest.mark.parametrize("ragged", [False, True])
@@ -182,9 +179,8 @@ def test_stack_backward(
     n_layers,
     ff_dim,
     activation,
-    norm_first,
-    residual,
     layer_norm,
+    residual,
     causal,
     pooling,
     positional_encoding,
@@ -194,10 +190,12 @@ def test_stack_backward(
     """Every parameter of a whole encoder stack, pooling included."""
     x, lengths = ragged_batch(rng, [3, 1, 2] if ragged else [3, 3, 3], 3)
     model = build_model(
-        n_features=3, d_model=4, n_heads=2, n_layers=n_layers, ff_dim=ff_dim,
-        activation=activation, norm_first=norm_first, residual=residual,
-        layer_norm=layer_norm, causal=causal, pooling=pooling,
-        positional_encoding=positional_encoding, n_positions=2, projects_input=True,
+        ModelConfig(
+            n_features=3, d_model=4, n_heads=2, n_layers=n_layers, ff_dim=ff_dim,
+            activation=activation, layer_norm=layer_norm, residual=residual,
+            causal=causal, pooling=pooling, positional_encoding=positional_encoding,
+            n_positions=2,
+        )
     )  # fmt: skip
     params = model.init_params(np.random.RandomState(0), np.float64)
     for name in params:  # move norms, biases and positions off their start
@@ -228,7 +226,7 @@ def test_stack_backward(
             pooling="attention",
             n_layers=2,
             ff_dim=3,
-            norm_first=True,
+            layer_norm="pre",
             scale_tokens=True,
         ),
     ],
@@ -238,8 +236,8 @@ def test_training_loss_gradient(rng, task, options):
     """Model + head + weighted loss + L2 penalty, as the solvers compute it,
     on ragged input."""
     from skattn import AttentionTransformer
-    from skattn._sequences import sequence_lengths
-    from skattn._training import loss_gradients
+    from skattn._model.sequences import sequence_lengths
+    from skattn._training import TrainingSet, loss_gradients
 
     X = [rng.standard_normal((n, 3)) for n in (4, 2, 5, 3, 1)]
     if task == "classification":
@@ -253,14 +251,14 @@ def test_training_loss_gradient(rng, task, options):
         n_heads=2, head_dim=2, positional_encoding="learned", alpha=0.3,
         max_iter=1, random_state=0, **options,
     ).fit(X, y, sample_weight=sample_weight)  # fmt: skip
-    model = est._model(n_outputs=len(est.head_intercept_))
+    model = est._model()
     params = est._fitted_params(np.float64, model)
-    data = (X, sequence_lengths(X), y_encoded, sample_weight)
+    data = TrainingSet(X, sequence_lengths(X), y_encoded, sample_weight, 0.3, task)
     rows = np.arange(5)
-    _, grads = loss_gradients(model, params, data, rows, task=task, alpha=0.3)
+    _, grads = loss_gradients(model, params, data, rows)
 
     def loss():
-        return loss_gradients(model, params, data, rows, task=task, alpha=0.3)[0]
+        return loss_gradients(model, params, data, rows)[0]
 
     assert set(grads) == set(model.trainable_names())
     assert ("token_mean" in params) == bool(options.get("scale_tokens"))

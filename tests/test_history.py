@@ -27,8 +27,8 @@ def split_spy(monkeypatch):
     picked = []
     split = skattn._training.validation_split
 
-    def spy(est, y, sample_weight):
-        train, validation = split(est, y, sample_weight)
+    def spy(*args, **kwargs):
+        train, validation = split(*args, **kwargs)
         picked.append((train, validation))
         return train, validation
 
@@ -38,7 +38,7 @@ def split_spy(monkeypatch):
 
 def penalty(est):
     """0.5 * ||W||^2 over the penalised parameters of the fitted model."""
-    model = est._model(n_outputs=len(est.head_intercept_))
+    model = est._model()
     params = est._fitted_params(np.float64, model)
     return sum(
         0.5 * np.sum(params[name] ** 2)

@@ -18,8 +18,8 @@ from skattn import (
     multi_head_attention,
     scaled_dot_product_attention,
 )
-from skattn._attention import attention_forward
-from skattn._attention_backward import attention_backward
+from skattn._kernels.attention import attention_forward
+from skattn._kernels.attention_backward import attention_backward
 
 
 def reference_gradients(q, k, v, d_out, scale):

@@ -6,9 +6,13 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from skattn._layers import append_class_token, layer_norm_forward, sinusoidal_positions
-from skattn._pooling import POOLINGS, token_mask
-from skattn._sequences import batch_indices, pad_sequences
+from skattn._model.pooling import POOLINGS, token_mask
+from skattn._model.sequences import batch_indices, pad_sequences
+from skattn._model.units import (
+    append_class_token,
+    layer_norm_forward,
+    sinusoidal_positions,
+)
 
 
 def test_sinusoidal_positions_by_hand():
@@ -41,8 +45,7 @@ def test_append_class_token_goes_after_each_sequence():
     h = np.arange(2 * 3 * 2, dtype=float).reshape(2, 3, 2) + 1
     lengths = np.array([3, 1])
     cls = np.array([-1.0, -2.0])
-    extended, new_lengths = append_class_token(h, lengths, cls)
-    assert_array_equal(new_lengths, [4, 2])
+    extended = append_class_token(h, lengths, cls)
     assert_array_equal(extended[0], [[1, 2], [3, 4], [5, 6], [-1, -2]])
     assert_array_equal(extended[1, :2], [[7, 8], [-1, -2]])
     # the padding after the class token is never read (masked keys, pooling)

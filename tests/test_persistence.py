@@ -24,7 +24,7 @@ needs_skops = pytest.mark.skipif(
 )
 
 TRANSFORMER = "skattn._transformer.AttentionTransformer"
-RANDOM_FEATURES = "skattn._random_features.RandomAttentionFeatures"
+RANDOM_FEATURES = "skattn._random_features.estimator.RandomAttentionFeatures"
 
 
 def skops_round_trip(est, expected_untrusted):

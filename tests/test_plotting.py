@@ -168,8 +168,9 @@ def test_estimators_without_attention_weights(sequences):
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
 
-    pipe = make_pipeline(seeded(), LogisticRegression())
-    with pytest.raises(TypeError, match="pipeline"):
+    pipe = make_pipeline(RandomAttentionFeatures(n_models=2), LogisticRegression())
+    pipe.fit(sequences, np.arange(len(sequences)) % 2)
+    with pytest.raises(TypeError, match="None of the pipeline's steps"):
         AttentionDisplay.from_estimator(pipe, sequences)
 
 

@@ -24,8 +24,8 @@ from skattn import (
     multi_head_attention,
     scaled_dot_product_attention,
 )
-from skattn._attention import attention_forward
-from skattn._attention_backward import attention_backward
+from skattn._kernels.attention import attention_forward
+from skattn._kernels.attention_backward import attention_backward
 
 DTYPES = [np.float16, np.float32, np.float64]
 SCALES = st.one_of(
@@ -208,7 +208,7 @@ def ragged_inputs(draw):
         ),
         "positional_encoding": draw(st.sampled_from(["sinusoidal", "learned", None])),
         "causal": draw(st.booleans()),
-        "norm_first": draw(st.booleans()),
+        "layer_norm": draw(st.sampled_from(["post", "pre", None])),
         "n_layers": draw(st.integers(1, 2)),
     }
     return X, params

@@ -31,6 +31,7 @@ from sklearn.utils.estimator_checks import (
 from threadpoolctl import threadpool_limits
 
 from skattn import AttentionTransformer, RandomAttentionFeatures
+from skattn._model.units import patch_count
 
 # the models compute in float32 whatever the input's dtype
 FLOAT32 = dict(rtol=2e-5, atol=2e-5)
@@ -43,7 +44,7 @@ MIXED = dict(
     head_dim=[3, 4],
     positional_encoding=["sinusoidal", None],
     causal=[False, True],
-    pooling=["mean", "max", "ppv", "lspv", "first", "last", "min"],
+    statistics=["mean", "max", "ppv", "lspv", "first", "last", "min"],
     patch_size=None,  # "auto" reads short univariate series in windows
 )
 
@@ -58,7 +59,7 @@ MIXED = dict(
 CONFIGURATIONS = [
     RandomAttentionFeatures(n_models=2),
     RandomAttentionFeatures(**MIXED),
-    RandomAttentionFeatures(n_models=2, scale_tokens=False, pooling="ppv"),
+    RandomAttentionFeatures(n_models=2, scale_tokens=False, statistics="ppv"),
     RandomAttentionFeatures(
         n_models=2, n_heads=1, head_dim=3, features_per_token=1, causal=True
     ),
@@ -76,11 +77,11 @@ def expected_failed_checks(estimator):
         "check_methods_subset_invariance": reason,
         "check_methods_sample_order_invariance": reason,
     }
-    pooling = estimator.pooling
+    statistics = estimator.statistics
     thresholded = {"ppv", "lspv"} & set(
-        [pooling] if isinstance(pooling, str) else pooling
+        [statistics] if isinstance(statistics, str) else statistics
     )
-    if pooling == "auto" or thresholded:  # the checks' tables are narrow
+    if statistics == "auto" or thresholded:  # the checks' tables are narrow
         failed["check_sample_weight_equivalence_on_dense_data"] = (
             "the thresholds are quantiles of the models' outputs on at most "
             "16 training sequences of positive weight, each counted once: "
@@ -137,12 +138,6 @@ def _model_input(features, index, X):
 def _attention_transformer(features, index, pooling):
     """AttentionTransformer with the configuration and weights of one model."""
     config = features.models_[index]
-    weights = features.weights_[index]
-    layer = {
-        name.split(".", 2)[2]: value
-        for name, value in weights.items()
-        if name.startswith("layers.0.")
-    }
     return AttentionTransformer(
         n_heads=config["n_heads"],
         head_dim=config["head_dim"],
@@ -155,7 +150,7 @@ def _attention_transformer(features, index, pooling):
         objective=None,
         pooling=pooling,
         pool_tokens=False,  # the model's outputs alone
-        init={"input": weights["input"], "layers": [layer]},
+        init=features.weights_[index],  # the same schema
     )
 
 
@@ -250,7 +245,7 @@ def test_patched_models_are_those_of_attention_transformer(kind):
         head_dim=4,
         patch_size=[1, 2, 3],
         patch_stride=None,  # side by side, as AttentionTransformer's patches
-        pooling=["mean", "max"],
+        statistics=["mean", "max"],
         random_state=0,
     ).fit(X)
     assert {config["patch_size"] for config in features.models_} == {None, 2, 3}
@@ -296,7 +291,7 @@ def test_strided_patches_are_windows_read_as_tokens(kind):
         patch_size=3,
         patch_stride=[1, 2, 3],
         difference=False,
-        pooling=["mean", "max"],
+        statistics=["mean", "max"],
         pool_tokens=False,
         random_state=0,
     ).fit(X)
@@ -319,7 +314,7 @@ def test_strided_patches_are_windows_read_as_tokens(kind):
 @pytest.mark.parametrize("size", [1, 2, 3, 5])
 @pytest.mark.parametrize("stride", [None, 1, 2, 3, 5])
 def test_patch_count_counts_the_windows(size, stride):
-    from skattn._layers import patch_count
+    from skattn._model.units import patch_count
 
     lengths = np.arange(1, 30)
     expected = [len(_windows(np.zeros((n, 1)), size, stride or size)) for n in lengths]
@@ -347,8 +342,12 @@ def test_auto_patch_strides_are_an_eighth_of_the_patch_up_to_256(shape, strides)
     drawn = {(c["patch_size"], c["patch_stride"]) for c in features.models_}
     assert drawn == strides
     # what the transform pools: as many patches as the rule says
-    model = features._build(features.models_[0], 2, 1)
-    assert model.token_lengths(shape[1]) <= 256
+    for config in features.models_:
+        if config["patch_size"] is not None:
+            n_patches = patch_count(
+                shape[1], config["patch_size"], config["patch_stride"]
+            )
+            assert n_patches <= 256
 
 
 def test_patch_stride_larger_than_the_patch_is_refused():
@@ -467,30 +466,32 @@ def test_scalar_parameters_give_one_configuration():
     assert features.transform(make_3d()).shape == (5, 3 * 4 * 10 + 2 * 4)
 
 
-def test_weights_of_each_model():
+def test_weights_of_each_model_are_in_the_layout_of_init():
     features = RandomAttentionFeatures(**SMALL, random_state=0).fit(make_3d(width=4))
-    expected = {
-        "layers.0.query": (8, 8),
-        "layers.0.key": (8, 8),
-        "layers.0.value": (8, 8),
-        "layers.0.output": (8, 8),
-        "layers.0.norm1_weight": (8,),
-        "layers.0.norm1_bias": (8,),
+    layer = {
+        "query": (8, 8),
+        "key": (8, 8),
+        "value": (8, 8),
+        "output": (8, 8),
+        "norm1_weight": (8,),
+        "norm1_bias": (8,),
     }
     for config, weights in zip(features.models_, features.weights_, strict=True):
         width = 8 if config["difference"] else 4  # the tokens and differences
         width *= config["patch_size"] or 1  # side by side in a patch
-        shapes = {**expected, "input": (width, 8)}
-        assert {name: value.shape for name, value in weights.items()} == shapes
+        assert set(weights) == {"input", "layers"}
+        assert weights["input"].shape == (width, 8)
+        assert len(weights["layers"]) == 1
+        assert {name: v.shape for name, v in weights["layers"][0].items()} == layer
     # independent models: different weights
-    query = [weights["layers.0.query"] for weights in features.weights_]
+    query = [weights["layers"][0]["query"] for weights in features.weights_]
     assert not np.allclose(query[0], query[1])
 
 
 def test_ppv_counts_valid_tokens_only():
     X = make_ragged()
     X_new = RandomAttentionFeatures(  # one token per time point: no patches
-        **SMALL, pooling="ppv", patch_size=None, random_state=0
+        **SMALL, statistics="ppv", patch_size=None, random_state=0
     ).fit_transform(X)
     assert X_new.min() >= 0 and X_new.max() <= 1
     lengths = np.array(LENGTHS)[:, None]
@@ -518,9 +519,12 @@ def _assert_same_state(a, b):
     models_b, weights_b, *stats_b = _fitted_state(b)
     assert models_a == models_b
     for wa, wb in zip(weights_a, weights_b, strict=True):
-        assert wa.keys() == wb.keys()
-        for name in wa:
-            assert_array_equal(wa[name], wb[name])
+        assert wa.keys() == wb.keys() == {"input", "layers"}
+        assert_array_equal(wa["input"], wb["input"])
+        for la, lb in zip(wa["layers"], wb["layers"], strict=True):
+            assert la.keys() == lb.keys()
+            for name in la:
+                assert_array_equal(la[name], lb[name])
     for sa, sb in zip(stats_a, stats_b, strict=True):
         assert (sa is None) == (sb is None)
         if sa is not None:
@@ -624,13 +628,13 @@ def test_auto_difference_for_narrow_tokens_only(X, drawn):
     ],
 )
 def test_auto_pooling_by_token_width_and_length(X, statistics):
-    """pooling="auto" computes exactly the statistics it names in
+    """statistics="auto" computes exactly the statistics it names in
     statistics_: ROCKET's max and PPV up to 8 features, with MultiRocket's
     LSPV on series of a median length above 32; mean, max, min, first and
     last above 8."""
     auto = RandomAttentionFeatures(**SMALL, random_state=0).fit(X)
     assert auto.statistics_ == statistics
-    explicit = RandomAttentionFeatures(**SMALL, pooling=statistics, random_state=0)
+    explicit = RandomAttentionFeatures(**SMALL, statistics=statistics, random_state=0)
     assert_array_equal(auto.transform(X), explicit.fit(X).transform(X))
     names = auto.get_feature_names_out()
     assert_array_equal(names, explicit.get_feature_names_out())
@@ -690,7 +694,7 @@ def test_fit_runs_no_model_without_ppv():
     X = make_3d(n=1, n_tokens=4096, width=1)
     # patch_size=None: models that read the 4096 tokens, not patches of them
     kwargs = dict(n_models=4, patch_size=None, random_state=0)
-    features = RandomAttentionFeatures(**kwargs, pooling=["mean", "max"])
+    features = RandomAttentionFeatures(**kwargs, statistics=["mean", "max"])
     fit_peak = _peak_bytes(lambda: features.fit(X))
     transform_peak = _peak_bytes(lambda: features.transform(X))
     assert transform_peak > 10 * 2**20
@@ -703,10 +707,10 @@ def test_thresholds_are_quantiles_of_the_models_outputs(monkeypatch):
     """Each feature's threshold is the quantile, at its level, of the model's
     valid per-token outputs on the training sequences (all of them up to 16):
     the median at level 0.5; between the quartiles at the default levels."""
-    import skattn._random_features as random_features
+    import skattn._random_features.estimator as random_features
 
     X = [x.astype(np.float32) for x in make_ragged(lengths=(9, 2, 5, 13, 4, 7))]
-    kwargs = dict(n_models=3, n_heads=2, head_dim=4, pooling="ppv", random_state=0)
+    kwargs = dict(n_models=3, n_heads=2, head_dim=4, statistics="ppv", random_state=0)
     kwargs["patch_size"] = None  # the reference reads one token per time point
     default = RandomAttentionFeatures(**kwargs).fit(X)
     assert default.thresholds_[0].shape == (3, 8)  # n_thresholds=3
@@ -736,7 +740,7 @@ def test_zero_weight_sequences_are_never_sampled():
     X[1] = X[1] * 1e3
     weights = np.array([1.0, 0.0, 2.0, 1.0, 0.0, 3.0])
     kept = [x for x, w in zip(X, weights, strict=True) if w > 0]
-    kwargs = dict(**SMALL, pooling="ppv", scale_tokens=False, random_state=0)
+    kwargs = dict(**SMALL, statistics="ppv", scale_tokens=False, random_state=0)
     weighted = RandomAttentionFeatures(**kwargs).fit(X, sample_weight=weights)
     without = RandomAttentionFeatures(**kwargs).fit(kept, sample_weight=[1, 2, 1, 3])
     every = RandomAttentionFeatures(**kwargs).fit(X)
@@ -751,7 +755,7 @@ def test_zero_weight_sequences_are_never_sampled():
 def test_pool_lspv_is_the_longest_stretch_above_the_thresholds(rng, thresholds):
     """The longest run of valid tokens above each threshold, over the valid
     length; padding never counts, whatever its values."""
-    from skattn._pooling import pool_lspv, pool_ppv
+    from skattn._model.pooling import pool_lspv, pool_ppv
 
     tokens = rng.standard_normal((4, 9, 3)).astype(np.float32)
     lengths = np.array([9, 5, 1, 7])
@@ -780,15 +784,15 @@ def test_pool_lspv_is_the_longest_stretch_above_the_thresholds(rng, thresholds):
 
 
 def test_every_statistic_the_parameters_accept_has_a_pooling():
-    from skattn._random_configs import STATISTIC_NAMES, THRESHOLDED
-    from skattn._random_features import STATISTICS
+    from skattn._model.pooling import STATISTICS
+    from skattn._random_features.configs import STATISTIC_NAMES, THRESHOLDED
 
     assert tuple(STATISTICS) == STATISTIC_NAMES
     assert THRESHOLDED <= set(STATISTIC_NAMES)
 
 
 def test_column_quantiles_are_numpys_quantiles(rng):
-    from skattn._pooling import column_quantiles
+    from skattn._model.pooling import column_quantiles
 
     values = rng.standard_normal((37, 5))
     levels = np.array([0.0, 0.25, 0.5, 0.9, 1.0])
@@ -849,7 +853,7 @@ def test_padding_invariance(positional_encoding, causal, dtype):
         **SMALL,
         positional_encoding=positional_encoding,
         causal=causal,
-        pooling=["mean", "max", "ppv"],
+        statistics=["mean", "max", "ppv"],
         random_state=0,
     ).fit(X)
     together = features.transform(X)
@@ -897,7 +901,9 @@ def test_float_dtype_is_preserved(kind, dtype):
 def test_float32_close_to_float64(kind):
     X = make_input(kind)
     X32 = [x.astype(np.float32) for x in X] if kind == "ragged" else X.astype("f4")
-    features = RandomAttentionFeatures(**SMALL, pooling=["mean", "max"], random_state=0)
+    features = RandomAttentionFeatures(
+        **SMALL, statistics=["mean", "max"], random_state=0
+    )
     assert_allclose(
         features.fit_transform(X32), features.fit_transform(X), rtol=1e-4, atol=1e-4
     )
@@ -960,7 +966,11 @@ def test_dataframe_sets_feature_names_and_matches_array():
 
 def test_feature_names_name_model_statistic_and_feature():
     features = RandomAttentionFeatures(
-        n_models=2, n_heads=[1, 2], head_dim=2, pooling=["max", "ppv"], random_state=3
+        n_models=2,
+        n_heads=[1, 2],
+        head_dim=2,
+        statistics=["max", "ppv"],
+        random_state=3,
     ).fit(make_3d())
     names = features.get_feature_names_out()
     assert names.dtype == object
@@ -999,7 +1009,7 @@ def test_transform_keeps_the_fitted_structure_after_set_params():
     expected = features.fit_transform(X)
     names = features.get_feature_names_out()
     features.set_params(
-        difference=False, pool_tokens=False, scale_tokens=False, pooling="ppv"
+        difference=False, pool_tokens=False, scale_tokens=False, statistics="ppv"
     )
     assert_array_equal(features.transform(X), expected)
     assert_array_equal(features.get_feature_names_out(), names)
@@ -1105,7 +1115,7 @@ def test_not_fitted(method):
         ({"head_dim": 1.5}, "head_dim"),
         ({"positional_encoding": "learned"}, "positional_encoding"),
         ({"causal": "yes"}, "causal"),
-        ({"pooling": "cls"}, "pooling"),
+        ({"statistics": "cls"}, "statistics"),
         ({"scale_tokens": 1.0}, "scale_tokens"),
         ({"features_per_token": 0}, "features_per_token"),
         ({"patch_size": 0}, "patch_size"),
@@ -1132,9 +1142,9 @@ def test_invalid_parameters(params, name):
             "positional_encoding must be 'sinusoidal' or None (or 'auto', alone)",
         ),
         ({"causal": [True, 1]}, "causal must be a bool or a non-empty list"),
-        ({"pooling": ["mean", "cls"]}, "pooling must be one of"),
-        ({"pooling": ["max", "max"]}, "without repeats"),
-        ({"pooling": []}, "pooling must be one of"),
+        ({"statistics": ["mean", "cls"]}, "statistics must be one of"),
+        ({"statistics": ["max", "max"]}, "without repeats"),
+        ({"statistics": []}, "statistics must be one of"),
         ({"patch_size": [2, 0]}, "patch_size must be a positive int, 'auto', None"),
         ({"patch_size": [2.5]}, "patch_size must be a positive int, 'auto', None"),
         ({"patch_size": []}, "patch_size must be a positive int, 'auto', None"),

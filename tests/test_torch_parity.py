@@ -9,7 +9,7 @@ import pytest
 from numpy.testing import assert_allclose
 
 from skattn import AttentionTransformer
-from skattn._layers import sinusoidal_positions
+from skattn._model.units import sinusoidal_positions
 
 torch = pytest.importorskip("torch")
 
@@ -119,7 +119,7 @@ def test_encoder_stack_equals_torch(norm_first, activation, causal):
         n_layers=N_LAYERS,
         ff_dim=FF_DIM,
         activation=activation,
-        norm_first=norm_first,
+        layer_norm="pre" if norm_first else "post",
         causal=causal,
         dropout=0.1,  # training only: the outputs are those of eval mode
         positional_encoding=None,
@@ -154,7 +154,7 @@ def test_trained_stack_with_projection_and_positions_equals_torch(norm_first):
         n_layers=N_LAYERS,
         ff_dim=FF_DIM,
         activation="gelu",
-        norm_first=norm_first,
+        layer_norm="pre" if norm_first else "post",
         dropout=0.2,
         scale_tokens=False,  # torch reads the raw tokens
         patch_size=None,

@@ -14,7 +14,7 @@ from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
 from skattn import AttentionTransformer
-from skattn._head import cross_entropy_loss, squared_loss
+from skattn._model.head import cross_entropy_loss, squared_loss
 from skattn._optimizers import AdamOptimizer
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -177,7 +177,7 @@ def test_same_seed_gives_bit_identical_weights(solver):
 @pytest.mark.parametrize("ragged", [False, True])
 def test_results_do_not_depend_on_the_thread_count(ragged):
     """Bit-identical weights and outputs on 1 and 2 threads: the batches (over
-    a dozen here, see BATCH_BYTES) then run side by side, each computed the
+    a dozen here, see CACHE_BYTES) then run side by side, each computed the
     same way, and their gradients are summed in the same order."""
     X, y = order_task(n=128, n_tokens=40, width=16)
     if ragged:
@@ -198,8 +198,8 @@ def test_results_do_not_depend_on_the_thread_count(ragged):
 def test_float32_loss_and_gradients_stay_float32(task, options):
     """No float64 creeps into the gradients (float64 sample weights and targets
     included)."""
-    from skattn._sequences import sequence_lengths
-    from skattn._training import loss_gradients
+    from skattn._model.sequences import sequence_lengths
+    from skattn._training import TrainingSet, loss_gradients
 
     X, y = order_task(n=40)
     X = X.astype(np.float32)
@@ -207,15 +207,14 @@ def test_float32_loss_and_gradients_stay_float32(task, options):
         y = y + np.linspace(0, 1, len(y))  # float64 targets
     est = AttentionTransformer(n_heads=2, max_iter=1, random_state=0, **options)
     est.fit(X, y)
-    model = est._model(n_outputs=len(est.head_intercept_))
+    model = est._model()
     params = est._fitted_params(np.float32, model)
     assert {value.dtype for value in params.values()} == {np.dtype(np.float32)}
     y_encoded = y if task == "classification" else y[:, None]
-    data = (X, sequence_lengths(X), y_encoded, np.ones(len(y)))
+    weight = np.ones(len(y))
+    data = TrainingSet(X, sequence_lengths(X), y_encoded, weight, 1e-4, task)
     dropout = (0.1, 3) if options else None
-    _, grads = loss_gradients(
-        model, params, data, np.arange(40), task=task, alpha=1e-4, dropout=dropout
-    )
+    _, grads = loss_gradients(model, params, data, np.arange(40), dropout=dropout)
     assert {grad.dtype for grad in grads.values()} == {np.dtype(np.float32)}
 
 

@@ -24,8 +24,8 @@ from sklearn.utils._param_validation import InvalidParameterError
 from threadpoolctl import threadpool_limits
 
 from skattn import AttentionTransformer
-from skattn._layers import LAYER_NORM_EPS
-from skattn._sequences import padded_batches
+from skattn._model.sequences import padded_batches
+from skattn._model.units import LAYER_NORM_EPS
 from skattn._training import model_row_bytes
 
 POOLINGS = ["mean", "max", "first", "last", "cls", "attention", "flatten"]
@@ -51,7 +51,7 @@ TEXTBOOK_INIT = {
 BARE = dict(
     positional_encoding=None,
     residual=False,
-    layer_norm=False,
+    layer_norm=None,
     ff_dim=0,
     scale_tokens=False,
     patch_size=None,
@@ -507,7 +507,7 @@ def test_causal_attention_weights_vanish_above_diagonal(kind):
         assert np.all(weights[:, ~above] > 0)
 
 
-@pytest.mark.parametrize("residual, layer_norm", [(True, True), (False, False)])
+@pytest.mark.parametrize("residual, layer_norm", [(True, "post"), (False, None)])
 def test_tokens_are_permutation_equivariant_without_positions(residual, layer_norm):
     X = make_3d(n=4, n_tokens=7)
     perm = np.random.default_rng(1).permutation(7)

@@ -28,8 +28,8 @@ import math
 
 import numpy as np
 
-from ._dropout import INDEX_BITS, grid_index, keep_scale
-from ._kernel_checks import (
+from .._parallel import map_parallel
+from .checks import (
     as_mask,
     check_batch_shapes,
     check_bool,
@@ -37,7 +37,7 @@ from ._kernel_checks import (
     check_kernel_array,
     check_scale,
 )
-from ._parallel import map_parallel
+from .dropout import INDEX_BITS, grid_index, keep_scale
 
 # A row sum of exponentials below this may have lost precision to underflow: the
 # folded shift (see attention_tile_shift_folded) then hands the tile to the exact

@@ -12,7 +12,7 @@ Shape legend: N samples, F pooled features, K outputs (classes or targets).
 
 import numpy as np
 
-from ._layers import ParamSpec, Unit
+from .units import ParamSpec, Unit
 
 
 def linear_forward(pooled, coef, intercept):

@@ -15,195 +15,64 @@ import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_is_fitted
 
 from ._base import BaseAttention
 from ._dask import blocked_outputs, is_dask_collection
+from ._docstrings import fill_docstring
+from ._model.sequences import sequences_dtype
 from ._parallel import single_threaded_blas
-from ._sequences import sequences_dtype
-from ._transformer import AttentionTransformer
 from ._validation import _fit_context, check_finite_output
 
-
-def _shared_parameters_doc():
-    """The Parameters section of AttentionTransformer, without ``objective``
-    and ``pool_tokens`` (the columns of its ``transform``)."""
-    doc = AttentionTransformer.__doc__
-    if doc is None:  # python -OO
-        return ""
-    header = "    Parameters\n    ----------\n"
-    start = doc.index(header) + len(header)
-    end = doc.index("    Attributes\n    ----------\n")
-    kept, skip = [], False
-    for line in doc[start:end].splitlines(keepends=True):
-        if line.startswith("    ") and not line.startswith("     "):  # an entry
-            skip = line.startswith(("    objective :", "    pool_tokens :"))
-        if not skip:
-            kept.append(line)
-    return "".join(kept).rstrip() + "\n"
+ATTRIBUTES = [
+    "n_features_in_",
+    "feature_names_in_",
+    "model",
+    "weights",
+    "head",
+    "training",
+]
 
 
-def _document(cls):
-    """Insert the shared parameters into the class docstring."""
-    if cls.__doc__ is not None:
-        cls.__doc__ = cls.__doc__.replace(
-            "    {{parameters}}\n", _shared_parameters_doc()
-        ).replace("    {{attributes}}\n", _ATTRIBUTES_DOC + "\n")
-    return cls
+def head_outputs(estimator, X):
+    """The head's outputs on X: logits, or standardised targets.
+
+    The model's forward pass and its head, batched as ``transform``; in the
+    dtype of X.
+    """
+    sequences = estimator._check_sequences(X)
+    model = estimator._model()
+    params = estimator._fitted_params(sequences_dtype(sequences), model)
+    n_outputs = len(estimator.head_intercept_)
+    out = np.empty((len(sequences), n_outputs), dtype=sequences_dtype(sequences))
+    with single_threaded_blas():
+        for rows, _, pooled in estimator._forward_batches(sequences):
+            out[rows] = model.head_forward(params, pooled)
+    check_finite_output(estimator, out, sequences, estimator._scales_tokens())
+    return out
 
 
-_ATTRIBUTES_DOC = """\
-    n_features_in_ : int
-        Columns of a table seen in fit, or the token width of sequences.
-
-    feature_names_in_ : ndarray of shape (``n_features_in_``,)
-        Names of the columns seen in fit, for a DataFrame with string column
-        names.
-
-    head_coef_ : ndarray of shape (n_features_out, n_outputs)
-        Weights of the linear head on the pooled vector.
-
-    head_intercept_ : ndarray of shape (n_outputs,)
-        Bias of the linear head.
-
-    n_iter_ : int
-        Epochs (adam) or iterations (lbfgs) run.
-
-    loss_ : float
-        Loss at the end of training.
-
-    loss_curve_ : list of float
-        Loss after each epoch or iteration.
-"""
-
-
-class _AttentionPredictor(BaseAttention):
-    """The parameters and the head's forward pass of the two predictors."""
-
-    _parameter_constraints: dict = {
-        name: constraint
-        for name, constraint in BaseAttention._parameter_constraints.items()
-        if name != "objective"
-    }
-
-    def __init__(
-        self,
-        n_heads=4,
-        head_dim=None,
-        *,
-        features_per_token=None,
-        data_format="channels_last",
-        scale_tokens=True,
-        patch_size="auto",
-        n_layers=1,
-        ff_dim=128,
-        activation="relu",
-        dropout=0.0,
-        norm_first=False,
-        init="random",
-        pooling="mean",
-        positional_encoding="sinusoidal",
-        residual=True,
-        layer_norm=True,
-        causal=False,
-        solver="adam",
-        max_iter=200,
-        learning_rate_init="auto",
-        batch_size="auto",
-        alpha=0.0001,
-        tol=1e-4,
-        early_stopping="auto",
-        validation_fraction=0.1,
-        n_iter_no_change="auto",
-        shuffle=True,
-        beta_1=0.9,
-        beta_2=0.999,
-        epsilon=1e-8,
-        warm_start=False,
-        verbose=False,
-        class_weight=None,
-        random_state=None,
-    ):
-        self.n_heads = n_heads
-        self.head_dim = head_dim
-        self.features_per_token = features_per_token
-        self.data_format = data_format
-        self.scale_tokens = scale_tokens
-        self.patch_size = patch_size
-        self.n_layers = n_layers
-        self.ff_dim = ff_dim
-        self.activation = activation
-        self.dropout = dropout
-        self.norm_first = norm_first
-        self.init = init
-        self.pooling = pooling
-        self.positional_encoding = positional_encoding
-        self.residual = residual
-        self.layer_norm = layer_norm
-        self.causal = causal
-        self.solver = solver
-        self.max_iter = max_iter
-        self.learning_rate_init = learning_rate_init
-        self.batch_size = batch_size
-        self.alpha = alpha
-        self.tol = tol
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.shuffle = shuffle
-        self.beta_1 = beta_1
-        self.beta_2 = beta_2
-        self.epsilon = epsilon
-        self.warm_start = warm_start
-        self.verbose = verbose
-        self.class_weight = class_weight
-        self.random_state = random_state
-
-    def _head_outputs(self, X):
-        """The head's outputs on X: logits, or standardised targets.
-
-        The model's forward pass and its head (``Model.head_forward``), batched
-        as ``transform``; in the dtype of X.
-        """
-        check_is_fitted(self)
-        sequences = self._check_sequences(X)
-        model = self._model(n_outputs=len(self.head_intercept_))
-        dtype = sequences_dtype(sequences)
-        params = self._fitted_params(dtype, model)
-        out = np.empty((len(sequences), len(self.head_intercept_)), dtype=dtype)
-        with single_threaded_blas():
-            for rows, _, pooled in self._forward_batches(sequences):
-                out[rows] = model.head_forward(params, pooled)
-        check_finite_output(
-            self, out, sequences, self._fitted_structure["scale_tokens"]
-        )
-        return out
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.three_d_array = True
-        tags.target_tags.required = True
-        return tags
-
-
-@_document
-class AttentionClassifier(ClassifierMixin, _AttentionPredictor):
+@fill_docstring(
+    pooled="what the head predicts from", attributes=["classes_", *ATTRIBUTES]
+)
+class AttentionClassifier(ClassifierMixin, BaseAttention):
     """Transformer encoder classifier: self-attention, pooling, softmax.
 
     The model and training of :class:`AttentionTransformer` with
-    ``objective="classification"``; its linear head on the pooled vector
-    predicts (softmax cross-entropy, one logit per class).
+    ``objective="classification"``; the linear head on the pooled vector
+    predicts (softmax cross-entropy, one logit per class). Its per-token
+    outputs and attention weights are those of the trained model, for
+    :class:`~skattn.plotting.AttentionDisplay`.
+
+    Read more in the :ref:`User Guide <learning>`.
 
     Parameters
     ----------
-    {{parameters}}
+    {parameters}
 
     Attributes
     ----------
-    classes_ : ndarray of shape (n_classes,)
-        Class labels.
+    {attributes}
 
-    {{attributes}}
     See Also
     --------
     AttentionTransformer : The same model, returning the pooled vectors.
@@ -213,9 +82,10 @@ class AttentionClassifier(ClassifierMixin, _AttentionPredictor):
     Notes
     -----
     ``predict`` equals ``classes_[argmax(transform(X) @ head_coef_ +
-    head_intercept_)]`` of an :class:`AttentionTransformer` fitted with the same
-    parameters and ``objective="classification"``. The other fitted attributes
-    are those of :class:`AttentionTransformer`.
+    head_intercept_)]`` of an :class:`AttentionTransformer` fitted with the
+    same parameters, ``objective="classification"`` and ``pool_tokens=False``.
+    The parameters that fix the model take effect at the next ``fit``, as in
+    :class:`AttentionTransformer`.
 
     Examples
     --------
@@ -229,9 +99,82 @@ class AttentionClassifier(ClassifierMixin, _AttentionPredictor):
     (4,)
     >>> clf.predict_proba(X[:4]).shape
     (4, 2)
+    >>> clf.attention_weights(X[:4]).shape  # 4 heads of 5 x 5 weights
+    (4, 4, 5, 5)
     >>> clf.score(X, y) > 0.9
     True
     """
+
+    def __init__(
+        self,
+        n_heads=4,
+        head_dim=None,
+        *,
+        n_layers=1,
+        ff_dim=128,
+        activation="relu",
+        dropout=0.0,
+        layer_norm="post",
+        residual=True,
+        causal=False,
+        positional_encoding="sinusoidal",
+        pooling="mean",
+        features_per_token=None,
+        data_format="channels_last",
+        scale_tokens=True,
+        patch_size="auto",
+        init="random",
+        solver="adam",
+        max_iter=200,
+        learning_rate_init="auto",
+        batch_size="auto",
+        alpha=0.0001,
+        tol=1e-4,
+        early_stopping="auto",
+        validation_fraction=0.1,
+        n_iter_no_change="auto",
+        shuffle=True,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-8,
+        class_weight=None,
+        warm_start=False,
+        verbose=False,
+        random_state=None,
+    ):
+        self.n_heads = n_heads
+        self.head_dim = head_dim
+        self.n_layers = n_layers
+        self.ff_dim = ff_dim
+        self.activation = activation
+        self.dropout = dropout
+        self.layer_norm = layer_norm
+        self.residual = residual
+        self.causal = causal
+        self.positional_encoding = positional_encoding
+        self.pooling = pooling
+        self.features_per_token = features_per_token
+        self.data_format = data_format
+        self.scale_tokens = scale_tokens
+        self.patch_size = patch_size
+        self.init = init
+        self.solver = solver
+        self.max_iter = max_iter
+        self.learning_rate_init = learning_rate_init
+        self.batch_size = batch_size
+        self.alpha = alpha
+        self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.shuffle = shuffle
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.class_weight = class_weight
+        self.warm_start = warm_start
+        self.verbose = verbose
+        self.random_state = random_state
 
     objective = "classification"  # not a parameter: BaseAttention reads it
 
@@ -317,7 +260,7 @@ class AttentionClassifier(ClassifierMixin, _AttentionPredictor):
         """
         if is_dask_collection(X):  # lazy, block by block (skattn._dask)
             return blocked_outputs(self, "decision_function", X)
-        logits = self._head_outputs(X)
+        logits = head_outputs(self, X)
         if logits.shape[1] == 2:
             return logits[:, 1] - logits[:, 0]
         return logits
@@ -339,7 +282,7 @@ class AttentionClassifier(ClassifierMixin, _AttentionPredictor):
         """
         if is_dask_collection(X):  # lazy, block by block (skattn._dask)
             return blocked_outputs(self, "predict", X)
-        logits = self._head_outputs(X)
+        logits = head_outputs(self, X)
         return self.classes_[np.argmax(logits, axis=1)]
 
     def predict_log_proba(self, X):
@@ -359,7 +302,7 @@ class AttentionClassifier(ClassifierMixin, _AttentionPredictor):
         """
         if is_dask_collection(X):  # lazy, block by block (skattn._dask)
             return blocked_outputs(self, "predict_log_proba", X)
-        logits = self._head_outputs(X)
+        logits = head_outputs(self, X)
         shifted = logits - logits.max(axis=1, keepdims=True)
         return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
 
@@ -380,27 +323,35 @@ class AttentionClassifier(ClassifierMixin, _AttentionPredictor):
         """
         if is_dask_collection(X):  # lazy, block by block (skattn._dask)
             return blocked_outputs(self, "predict_proba", X)
-        logits = self._head_outputs(X)
+        logits = head_outputs(self, X)
         proba = np.exp(logits - logits.max(axis=1, keepdims=True))
         proba /= proba.sum(axis=1, keepdims=True)
         return proba
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        return tags
 
-@_document
-class AttentionRegressor(RegressorMixin, _AttentionPredictor):
+
+@fill_docstring(pooled="what the head predicts from", attributes=ATTRIBUTES)
+class AttentionRegressor(RegressorMixin, BaseAttention):
     """Transformer encoder regressor: self-attention, pooling, linear head.
 
     The model and training of :class:`AttentionTransformer` with
-    ``objective="regression"`` (squared error on the standardised target); its
-    linear head on the pooled vector predicts, in the units of ``y``.
+    ``objective="regression"`` (squared error on the standardised target);
+    the linear head on the pooled vector predicts, in the units of ``y``.
+
+    Read more in the :ref:`User Guide <learning>`.
 
     Parameters
     ----------
-    {{parameters}}
+    {parameters}
 
     Attributes
     ----------
-    {{attributes}}
+    {attributes}
+
     See Also
     --------
     AttentionTransformer : The same model, returning the pooled vectors.
@@ -410,11 +361,11 @@ class AttentionRegressor(RegressorMixin, _AttentionPredictor):
     Notes
     -----
     ``predict`` equals ``(transform(X) @ head_coef_ + head_intercept_) * scale +
-    mean`` of an :class:`AttentionTransformer` fitted with the same parameters
-    and ``objective="regression"``, ``mean`` and ``scale`` being the weighted
-    moments of ``y`` in fit. ``class_weight`` applies to classification only:
-    any value but None raises an error in fit. The other fitted attributes are
-    those of :class:`AttentionTransformer`.
+    mean`` of an :class:`AttentionTransformer` fitted with the same
+    parameters, ``objective="regression"`` and ``pool_tokens=False``,
+    ``mean`` and ``scale`` being the weighted moments of ``y`` in fit.
+    ``class_weight`` applies to classification only: any value but None
+    raises an error in fit.
 
     Examples
     --------
@@ -429,6 +380,77 @@ class AttentionRegressor(RegressorMixin, _AttentionPredictor):
     >>> reg.score(X, y) > 0.9
     True
     """
+
+    def __init__(
+        self,
+        n_heads=4,
+        head_dim=None,
+        *,
+        n_layers=1,
+        ff_dim=128,
+        activation="relu",
+        dropout=0.0,
+        layer_norm="post",
+        residual=True,
+        causal=False,
+        positional_encoding="sinusoidal",
+        pooling="mean",
+        features_per_token=None,
+        data_format="channels_last",
+        scale_tokens=True,
+        patch_size="auto",
+        init="random",
+        solver="adam",
+        max_iter=200,
+        learning_rate_init="auto",
+        batch_size="auto",
+        alpha=0.0001,
+        tol=1e-4,
+        early_stopping="auto",
+        validation_fraction=0.1,
+        n_iter_no_change="auto",
+        shuffle=True,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-8,
+        class_weight=None,
+        warm_start=False,
+        verbose=False,
+        random_state=None,
+    ):
+        self.n_heads = n_heads
+        self.head_dim = head_dim
+        self.n_layers = n_layers
+        self.ff_dim = ff_dim
+        self.activation = activation
+        self.dropout = dropout
+        self.layer_norm = layer_norm
+        self.residual = residual
+        self.causal = causal
+        self.positional_encoding = positional_encoding
+        self.pooling = pooling
+        self.features_per_token = features_per_token
+        self.data_format = data_format
+        self.scale_tokens = scale_tokens
+        self.patch_size = patch_size
+        self.init = init
+        self.solver = solver
+        self.max_iter = max_iter
+        self.learning_rate_init = learning_rate_init
+        self.batch_size = batch_size
+        self.alpha = alpha
+        self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.shuffle = shuffle
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.class_weight = class_weight
+        self.warm_start = warm_start
+        self.verbose = verbose
+        self.random_state = random_state
 
     objective = "regression"  # not a parameter: BaseAttention reads it
 
@@ -508,13 +530,14 @@ class AttentionRegressor(RegressorMixin, _AttentionPredictor):
         """
         if is_dask_collection(X):  # lazy, block by block (skattn._dask)
             return blocked_outputs(self, "predict", X)
-        y_pred = self._head_outputs(X) * self._target_scale + self._target_mean
+        y_pred = head_outputs(self, X) * self._target_scale + self._target_mean
         if y_pred.shape[1] == 1:
             return y_pred[:, 0]
         return y_pred
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
         tags.target_tags.multi_output = True
         return tags
 

@@ -18,8 +18,8 @@ from numbers import Integral
 
 import numpy as np
 
-from ._pooling import TOKEN_STATISTICS
-from ._sequences import SERIES_MAX_FEATURES
+from .._model.pooling import TOKEN_STATISTICS
+from .._model.sequences import SERIES_MAX_FEATURES
 
 # The statistics each model's per-token outputs can be pooled into (the
 # functions are in _pooling.py, by these names in _random_features.py), and
@@ -208,15 +208,15 @@ def differences(difference, narrow):
     return [bool(v) for v in values]
 
 
-def statistic_names(pooling, n_features, median=None):
-    """The names of ``pooling`` as a list; checked.
+def statistic_names(statistics, n_features, median=None):
+    """The names of ``statistics`` as a list; checked.
 
     ``"auto"`` depends on the token width ``n_features`` (None: only check the
     parameter, and return None) and on ``median``, the median length of the
     series (None for a table or wide tokens): the LSPV for series long enough
     for ``patch_size="auto"`` to read them in patches.
     """
-    if isinstance(pooling, str) and pooling == "auto":
+    if isinstance(statistics, str) and statistics == "auto":
         if n_features is None:
             return None
         if n_features > SERIES_MAX_FEATURES:
@@ -224,15 +224,15 @@ def statistic_names(pooling, n_features, median=None):
         if reads_patches(median):
             return list(AUTO_POOLING_LONG)
         return list(AUTO_POOLING_NARROW)
-    names = as_list(pooling, "pooling")
+    names = as_list(statistics, "statistics")
     if (
         not names
         or not all(isinstance(n, str) and n in STATISTIC_NAMES for n in names)
         or len(set(names)) != len(names)
     ):
         raise ValueError(
-            f"pooling must be one of {sorted(STATISTIC_NAMES)} or a non-empty list "
-            f"of them without repeats, got {pooling!r}."
+            f"statistics must be one of {sorted(STATISTIC_NAMES)} or a non-empty "
+            f"list of them without repeats, got {statistics!r}."
         )
     return names
 

@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 
-from ._attention import attention_forward
-from ._attention_backward import attention_backward
-from ._layers import ParamSpec, Unit, token_mask
+from .._kernels.attention import attention_forward
+from .._kernels.attention_backward import attention_backward
+from .units import ParamSpec, Unit, token_mask
 
 
 def pool_mean(tokens, lengths, params):
@@ -65,10 +65,10 @@ def pool_last(tokens, lengths, params):
 def pool_attention(tokens, lengths, params):
     """Attention pooling: a learned query attends over the valid tokens.
 
-    ``pooled = softmax(tokens q / sqrt(E)) tokens`` with ``q = params["pool_query"]``
+    ``pooled = softmax(tokens q / sqrt(E)) tokens`` with ``q = params["pooling_query"]``
     of shape (E,).
     """
-    query = params["pool_query"][None, None, :]  # (1, 1, E)
+    query = params["pooling_query"][None, None, :]  # (1, 1, E)
     mask = token_mask(lengths, tokens.shape[1])[:, None, :]  # (N, 1, T)
     pooled, lse, _ = attention_forward(
         query, tokens, tokens, mask=mask, scale=1.0 / math.sqrt(tokens.shape[-1])
@@ -206,7 +206,7 @@ def backward_last(d_pooled, tokens, lengths, params, cache):
 
 def backward_attention(d_pooled, tokens, lengths, params, cache):
     """Tokens are both the keys and the values; the query is learned."""
-    query = params["pool_query"][None, None, :]  # (1, 1, E)
+    query = params["pooling_query"][None, None, :]  # (1, 1, E)
     d_query, d_keys, d_values = attention_backward(
         d_pooled[:, None, :],
         query,
@@ -217,7 +217,7 @@ def backward_attention(d_pooled, tokens, lengths, params, cache):
         mask=cache["mask"],
         scale=1.0 / math.sqrt(tokens.shape[-1]),
     )
-    return d_keys + d_values, {"pool_query": d_query.reshape(-1)}
+    return d_keys + d_values, {"pooling_query": d_query.reshape(-1)}
 
 
 def backward_flatten(d_pooled, tokens, lengths, params, cache):
@@ -262,6 +262,9 @@ STATISTIC_POOLINGS = {
     "last": pool_last,
 }
 
+# The statistics RandomAttentionFeatures pools each model's outputs into.
+STATISTICS = {**STATISTIC_POOLINGS, "ppv": pool_ppv, "lspv": pool_lspv}
+
 POOLING_BACKWARD = {
     "mean": backward_mean,
     "max": backward_max,
@@ -276,7 +279,7 @@ POOLING_BACKWARD = {
 class Pooling(Unit):
     """The pooling of :data:`POOLINGS` named ``kind`` as a unit of the model.
 
-    ``"attention"`` owns a query vector ``pool_query`` of the model width;
+    ``"attention"`` owns a query vector ``pooling_query`` of the model width;
     ``"flatten"`` outputs ``n_tokens * d_model`` features.
     """
 
@@ -292,7 +295,7 @@ class Pooling(Unit):
         if self.kind != "attention":
             return {}
         spec = ParamSpec((self.d_model,), "normal", True, "pooling_query_")
-        return {"pool_query": spec}
+        return {"pooling_query": spec}
 
     def forward(self, params, tokens, context):
         pooled, cache = POOLINGS[self.kind](tokens, context.lengths, params)

@@ -14,11 +14,10 @@ is in ``_random_features.py``.
 
 import numpy as np
 
-from ._layers import token_mask
-from ._parallel import single_threaded_blas
-from ._pooling import column_quantiles
-from ._sequences import first_differences, map_batches, sequence_lengths
-from ._training import batch_budget
+from .._model.pooling import column_quantiles
+from .._model.sequences import first_differences, map_batches, sequence_lengths
+from .._model.units import token_mask
+from .._parallel import single_threaded_blas
 
 # The models compute in float32 whatever the dtype of X: random features need
 # no more, and float32 ran 3.4x faster than float64 on 427-token series.
@@ -100,7 +99,7 @@ class ModelRunner:
         return activations + n_tokens * self.n_features * token_bytes
 
 
-def output_quantiles(runner, sequences, rows, levels, tokens_per_row):
+def output_quantiles(runner, sequences, rows, levels, tokens_per_row, budget_bytes):
     """Quantiles of each model's outputs on the sequences ``rows``.
 
     Parameters
@@ -115,6 +114,8 @@ def output_quantiles(runner, sequences, rows, levels, tokens_per_row):
     tokens_per_row : int
         Valid output tokens kept per sequence of a batch on average (evenly
         spaced), which bounds the memory of the sample.
+    budget_bytes : float
+        Memory allowed per batch.
 
     Returns
     -------
@@ -137,7 +138,7 @@ def output_quantiles(runner, sequences, rows, levels, tokens_per_row):
     collected = [[] for _ in runner.models]
     with single_threaded_blas():
         for found in map_batches(
-            run, sequences, lengths, rows, runner.row_bytes, batch_budget()
+            run, sequences, lengths, rows, runner.row_bytes, budget_bytes
         ):
             for values, model_values in zip(found, collected, strict=True):
                 model_values.append(values)

@@ -14,7 +14,8 @@ Reference: Dao et al., "FlashAttention", NeurIPS 2022 (the softmax identity
 
 import numpy as np
 
-from ._attention import (
+from .._parallel import single_threaded_blas
+from .attention import (
     TILE_ELEMENTS,
     append_column,
     check_dropout,
@@ -28,7 +29,6 @@ from ._attention import (
     query_tiles,
     tile_mask,
 )
-from ._parallel import single_threaded_blas
 
 # The backward pass recomputes each probability as exp(scale * q.k - lse). A
 # dot product of d terms is exact to about d * eps * |scale| * |q| * |k|

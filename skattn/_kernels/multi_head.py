@@ -16,17 +16,16 @@ import math
 
 import numpy as np
 
-from ._attention import attention_forward, compute_dtype, output_dtype
-from ._attention_backward import attention_backward
-from ._kernel_checks import (
+from .._parallel import CACHE_BYTES, even_chunks, map_parallel
+from .attention import attention_forward, compute_dtype, output_dtype
+from .attention_backward import attention_backward
+from .checks import (
     as_mask,
     check_batch_shapes,
     check_bool,
     check_causal,
     check_kernel_array,
 )
-from ._parallel import map_parallel
-from ._sequences import BATCH_BYTES, activation_bytes, batch_indices
 
 
 def project(x, w):
@@ -127,6 +126,17 @@ def project_qkv_backward(d_q, d_k, d_v, x, w_query, w_key, w_value):
     w_qkv = concat_qkv(w_query, w_key, w_value)  # (D, Wq + Wk + Wv)
     d_x = (d_qkv @ w_qkv.T).reshape(x.shape)  # (..., T, D)
     return d_x, *split_qkv(d_w_qkv, w_query.shape[1], w_key.shape[1])
+
+
+def layer_bytes(n_tokens, *, n_features, width, n_heads, itemsize, return_weights):
+    """Memory one sequence of ``n_tokens`` needs in :func:`multi_head_forward`.
+
+    About ten ``(T, width)`` arrays (queries, keys and values with their
+    folded copies, context, merged heads, output), the tokens, and one row of
+    scores per token and head (all ``T`` of them with the weights).
+    """
+    scores = n_heads * (n_tokens if return_weights else 1)
+    return n_tokens * (n_features + 10 * width + scores) * itemsize
 
 
 def mask_with_head_axis(mask):
@@ -333,26 +343,19 @@ def multi_head_attention(
         run_chunk(...)  # one sequence, or a mask adding leading axes: at once
     else:
         # cache-sized chunks of the first axis, on the threads the BLAS limit
-        # allows: the batches and the memory estimate of the estimators, each
-        # sequence of the first axis counting once per sequence of the others
+        # allows; each sequence of the first axis counts once per sequence of
+        # the others
         n_per_row = math.prod(batch_shape[1:])
         width = max(weights["w_query"].shape[1], weights["w_value"].shape[1])
-
-        def row_bytes(n_tokens):
-            return n_per_row * activation_bytes(
-                n_tokens,
-                n_features=x.shape[-1],
-                d_model=width,
-                n_heads=n_heads,
-                itemsize=dtype.itemsize,
-                return_weights=return_weights,
-            )
-
-        chunks = batch_indices(
-            np.full(batch_shape[0], n_tokens), row_bytes, BATCH_BYTES
+        row_bytes = n_per_row * layer_bytes(
+            n_tokens,
+            n_features=x.shape[-1],
+            width=width,
+            n_heads=n_heads,
+            itemsize=dtype.itemsize,
+            return_weights=return_weights,
         )
-        # equal lengths: consecutive samples, sliced as views
-        map_parallel(run_chunk, (slice(rows[0], rows[-1] + 1) for rows in chunks))
+        map_parallel(run_chunk, even_chunks(batch_shape[0], row_bytes, CACHE_BYTES))
     out = out.astype(result_dtype, copy=False)
     if return_weights:
         return out, all_weights.astype(result_dtype, copy=False)

@@ -9,18 +9,9 @@ the length of each row. Pure numpy.
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-import math
-
 import numpy as np
 
-from ._parallel import map_in_groups
-
-# Activations computed at once over a batch of sequences (by
-# multi_head_attention, and per batch by the estimators): batches that stay in
-# the CPU's caches ran 1.3-1.7x faster than one big batch, and did not pay for
-# the page faults of fresh large arrays (see benchmarks/README.md).
-BATCH_BYTES = 4 * 2**20
-
+from .._parallel import even_chunks, map_in_groups
 
 # Tokens of at most this many features are channels of a series (measurements),
 # which patch_size="auto" reads in patches; wider tokens (word vectors, encoder
@@ -153,11 +144,8 @@ def batch_indices(lengths, row_bytes, budget_bytes):
     """
     order = np.argsort(lengths, kind="stable")
     if len(lengths) and lengths.min() == lengths.max():  # one length: equal batches
-        # empty rows (no tokens, or no features) cost nothing: one batch
-        n_rows = max(1, int(budget_bytes // max(1, row_bytes(lengths[0]))))
-        n_batches = math.ceil(len(order) / n_rows)
-        n_rows = math.ceil(len(order) / n_batches)  # even: 16 + 16, not 24 + 8
-        return [order[start : start + n_rows] for start in range(0, len(order), n_rows)]
+        chunks = even_chunks(len(order), row_bytes(lengths[0]), budget_bytes)
+        return [order[chunk] for chunk in chunks]
     batches = []
     start = 0
     while start < len(order):
@@ -171,58 +159,6 @@ def batch_indices(lengths, row_bytes, budget_bytes):
         batches.append(order[start:stop])
         start = stop
     return batches
-
-
-def activation_bytes(
-    n_tokens,
-    *,
-    n_features,
-    d_model,
-    n_heads,
-    itemsize,
-    n_layers=1,
-    ff_dim=0,
-    training=False,
-    return_weights=False,
-):
-    """Memory one padded sequence of ``n_tokens`` needs while its batch runs.
-
-    A forward pass holds about ten ``(T, d_model)`` arrays of one layer at a
-    time (queries, keys, values with their folded copies, context, output,
-    residual and norm) and two ``(T, ff_dim)`` arrays; training keeps them for
-    every layer and as many again for the backward pass. The attention tiles
-    hold one row of scores per token and head (all ``T`` of them when the
-    weights are returned).
-
-    Parameters
-    ----------
-    n_tokens : int
-        Padded length of the sequence.
-    n_features : int
-        Width of the input tokens.
-    d_model : int
-        Model width.
-    n_heads : int
-        Number of heads.
-    itemsize : int
-        Bytes per number (4 for float32, 8 for float64).
-    n_layers : int, default=1
-        Encoder layers.
-    ff_dim : int, default=0
-        Width of the feed-forward sublayers.
-    training : bool, default=False
-        Whether the activations are kept for a backward pass.
-    return_weights : bool, default=False
-        Whether all attention weights of a layer are kept.
-
-    Returns
-    -------
-    n_bytes : int
-    """
-    per_layer = 10 * d_model + 2 * ff_dim
-    values = n_features + per_layer * (n_layers + 1 if training else 1)
-    scores = n_heads * (n_tokens if return_weights else 1)
-    return n_tokens * (values + scores) * itemsize
 
 
 def padded_batches(sequences, lengths, rows, row_bytes, budget_bytes):

@@ -1,0 +1,24 @@
+"""The model: units with their forward and backward passes, and what runs them.
+
+- ``units``: the unit protocol (parameters, forward, backward, and what a unit
+  does to the lengths, width and memory of the tokens) and the units around
+  the encoder: token standardisation, patches, input projection, positions,
+  class token, layer norm.
+- ``encoder``: the encoder layer, ``torch.nn.TransformerEncoderLayer``'s
+  self-attention and feed-forward sublayers, and their dropout.
+- ``pooling``: poolings of the per-token outputs, and the statistics of
+  random attention features.
+- ``head``: the linear training head and the losses.
+- ``model``: :class:`~skattn._model.model.ModelConfig`, the one description
+  of a model, :func:`~skattn._model.model.build_model` and
+  :class:`~skattn._model.model.Model`, which runs the units and names their
+  parameters.
+- ``sequences``: checked sequences as padded batches: lengths, padding,
+  batches within a memory budget, token statistics.
+
+Pure numpy on arrays: nothing here imports scikit-learn or an estimator; the
+kernels of ``skattn._kernels`` do the attention.
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause

@@ -1,0 +1,538 @@
+"""The model: one description (:class:`ModelConfig`) and the units it runs.
+
+:func:`build_model` lays out what :class:`~skattn.AttentionTransformer`
+computes, one unit per piece::
+
+    tokens (N, T, D)
+      -> [standardised with statistics fixed in fit, for scale_tokens]
+      -> [patches of P tokens as tokens (N, T / P, P * D), for patch_size]
+      -> input projection (D -> E), when the model has one
+      -> + positional encoding
+      -> [class token appended, for pooling="cls"]
+      -> n_layers encoder layers, each: self-attention sublayer, then
+         feed-forward sublayer (torch.nn.TransformerEncoderLayer semantics)
+      -> [final layer norm, for layer_norm="pre"]
+      -> pooling over the valid tokens -> (N, F)
+      -> [training only] linear head -> (N, K)
+
+:class:`Model` runs the units forward and backward and owns the parameter
+names: a unit's local name (``"query"``) prefixed by its place (``"layers.0."``)
+is the key of the flat parameter dict that the optimizers and the L-BFGS
+packing see. The same parameters nest as the estimators' ``init`` dict reads
+them (:meth:`Model.nest`): ``{"input": ..., "layers": [{"query": ...}, ...]}``.
+A new unit is a class of ``units.py`` (or ``encoder.py``) and one line in
+:func:`build_model`.
+
+Shape legend: N samples, T tokens (padded length), D token width, E model width
+(``n_heads * head_dim``), F pooled width, K outputs.
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import dataclasses
+import math
+
+import numpy as np
+
+from .encoder import EncoderLayer
+from .head import LinearHead
+from .pooling import Pooling
+from .units import (
+    ClassToken,
+    Context,
+    InputProjection,
+    LayerNorm,
+    Patches,
+    Positions,
+    TokenScaler,
+    glorot_uniform,
+    sinusoidal_positions,
+)
+
+LAYER_PREFIX = "layers."
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Everything that fixes the model: its units, their shapes and options.
+
+    Resolved once, when an estimator builds its model in ``fit``; the model,
+    the names and shapes of its parameters (and so the keys of ``init`` and
+    the fitted attributes that hold them) follow from it.
+
+    Attributes
+    ----------
+    n_features : int
+        Width D of an input token.
+    d_model : int
+        Model width E, ``n_heads * head_dim``.
+    n_heads : int
+        Attention heads.
+    n_layers, ff_dim, activation, residual, causal, positional_encoding, pooling
+        As the estimators' parameters of these names.
+    layer_norm : {"post", "pre"} or None
+        Where each sublayer normalises (see :class:`~skattn.AttentionTransformer`).
+    n_positions : int
+        Model tokens of the longest sequence seen in fit: rows of a learned
+        positions table, and the length ``pooling="flatten"`` needs.
+    projects_input : bool
+        Whether the tokens are projected (D -> E) before the first layer.
+    token_scale_shape : tuple of int or None
+        Shape of the token standardisation's statistics, ``(D,)`` or ``(T,
+        D)``; None for no standardisation.
+    patch_size, patch_stride : int or None
+        Tokens per patch and from one patch to the next (None: no patches;
+        a stride of None: side by side).
+    n_outputs : int
+        Outputs of the training head; 0 for no head.
+    """
+
+    n_features: int
+    d_model: int
+    n_heads: int
+    n_layers: int = 1
+    ff_dim: int = 0
+    activation: str = "relu"
+    layer_norm: str | None = "post"
+    residual: bool = True
+    causal: bool = False
+    positional_encoding: str | None = "sinusoidal"
+    pooling: str = "mean"
+    n_positions: int = 1
+    projects_input: bool = True
+    token_scale_shape: tuple | None = None
+    patch_size: int | None = None
+    patch_stride: int | None = None
+    n_outputs: int = 0
+
+    def replace(self, **changes):
+        """A copy with ``changes``."""
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self):
+        """The configuration as plain Python values (what an estimator stores)."""
+        return dataclasses.asdict(self)
+
+
+def build_model(config):
+    """The units of the model of ``config``, in the order of the forward pass.
+
+    Parameters
+    ----------
+    config : ModelConfig
+
+    Returns
+    -------
+    model : Model
+    """
+    width = config.n_features
+    units = []
+
+    def add(unit, prefix=""):
+        nonlocal width
+        units.append((prefix, unit))
+        width = unit.width(width)
+
+    scaler = None
+    if config.token_scale_shape is not None:
+        scaler = TokenScaler(config.token_scale_shape)
+        add(scaler)
+    if config.patch_size is not None:
+        add(Patches(config.patch_size, config.patch_stride))
+    read_units = [unit for _, unit in units]  # before the projection
+    if config.projects_input:
+        add(InputProjection(width, config.d_model))
+    if config.positional_encoding is not None:
+        add(Positions(config.positional_encoding, config.n_positions, config.d_model))
+    if config.pooling == "cls":
+        add(ClassToken(config.d_model))
+    for index in range(config.n_layers):
+        layer = EncoderLayer(
+            index,
+            config.d_model,
+            n_heads=config.n_heads,
+            ff_dim=config.ff_dim,
+            activation=config.activation,
+            residual=config.residual,
+            layer_norm=config.layer_norm,
+        )
+        add(layer, prefix=f"{LAYER_PREFIX}{index}.")
+    if config.layer_norm == "pre":
+        add(LayerNorm(config.d_model, "final_norm", attributes=True))
+    pooling = Pooling(config.pooling, config.d_model, config.n_positions)
+    head = None
+    if config.n_outputs:
+        head = LinearHead(pooling.n_features_out, config.n_outputs)
+    return Model(config, units, pooling, head, scaler=scaler, read_units=read_units)
+
+
+class Model:
+    """Units run in order, then a pooling unit and, for training, a head.
+
+    Built by :func:`build_model`.
+
+    Parameters
+    ----------
+    config : ModelConfig
+        The model's description.
+    units : list of (str, Unit)
+        Each unit with the prefix of its parameter names (``""`` or
+        ``"layers.{i}."``), in the order of the forward pass.
+    pooling : Pooling
+        Pools the tokens into one vector per sample.
+    head : LinearHead or None
+        The training head.
+    scaler : TokenScaler or None
+        The token standardisation (the first unit), if any.
+    read_units : list of Unit
+        The units before the input projection, which shape the tokens it reads
+        (for the memory of a row).
+    """
+
+    def __init__(self, config, units, pooling, head, *, scaler, read_units):
+        self.config = config
+        self.units = units
+        self.pooling = pooling
+        self.head = head
+        self.scaler = scaler
+        self._read_units = read_units
+        self._steps = [
+            (prefix, unit, list(unit.param_specs()))
+            for prefix, unit in [*units, ("", pooling), ("", head)]
+            if unit is not None
+        ]
+
+    # Parameters
+    # ----------
+
+    def param_specs(self):
+        """Every parameter by its global name, in the order they are seeded.
+
+        Returns
+        -------
+        specs : dict of str to ParamSpec
+        """
+        return {
+            prefix + name: spec
+            for prefix, unit, _ in self._steps
+            for name, spec in unit.param_specs().items()
+        }
+
+    def trainable_names(self):
+        """Names of the parameters that training changes, in seeding order."""
+        return [name for name, spec in self.param_specs().items() if spec.trainable]
+
+    def init_params(self, rng, dtype, init=None):
+        """Seed the parameters.
+
+        Weight matrices are Glorot-uniform from ``rng`` and vectors (class
+        token, pooling query) N(0, 1/E), drawn in the order of
+        :meth:`param_specs` whether ``init`` gives them or not (so each
+        depends only on its own shape, its place and ``rng``). Learned positions
+        start from the sinusoidal table, layer norms from the identity, biases
+        from zero.
+
+        Parameters
+        ----------
+        rng : numpy.random.RandomState
+            Source of the seeded weights.
+        dtype : dtype
+            dtype of the parameters.
+        init : dict of str to ndarray, default=None
+            Given weights by global name (checked with :meth:`check_init`),
+            copied.
+
+        Returns
+        -------
+        params : dict of str to ndarray
+        """
+        init = {} if init is None else init
+        params = {}
+        for name, spec in self.param_specs().items():
+            if spec.init == "glorot":
+                value = glorot_uniform(rng, *spec.shape, dtype)
+            elif spec.init == "normal":
+                value = rng.standard_normal(spec.shape) / math.sqrt(spec.shape[0])
+            elif spec.init == "sinusoidal":
+                value = sinusoidal_positions(*spec.shape)
+            else:
+                value = (np.ones if spec.init == "ones" else np.zeros)(spec.shape)
+            params[name] = np.array(init.get(name, value), dtype=dtype)
+        return params
+
+    def flat_init(self, init):
+        """Given weights in the ``init`` layout (checked arrays), by global name.
+
+        ``init["layers"][i][key]`` is ``"layers.{i}.{key}"``; a one-layer
+        model also takes its layer's keys at the top level (``init["query"]``);
+        every other key is a parameter's name.
+
+        Returns
+        -------
+        flat : dict of str to ndarray
+        labels : dict of str to str
+            How ``init`` named each one (``"init['query']"``), for messages.
+
+        Raises
+        ------
+        ValueError
+            For a key that is no parameter of the model or one that is not
+            learned (the token statistics come from the data), or an array of
+            another shape.
+        """
+        specs = self.param_specs()
+        layer_keys = {
+            name.split(".", 2)[2] for name in specs if name.startswith(LAYER_PREFIX)
+        }
+        flat, labels = {}, {}
+        for key, value in init.items():
+            if key == "layers":
+                for index, layer in enumerate(value):
+                    for local, array in layer.items():
+                        name = f"{LAYER_PREFIX}{index}.{local}"
+                        flat[name], labels[name] = array, init_key(name)
+            elif key in layer_keys:
+                if self.config.n_layers > 1 or "layers" in init:
+                    raise ValueError(
+                        f"init has the key {key!r}: with n_layers="
+                        f"{self.config.n_layers} or with init['layers'], give each "
+                        "layer's weights in init['layers'] (a list of one dict "
+                        "per layer)."
+                    )
+                name = f"{LAYER_PREFIX}0.{key}"
+                flat[name], labels[name] = value, f"init[{key!r}]"
+            else:
+                flat[key], labels[key] = value, f"init[{key!r}]"
+        known = [init_key(name) for name, spec in specs.items() if spec.trainable]
+        for name, value in flat.items():
+            if name not in specs or not specs[name].trainable:
+                raise ValueError(
+                    f"{labels[name]} is not a parameter of this model; its "
+                    f"parameters are {known}."
+                )
+            if value.shape != specs[name].shape:
+                raise ValueError(
+                    f"{labels[name]} has shape {value.shape}, expected "
+                    f"{specs[name].shape} (n_features={self.config.n_features}, "
+                    f"d_model={self.config.d_model})."
+                )
+        return flat, labels
+
+    def nest(self, params):
+        """Parameters by global name as the ``init`` dict holds them.
+
+        Returns
+        -------
+        nested : dict
+            ``"layers"``: a list of one dict per encoder layer, by local name;
+            every other parameter by its name.
+        """
+        nested = {"layers": [{} for _ in range(self.config.n_layers)]}
+        for name, value in params.items():
+            if name.startswith(LAYER_PREFIX):
+                index, local = name[len(LAYER_PREFIX) :].split(".", 1)
+                nested["layers"][int(index)][local] = value
+            else:
+                nested[name] = value
+        return nested
+
+    def to_attributes(self, params):
+        """Fitted attributes of a parameter dict: ``"layers_"`` (see
+        :meth:`nest`) and each other parameter's attribute (None for the
+        optional attributes this model has no parameter of)."""
+        nested = self.nest(params)
+        attributes = {"layers_": nested.pop("layers")}
+        specs = self.param_specs()
+        for name, value in nested.items():
+            attributes[specs[name].attribute] = value
+        return attributes
+
+    def from_attributes(self, estimator):
+        """The parameter dict of an estimator's fitted attributes (not copied)."""
+        params = {}
+        for name, spec in self.param_specs().items():
+            if name.startswith(LAYER_PREFIX):
+                index, local = name[len(LAYER_PREFIX) :].split(".", 1)
+                params[name] = estimator.layers_[int(index)][local]
+            else:
+                params[name] = getattr(estimator, spec.attribute)
+        return params
+
+    # What the units do to the tokens
+    # -------------------------------
+
+    def token_lengths(self, lengths):
+        """Tokens of each sequence in the encoder's output (a patch counts
+        once, the class token adds one).
+
+        Parameters
+        ----------
+        lengths : int or ndarray of int
+            Tokens of each input sequence.
+
+        Returns
+        -------
+        int or ndarray of int, as ``lengths``.
+        """
+        for _, unit in self.units:
+            lengths = unit.lengths(lengths)
+        return lengths
+
+    def row_bytes(self, n_tokens, *, n_features, itemsize, training):
+        """Memory of one sequence padded to ``n_tokens`` while its batch runs.
+
+        Per token of the encoder: the input tokens as the projection reads
+        them (of ``n_features`` each, patches side by side), plus the units'
+        activations (:meth:`Unit.activation_floats`). Evaluating, the units
+        run one at a time: the largest unit's. Training, every unit keeps its
+        activations for the backward pass, which holds about as much again
+        for the largest unit's gradients, with the largest transient.
+
+        Parameters
+        ----------
+        n_tokens : int
+            Padded length of the sequence.
+        n_features : int
+            Width of the tokens the caller feeds the model.
+        itemsize : int
+            Bytes per number.
+        training : bool
+            Whether the activations are kept for a backward pass.
+
+        Returns
+        -------
+        n_bytes : int
+        """
+        read_width = n_features
+        for unit in self._read_units:
+            read_width = unit.width(read_width)
+        kept, transient = zip(
+            *(unit.activation_floats() for _, unit in self.units), strict=True
+        )
+        if training:
+            floats = sum(kept) + max(kept) + max(transient)
+        else:
+            floats = max(k + t for k, t in zip(kept, transient, strict=True))
+        return int(self.token_lengths(n_tokens)) * (read_width + floats) * itemsize
+
+    # Passes
+    # ------
+
+    def standardise(self, params, x):
+        """The tokens as the model standardises them (``x`` without
+        ``scale_tokens``): a new array."""
+        if self.scaler is None:
+            return x
+        return self.scaler.forward(params, x, None)[0]
+
+    def forward(
+        self,
+        params,
+        x,
+        lengths,
+        *,
+        dropout=None,
+        training=False,
+        layer=None,
+        weights_out=None,
+    ):
+        """Forward pass on a right-padded batch.
+
+        Parameters
+        ----------
+        params : dict of str to ndarray
+            Parameters by global name, in the dtype of ``x``.
+        x : ndarray of shape (N, T, D)
+            Right-padded token batch; padded positions may hold anything finite.
+        lengths : ndarray of shape (N,), dtype int
+            Number of valid tokens of each row.
+        dropout : DropoutStreams or None, default=None
+            Training-time dropout.
+        training : bool, default=False
+            Keep what the backward pass needs; otherwise each unit's cache is
+            dropped as soon as the next unit has run.
+        layer : int or None, default=None
+            Encoder layer whose attention weights to write into ``weights_out``.
+        weights_out : ndarray or list of ndarray, default=None
+            With ``layer``, where its attention weights go: an array of shape
+            (N, H, T', T'), or a list of one array of shape (H, T'_i, T'_i) per
+            row for the row's own tokens (``T'_i`` from :meth:`token_lengths`).
+            Written a block of rows at a time, never whole elsewhere (T'^2
+            numbers per sequence and head).
+
+        Returns
+        -------
+        tokens : ndarray of shape (N, T', E)
+            Per-token outputs of the last layer; ``T' = T + 1`` with a class
+            token, which follows each sequence's last token.
+        pooled : ndarray of shape (N, F)
+            Pooled representation.
+        trace : dict
+            ``"caches"``: one per unit and the pooling, when ``training``.
+        """
+        context = Context(
+            lengths,
+            causal=self.config.causal,
+            dropout=dropout,
+            weights_layer=layer,
+            weights_out=weights_out,
+        )
+        caches = []
+        h = x
+        for prefix, unit, names in self._steps[: len(self.units)]:
+            h, cache = unit.forward(_local(params, prefix, names), h, context)
+            context = context.with_lengths(unit.lengths(context.lengths))
+            if training:
+                caches.append(cache)
+        _, pooling, names = self._steps[len(self.units)]
+        pooled, cache = pooling.forward(_local(params, "", names), h, context)
+        caches.append(cache)
+        return h, pooled, {"caches": caches}
+
+    def head_forward(self, params, pooled):
+        """Outputs of the training head: ``(N, F) -> (N, K)``."""
+        return self.head.forward(params, pooled)[0]
+
+    def backward(self, params, d_pooled, trace):
+        """Gradients of every parameter of the units and the pooling.
+
+        Parameters
+        ----------
+        params : dict of str to ndarray
+            As given to :meth:`forward`.
+        d_pooled : ndarray of shape (N, F)
+            Gradient of the loss with respect to the pooled output.
+        trace : dict
+            What :meth:`forward` returned with ``training=True``.
+
+        Returns
+        -------
+        grads : dict of str to ndarray
+            One gradient per trainable parameter of the units and the pooling,
+            by global name.
+        """
+        grads = {}
+        d = d_pooled
+        steps = self._steps[: len(self.units) + 1]
+        for (prefix, unit, names), cache in zip(
+            reversed(steps), reversed(trace["caches"]), strict=True
+        ):
+            d, unit_grads = unit.backward(_local(params, prefix, names), d, cache)
+            grads.update((prefix + name, grad) for name, grad in unit_grads.items())
+            if d is None:  # the tokens are data from here: nothing before learns
+                break
+        return grads
+
+
+def _local(params, prefix, names):
+    """A unit's parameters by local name."""
+    return {name: params[prefix + name] for name in names}
+
+
+def init_key(name):
+    """How a parameter is named in ``init``: ``init['layers'][0]['query']``."""
+    if name.startswith(LAYER_PREFIX):
+        index, local = name[len(LAYER_PREFIX) :].split(".", 1)
+        return f"init['layers'][{index}]['{local}']"
+    return f"init['{name}']"

@@ -1,0 +1,484 @@
+"""The units the model is built from, each owning its parameters.
+
+A unit declares its parameters (:meth:`Unit.param_specs`: name, shape, how it
+is seeded, whether the L2 penalty applies, which fitted attribute holds it),
+computes a forward pass and its backward pass::
+
+    out, cache = unit.forward(params, x, context)
+    d_x, grads = unit.backward(params, d_out, cache)
+
+and describes what it does to the tokens: how many it returns for sequences of
+given lengths (:meth:`Unit.lengths`), how wide (:meth:`Unit.width`), and the
+activations it holds (:meth:`Unit.activation_floats`). ``params`` holds the
+unit's own parameters by their local names; ``context`` (a :class:`Context`)
+carries what the whole batch shares: the lengths of the sequences the unit
+receives, their key-padding mask, the causal switch and the dropout streams.
+Units read the context and never change it. The model (``model.py``) is a
+list of units; the encoder layer is in ``encoder.py``.
+
+Pure numpy functions on arrays: nothing here imports scikit-learn or knows
+about an estimator.
+
+Shape legend: N samples, T tokens (padded length), D token width, E model width
+(``n_heads * head_dim``).
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+LAYER_NORM_EPS = 1e-5
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """What a unit says about one of its parameters.
+
+    Attributes
+    ----------
+    shape : tuple of int
+    init : {"glorot", "normal", "ones", "zeros", "sinusoidal"}
+        How it is seeded (see ``Model.init_params``).
+    penalized : bool
+        Whether the L2 penalty ``alpha`` applies: weights yes; biases, gains and
+        positions (which start from the sinusoidal table, not from zero) no.
+    attribute : str or None
+        Fitted attribute of the estimator holding it; None for the parameters
+        of an encoder layer, which live in ``layers_``.
+    trainable : bool
+        Whether training changes it; statistics of the data (the token
+        standardisation) are fixed in fit, not learned.
+    """
+
+    shape: tuple
+    init: str
+    penalized: bool
+    attribute: str | None = None
+    trainable: bool = True
+
+
+def sinusoidal_positions(n_tokens, width, dtype=np.float64):
+    """Sinusoidal positional encoding of Vaswani et al. (2017).
+
+    ``P[t, 2i] = sin(t / 10000^(2i / width))`` and
+    ``P[t, 2i + 1] = cos(t / 10000^(2i / width))``.
+
+    Returns
+    -------
+    positions : ndarray of shape (n_tokens, width)
+    """
+    position = np.arange(n_tokens, dtype=np.float64)[:, None]  # (T, 1)
+    frequency = 10000.0 ** (-np.arange(0, width, 2, dtype=np.float64) / width)
+    angles = position * frequency  # (T, ceil(width / 2))
+    encoding = np.empty((n_tokens, width), dtype=np.float64)
+    encoding[:, 0::2] = np.sin(angles)
+    encoding[:, 1::2] = np.cos(angles[:, : width // 2])
+    return encoding.astype(dtype, copy=False)
+
+
+def glorot_uniform(rng, fan_in, fan_out, dtype):
+    """Weights drawn from U(-b, b), ``b = sqrt(6 / (fan_in + fan_out))``."""
+    bound = math.sqrt(6.0 / (fan_in + fan_out))
+    return rng.uniform(-bound, bound, size=(fan_in, fan_out)).astype(dtype)
+
+
+def token_mask(lengths, n_tokens):
+    """Boolean mask of the valid tokens, ``mask[i, t] = t < lengths[i]``.
+
+    Returns
+    -------
+    mask : ndarray of shape (n_samples, n_tokens), dtype bool
+    """
+    return np.arange(n_tokens) < np.asarray(lengths)[:, None]
+
+
+def layer_norm_forward(x, weight, bias, eps=LAYER_NORM_EPS):
+    """Layer normalisation over the last axis.
+
+    Rows of finite numbers whose mean or squares overflow (tokens of 1e300, or
+    1e20 in float32) are normalised divided by a power of two near their
+    largest entry: exact, where the plain formula gave ``inv_std = 0`` (a row
+    of zeros) or NaN.
+
+    Returns
+    -------
+    out : ndarray, same shape as ``x``
+    cache : dict
+        ``x_hat`` (normalised input) and ``inv_std`` of shape (..., 1).
+    """
+    with np.errstate(over="ignore", invalid="ignore"):  # recomputed below
+        mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
+        centred = x - mean
+        variance = np.mean(centred * centred, axis=-1, keepdims=True)  # (..., 1)
+    if np.isfinite(variance).all():
+        inv_std = 1.0 / np.sqrt(variance + x.dtype.type(eps))  # (..., 1)
+        x_hat = centred * inv_std
+    else:
+        # x / 2**e, e the exponent of each overflowing row's largest |x|:
+        # x_hat = centred' / sqrt(var' + eps / 4**e), inv_std = that / 2**e
+        largest = np.maximum(
+            x.max(axis=-1, keepdims=True), -x.min(axis=-1, keepdims=True)
+        )
+        exponent = np.where(np.isfinite(variance), 0, np.frexp(largest)[1])
+        exponent = exponent.astype(np.int32)
+        x_scaled = np.ldexp(x, -exponent)
+        centred = x_scaled - x_scaled.mean(axis=-1, keepdims=True)
+        variance = np.mean(centred * centred, axis=-1, keepdims=True)
+        eps_scaled = np.ldexp(x.dtype.type(eps), -2 * exponent)  # may underflow
+        inv_std_scaled = 1.0 / np.sqrt(variance + eps_scaled)
+        x_hat = centred * inv_std_scaled
+        inv_std = np.ldexp(inv_std_scaled, -exponent)  # may underflow to 0
+    return x_hat * weight + bias, {"x_hat": x_hat, "inv_std": inv_std}
+
+
+def layer_norm_backward(d_out, weight, cache):
+    """Gradients of :func:`layer_norm_forward`.
+
+    Returns
+    -------
+    d_x : ndarray, same shape as ``d_out``
+    d_weight, d_bias : ndarray of shape (E,)
+    """
+    x_hat, inv_std = cache["x_hat"], cache["inv_std"]
+    width = x_hat.shape[-1]
+    d_weight = (d_out * x_hat).reshape(-1, width).sum(axis=0)
+    d_bias = d_out.reshape(-1, width).sum(axis=0)
+    d_x_hat = d_out * weight
+    d_x = d_x_hat - d_x_hat.mean(axis=-1, keepdims=True)
+    d_x -= x_hat * np.mean(d_x_hat * x_hat, axis=-1, keepdims=True)
+    d_x *= inv_std
+    return d_x, d_weight, d_bias
+
+
+class Context:
+    """What the units of one forward pass share; read, never changed.
+
+    The model gives each unit the context of the lengths that unit receives
+    (:meth:`with_lengths`), so that a unit that adds or merges tokens (a class
+    token, patches) says so through :meth:`Unit.lengths` instead of writing
+    the lengths here.
+
+    Parameters
+    ----------
+    lengths : ndarray of shape (N,), dtype int
+        Valid tokens of each row of the padded batch.
+    causal : bool
+        Whether token ``i`` attends only to tokens ``j <= i``.
+    dropout : DropoutStreams or None, default=None
+        Training-time dropout; None in evaluation.
+    weights_layer : int or None, default=None
+        Encoder layer whose attention weights to write into ``weights_out``.
+    weights_out : ndarray or list of ndarray, default=None
+        Where that layer writes them (see
+        :func:`skattn._model.encoder.write_attention_weights`): an array of
+        shape (N, H, T, T), or one array of shape (H, T_i, T_i) per row, for
+        the row's own tokens.
+    """
+
+    def __init__(
+        self, lengths, *, causal, dropout=None, weights_layer=None, weights_out=None
+    ):
+        self.lengths = lengths
+        self.causal = causal
+        self.dropout = dropout
+        self.weights_layer = weights_layer
+        self.weights_out = weights_out
+        self._mask = None
+
+    def with_lengths(self, lengths):
+        """This context for a unit that receives sequences of ``lengths``
+        (itself when they are the same array)."""
+        if lengths is self.lengths:
+            return self
+        return Context(
+            lengths,
+            causal=self.causal,
+            dropout=self.dropout,
+            weights_layer=self.weights_layer,
+            weights_out=self.weights_out,
+        )
+
+    def key_mask(self, n_tokens):
+        """Key-padding mask of shape (N, 1, T), or None when no row is padded.
+
+        Computed once per context (the layers of a model share it).
+        """
+        if self._mask is None:
+            mask = None
+            if np.any(self.lengths != n_tokens):
+                mask = token_mask(self.lengths, n_tokens)[:, None, :]  # (N, 1, T)
+            self._mask = (mask,)
+        return self._mask[0]
+
+
+class Unit:
+    """A piece of the model: its parameters, a forward and a backward pass,
+    and what it does to the lengths, the width and the memory of the tokens."""
+
+    def param_specs(self):
+        """Parameters of the unit by local name, in the order they are seeded.
+
+        Returns
+        -------
+        specs : dict of str to ParamSpec
+        """
+        return {}
+
+    def forward(self, params, x, context):
+        """Returns ``(out, cache)``."""
+        raise NotImplementedError
+
+    def backward(self, params, d_out, cache):
+        """Returns ``(d_x, grads)``: gradients by local name; ``d_x`` is None
+        when nothing before the unit learns."""
+        raise NotImplementedError
+
+    def lengths(self, lengths):
+        """Tokens the unit returns for sequences of ``lengths`` tokens
+        (``lengths`` itself when it keeps them)."""
+        return lengths
+
+    def width(self, width):
+        """Features of the tokens it returns for tokens of ``width``."""
+        return width
+
+    def activation_floats(self):
+        """``(kept, transient)``: numbers per token the unit holds, for its
+        backward pass and only while it runs (see ``Model.row_bytes``); the
+        units around the encoder layers hold too little to count."""
+        return 0, 0
+
+
+class TokenScaler(Unit):
+    """Standardised tokens, ``(x - token_mean) / token_scale``.
+
+    The statistics are fixed in fit (see ``skattn._sequences.token_moments``),
+    never trained: per feature of the tokens, shape ``(D,)``, or per position and
+    feature, ``(T, D)``, for the columns of a table. The first unit of a model:
+    its backward pass returns no gradient for the tokens (None).
+    """
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+    def param_specs(self):
+        return {
+            "token_mean": ParamSpec(self.shape, "zeros", False, "token_mean_", False),
+            "token_scale": ParamSpec(self.shape, "ones", False, "token_scale_", False),
+        }
+
+    def forward(self, params, x, context):
+        return (x - params["token_mean"]) / params["token_scale"], None
+
+    def backward(self, params, d_out, cache):
+        return None, {}
+
+
+def patch_count(n_tokens, size, stride=None):
+    """Patches of ``size`` tokens in ``n_tokens`` tokens, one every ``stride``.
+
+    Without ``stride`` (non-overlapping patches): ``ceil(n_tokens / size)``.
+    With it: ``1 + ceil(max(n_tokens - size, 0) / stride)``, the patches
+    starting at tokens ``0, stride, 2 * stride, ...`` until one reaches the
+    last token (the same count for ``stride == size``).
+
+    Parameters
+    ----------
+    n_tokens : int or ndarray of int
+        Sequence length(s), at least 1.
+    size : int
+        Tokens per patch.
+    stride : int or None, default=None
+        Tokens from the start of a patch to the start of the next; None:
+        ``size``.
+
+    Returns
+    -------
+    int or ndarray of int, as ``n_tokens``.
+    """
+    if stride is None or stride == size:
+        return -(-n_tokens // size)
+    return 1 - (-np.maximum(n_tokens - size, 0) // stride)
+
+
+class Patches(Unit):
+    """Patches of ``size`` consecutive tokens, one every ``stride``, as tokens.
+
+    ``(N, T, D) -> (N, patch_count(T, size, stride), size * D)``, as PatchTST
+    reads a time series: patch ``j`` holds tokens ``j * stride`` to ``j *
+    stride + size - 1`` side by side. Without ``stride`` (or ``stride ==
+    size``) the patches do not overlap, a sequence of ``L`` tokens gives
+    ``ceil(L / size)`` of them; a smaller ``stride`` makes them overlap, as a
+    convolution slides its kernel. The last patch is completed with zeros
+    (after the token standardisation: the mean). No parameters; its backward
+    pass returns no gradient for the tokens (None): only the fixed
+    standardisation may come before it.
+    """
+
+    def __init__(self, size, stride=None):
+        self.size = size
+        self.stride = size if stride is None else stride
+
+    def forward(self, params, x, context):
+        n_samples, n_tokens, n_features = x.shape
+        size, stride = self.size, self.stride
+        n_patches = patch_count(n_tokens, size, stride)
+        n_covered = (n_patches - 1) * stride + size  # at least n_tokens
+        padded = np.zeros((n_samples, n_covered, n_features), x.dtype)
+        valid = token_mask(context.lengths, n_tokens)[:, :, None]  # (N, T, 1)
+        np.copyto(padded[:, :n_tokens], x, where=valid)  # padding becomes zeros
+        if stride == size:  # side by side: a view
+            return padded.reshape(n_samples, n_patches, size * n_features), None
+        # (N, n_patches, D, size): a window every stride tokens, made token-major
+        windows = np.lib.stride_tricks.sliding_window_view(padded, size, axis=1)
+        windows = windows[:, ::stride]
+        patches = np.ascontiguousarray(windows.transpose(0, 1, 3, 2))
+        return patches.reshape(n_samples, n_patches, size * n_features), None
+
+    def backward(self, params, d_out, cache):
+        return None, {}
+
+    def lengths(self, lengths):
+        return patch_count(lengths, self.size, self.stride)
+
+    def width(self, width):
+        return width * self.size
+
+
+class InputProjection(Unit):
+    """Tokens of width D projected to the model width E: ``x @ W``.
+
+    Its backward pass returns no gradient for the tokens (None), which are
+    data, or standardised data.
+    """
+
+    def __init__(self, n_features, d_model):
+        self.n_features, self.d_model = n_features, d_model
+
+    def param_specs(self):
+        shape = (self.n_features, self.d_model)
+        return {"input": ParamSpec(shape, "glorot", True, "input_weights_")}
+
+    def forward(self, params, x, context):
+        return x @ params["input"], x  # (N, T, E)
+
+    def backward(self, params, d_out, x):
+        grad = x.reshape(-1, x.shape[2]).T @ d_out.reshape(-1, d_out.shape[2])
+        return None, {"input": grad}
+
+    def width(self, width):
+        return self.d_model
+
+
+class Positions(Unit):
+    """Positional encoding added to the tokens.
+
+    ``"sinusoidal"``: the fixed table of Vaswani et al.; ``"learned"``: a table
+    of ``n_positions`` rows initialised from it. Positions beyond the learned
+    table use the sinusoidal encoding.
+    """
+
+    def __init__(self, kind, n_positions, d_model):
+        self.kind, self.n_positions, self.d_model = kind, n_positions, d_model
+
+    def param_specs(self):
+        if self.kind != "learned":
+            return {}
+        shape = (self.n_positions, self.d_model)
+        spec = ParamSpec(shape, "sinusoidal", False, "position_embeddings_")
+        return {"position_embeddings": spec}
+
+    def forward(self, params, x, context):
+        n_tokens, d_model = x.shape[1:]
+        if self.kind == "learned":
+            table = params["position_embeddings"][:n_tokens]  # (min(T, T_fit), E)
+            if n_tokens > table.shape[0]:
+                beyond = sinusoidal_positions(n_tokens, d_model, x.dtype)
+                table = np.concatenate([table, beyond[table.shape[0] :]])  # (T, E)
+        else:
+            table = sinusoidal_positions(n_tokens, d_model, x.dtype)  # (T, E)
+        return x + table, n_tokens  # a new array: never modifies x
+
+    def backward(self, params, d_out, n_tokens):
+        if self.kind != "learned":
+            return d_out, {}
+        table = params["position_embeddings"]
+        n_learned = min(n_tokens, table.shape[0])
+        grad = np.zeros_like(table)
+        grad[:n_learned] = d_out[:, :n_learned].sum(axis=0)
+        return d_out, {"position_embeddings": grad}
+
+
+class ClassToken(Unit):
+    """A learned token put right after the last valid token of each sequence.
+
+    After the sequence rather than before it, so that with a causal mask the
+    class token still attends to every token (as every token to it: see
+    ``causal``). Adds one to each length.
+    """
+
+    def __init__(self, d_model):
+        self.d_model = d_model
+
+    def param_specs(self):
+        spec = ParamSpec((self.d_model,), "normal", True, "cls_token_")
+        return {"cls_token": spec}
+
+    def forward(self, params, x, context):
+        lengths = context.lengths
+        return append_class_token(x, lengths, params["cls_token"]), lengths
+
+    def lengths(self, lengths):
+        return lengths + 1
+
+    def backward(self, params, d_out, lengths):
+        n_samples, n_tokens = d_out.shape[0], d_out.shape[1] - 1
+        grad = d_out[np.arange(n_samples), lengths].sum(axis=0)
+        d_x = d_out[:, :n_tokens]  # (N, T, E)
+        # the class token of a shorter sequence sat in another's padding
+        d_x = np.where(token_mask(lengths, n_tokens)[:, :, None], d_x, 0)
+        return d_x, {"cls_token": grad}
+
+
+def append_class_token(h, lengths, cls):
+    """``h`` with ``cls`` right after the last valid token of each row.
+
+    Returns
+    -------
+    h : ndarray of shape (N, T + 1, E)
+    """
+    n_samples, n_tokens, width = h.shape
+    extended = np.zeros((n_samples, n_tokens + 1, width), dtype=h.dtype)
+    extended[:, :n_tokens] = h
+    extended[np.arange(n_samples), lengths] = cls
+    return extended
+
+
+class LayerNorm(Unit):
+    """Layer normalisation with gain ``{name}_weight`` and bias ``{name}_bias``."""
+
+    def __init__(self, d_model, name, attributes=False):
+        self.d_model, self.name, self.attributes = d_model, name, attributes
+
+    def param_specs(self):
+        names = (f"{self.name}_weight", f"{self.name}_bias")
+        return {
+            name: ParamSpec(
+                (self.d_model,), init, False, f"{name}_" if self.attributes else None
+            )
+            for name, init in zip(names, ("ones", "zeros"), strict=True)
+        }
+
+    def forward(self, params, x, context):
+        weight, bias = params[f"{self.name}_weight"], params[f"{self.name}_bias"]
+        return layer_norm_forward(x, weight, bias)
+
+    def backward(self, params, d_out, cache):
+        d_x, d_weight, d_bias = layer_norm_backward(
+            d_out, params[f"{self.name}_weight"], cache
+        )
+        return d_x, {f"{self.name}_weight": d_weight, f"{self.name}_bias": d_bias}

@@ -1,0 +1,17 @@
+"""Random attention features: many seeded attention models, nothing trained.
+
+- ``estimator``: :class:`~skattn.RandomAttentionFeatures`.
+- ``configs``: the candidates each model draws its configuration from, their
+  ``"auto"`` values resolved from the data.
+- ``runner``: the fitted models run over padded batches, and the quantiles of
+  their outputs (the thresholds of the PPV and LSPV).
+
+The models are those of ``skattn._model``, one ``ModelConfig`` each.
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from .estimator import RandomAttentionFeatures
+
+__all__ = ["RandomAttentionFeatures"]

@@ -1,0 +1,702 @@
+"""RandomAttentionFeatures: many seeded attention models, statistics side by side.
+
+A ROCKET-style transform (Dempster et al., 2020): instead of random convolution
+kernels, independent random transformer encoders (the model of
+:class:`~skattn.AttentionTransformer`, one :class:`~skattn._model.model.ModelConfig`
+each), each pooled into simple statistics of its per-token outputs. Nothing
+is trained: ``fit`` draws the models and learns the token statistics (and the
+thresholds of the PPV and LSPV from the models' outputs on a sample).
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from numbers import Integral
+
+import numpy as np
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+)
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from .._callbacks import CALLBACK_BASES, FitTasks
+from .._dask import blocked_outputs, is_dask_collection
+from .._model.model import ModelConfig, build_model
+from .._model.pooling import STATISTICS
+from .._model.sequences import (
+    SERIES_MAX_FEATURES,
+    map_batches,
+    sequence_lengths,
+    sequences_dtype,
+    series_median_length,
+    token_moments,
+    token_width,
+)
+from .._parallel import single_threaded_blas
+from .._validation import (
+    CHANNELS_FIRST,
+    CHANNELS_LAST,
+    TABLE,
+    Interval,
+    StrOptions,
+    _fit_context,
+    batch_budget,
+    check_finite_output,
+    check_input,
+    check_sample_weight,
+    input_format,
+)
+from .configs import (
+    THRESHOLDED,
+    differences,
+    drawn_candidates,
+    patch_sizes,
+    patch_strides,
+    positional_encodings,
+    statistic_names,
+    stride_of,
+)
+from .runner import COMPUTE_DTYPE, ModelRunner, model_width, output_quantiles
+
+# "ppv" and "lspv" (THRESHOLDED): each feature of a model is compared with
+# thresholds, quantiles of its outputs on training data at levels drawn
+# uniformly from THRESHOLD_LEVELS (MiniRocket's range for its biases), over
+# THRESHOLD_SAMPLES training sequences and at most THRESHOLD_TOKENS of their
+# tokens each on average.
+THRESHOLD_LEVELS = (0.25, 0.75)
+THRESHOLD_SAMPLES = 16
+THRESHOLD_TOKENS = 32
+
+
+class RandomAttentionFeatures(
+    ClassNamePrefixFeaturesOutMixin, TransformerMixin, *CALLBACK_BASES, BaseEstimator
+):
+    """Random attention features: many seeded attention models, nothing trained.
+
+    A ROCKET-style transform of sequences of tokens: ``n_models`` independent
+    transformer encoders (each the model of :class:`~skattn.AttentionTransformer`
+    with ``objective=None``: patches of a series, input projection, positional
+    encoding or none, one post-norm self-attention sublayer), seeded from
+    ``random_state``, each pooled into simple statistics of its per-token
+    outputs. The statistics of all the models, side by side, are the features
+    for a linear model after a :class:`~sklearn.preprocessing.StandardScaler`.
+
+    ``fit`` trains nothing: it draws the models and learns the token
+    standardisation (of the tokens and of their differences) in a few passes
+    over ``X``; with the PPV or the LSPV it runs the models on at most 16
+    training sequences for their thresholds.
+
+    Read more in the :ref:`User Guide <random_features>`.
+
+    Parameters
+    ----------
+    n_models : int, default=16
+        Number of independent models.
+
+    n_heads : int or list of int, default=4
+        Attention heads of a model; from a list, each model draws one value.
+
+    head_dim : int or list of int, default=16
+        Width of each head of a model (the model width is ``n_heads *
+        head_dim``); from a list, each model draws one value.
+
+    causal : bool or list of bool, default=False
+        Whether token ``i`` of a model attends only to tokens ``j <= i``; from a
+        list, each model draws one.
+
+    positional_encoding : {"sinusoidal", None}, list of them, or "auto", \
+            default="auto"
+        Whether a model adds the sinusoidal positional encoding to its
+        projected tokens (None: its outputs do not depend on where a patch is);
+        from a list, each model draws one. ``"auto"``: for series read in
+        patches, half the models without positions, pooling the windows of the
+        series wherever they are as ROCKET's kernels do; the sinusoidal
+        positions for other input (:ref:`default-random-positional_encoding`).
+
+    patch_size : int, list of int, "auto" or None, default="auto"
+        Tokens per patch of a model: patches of consecutive tokens, side by
+        side, are its tokens (as ``patch_size`` of
+        :class:`AttentionTransformer`), so that a model sees the series at the
+        scale of its patches, as a ROCKET kernel at its dilation; from a list,
+        each model draws one (1 or None: no patches). ``"auto"``: for series
+        of at most 8 features per token, the powers of two from
+        ``median_length / 128`` to ``median_length / 16``; for univariate
+        series of a median length of 32 or less, windows of 1 to 4 points
+        with a stride of 1; no patches otherwise
+        (:ref:`default-random-patch_size`).
+
+    patch_stride : int, list of int, "auto" or None, default="auto"
+        Tokens from the start of a model's patch to the start of the next:
+        smaller than the patch size, the patches overlap as a convolution
+        slides; None: side by side. From a list, each model with patches draws
+        one (a stride larger than its patch size raises a ValueError).
+        ``"auto"``: an eighth of the patch size (at least 1), and at most 256
+        patches at the median training length
+        (:ref:`default-random-patch_stride`).
+
+    difference : bool, list of bool or "auto", default="auto"
+        Whether a model reads each token beside its first-order difference
+        (half the token minus the one before, 0 for the first), as
+        MultiRocket reads a series beside its differences. ``"auto"``: half the
+        models for tokens of at most 8 features, none for wider tokens or a
+        table (:ref:`default-random-difference`).
+
+    features_per_token : int, default=None
+        For a table: the consecutive columns that form one token (None: 1);
+        must divide the number of columns. Leave it None for sequences.
+
+    data_format : {"channels_last", "channels_first"}, default="channels_last"
+        Layout of 3D arrays and of the arrays of a list, as in
+        :class:`AttentionTransformer`: ``(n_samples, n_tokens, n_features)``,
+        or ``(n_samples, n_channels, n_timepoints)`` read as its transpose.
+
+    scale_tokens : bool, default=True
+        Standardise the tokens (and, for the models with ``difference``, their
+        differences) with statistics learned in fit, per feature over the
+        valid tokens (per column of a table), weighted by ``sample_weight``.
+
+    statistics : {"mean", "max", "min", "first", "last", "ppv", "lspv"}, list \
+            of them, or "auto", default="auto"
+        The statistics each model's per-token outputs are pooled into, feature
+        by feature over the valid tokens, in the order of the list: the mean,
+        maximum and minimum; the first and last token (patch); ``"ppv"``,
+        ROCKET's proportion of the tokens above a threshold; ``"lspv"``,
+        MultiRocket's longest stretch of consecutive tokens above it, divided
+        by the number of tokens. The thresholds are quantiles of each feature's
+        outputs on training data at levels drawn between 0.25 and 0.75, as
+        MiniRocket draws its biases. ``"auto"``: ``["max", "ppv", "lspv"]``
+        for series read in patches, ``["max", "ppv"]`` for other tokens of at
+        most 8 features, ``["mean", "max", "min", "first", "last"]`` for wider
+        tokens (:ref:`default-random-statistics`). The statistics used are
+        ``statistics_``.
+
+    n_thresholds : int, default=3
+        Thresholds per feature of a model for the PPV and the LSPV, each at its
+        own level, as MiniRocket gives each kernel several biases: each gives
+        ``n_thresholds`` columns per feature (the tokens' own one)
+        (:ref:`default-random-n_thresholds`).
+
+    pool_tokens : bool or "auto", default="auto"
+        Also pool the (standardised) tokens themselves with the statistics of
+        ``statistics``, as a model that does nothing would:
+        ``n_token_features`` columns per statistic after the models'.
+        ``"auto"``: always (what a linear model on the tokens' statistics
+        knows is then never lost; :ref:`default-random-pool_tokens`).
+
+    random_state : int, RandomState instance or None, default=None
+        Seed of the models (their configurations and weights). Pass an int for
+        reproducible output across calls. Model ``m`` depends only on the
+        ``m``-th seed drawn from it, so the first models of a larger
+        ``n_models`` are the models of a smaller one.
+
+    Attributes
+    ----------
+    n_features_in_ : int
+        Columns of a table seen in fit, or the token width of sequences.
+
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
+        Names of the columns seen in fit, for a DataFrame with string column
+        names.
+
+    token_mean_, token_scale_ : ndarray of shape (n_token_features,) or \
+            (n_tokens, n_token_features), or None
+        The token standardisation (``scale_tokens``), per feature or per
+        column of a table.
+
+    difference_mean_, difference_scale_ : ndarray of the shape of \
+            ``token_mean_``, or None
+        The standardisation of the tokens' differences; None without
+        ``scale_tokens`` or when no model reads the differences.
+
+    models_ : list of dict
+        The configuration each model drew: ``"n_heads"``, ``"head_dim"``,
+        ``"positional_encoding"``, ``"causal"``, ``"patch_size"`` (None for
+        none), ``"difference"`` and ``"patch_stride"`` (None without patches).
+
+    weights_ : list of dict
+        The seeded float32 weights of each model, in the layout of
+        :class:`AttentionTransformer`'s ``init``: ``"input"``, the input
+        projection ``(n_token_features * patch_size, n_heads * head_dim)``
+        (twice as many rows with ``difference``), and ``"layers"``, a list of
+        one dict with the keys of its ``layers_`` (``"query"``, ``"key"``,
+        ``"value"``, ``"output"``, ``"norm1_weight"``, ``"norm1_bias"``).
+
+    statistics_ : list of str
+        The statistics of ``statistics`` (``"auto"`` resolved), in the order
+        of the columns of each model.
+
+    thresholds_ : list of ndarray of shape (n_thresholds, model width), or None
+        Each model's thresholds per feature for the PPV and the LSPV
+        (float32), over the valid tokens of at most 16 training sequences of
+        positive weight, evenly spaced through ``X``; None without ``"ppv"`` or
+        ``"lspv"``.
+
+    n_features_out_ : int
+        Number of output features.
+
+    See Also
+    --------
+    skattn.AttentionTransformer : One attention model, seeded or trained from
+        ``y``.
+    sklearn.kernel_approximation.RBFSampler : Random features of another
+        kernel, for a linear model after them.
+
+    Notes
+    -----
+    ROCKET [1]_ transforms time series with many random convolution kernels,
+    pools each into the maximum and the proportion of positive values and fits
+    a ridge classifier on them; MiniRocket [2]_ makes it almost deterministic
+    and faster, and MultiRocket [4]_ adds statistics such as the longest
+    stretch of positive values. This transformer does the same with random
+    attention models [3]_, each independent (its own heads, layer norm and
+    statistics). The documented pipeline is::
+
+        make_pipeline(
+            RandomAttentionFeatures(random_state=0),
+            StandardScaler(),
+            RidgeClassifierCV(alphas=np.logspace(-3, 3, 10)),
+        )
+
+    Each model's input projection is uniform of variance ``1 /
+    n_token_features`` (Glorot's bound scaled up, so that a standardised
+    token's projection has unit variance beside the positions); its attention
+    weights are Glorot-uniform. The models compute in float32 whatever the
+    dtype of ``X``; the output has the dtype of ``X``. ``transform`` reads ``X``
+    once, each batch through every model, in batches within scikit-learn's
+    ``working_memory``, on the cores the BLAS thread limit allows; it computes
+    with the models, statistics and input settings of the last ``fit``,
+    whatever ``set_params`` changed since. The input formats are those of
+    :class:`AttentionTransformer` (:ref:`input_formats`).
+
+    References
+    ----------
+    .. [1] A. Dempster, F. Petitjean and G. I. Webb, "ROCKET: Exceptionally
+       fast and accurate time series classification using random convolutional
+       kernels", Data Mining and Knowledge Discovery 34, 2020.
+    .. [2] A. Dempster, D. F. Schmidt and G. I. Webb, "MiniRocket: A Very Fast
+       (Almost) Deterministic Transform for Time Series Classification", KDD
+       2021.
+    .. [3] A. Vaswani et al., "Attention Is All You Need", NeurIPS 2017.
+    .. [4] C. W. Tan, A. Dempster, C. Bergmeir and G. I. Webb, "MultiRocket:
+       multiple pooling operators and transformations for fast and effective
+       time series classification", Data Mining and Knowledge Discovery 36,
+       2022.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import RidgeClassifierCV
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> from skattn import RandomAttentionFeatures
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.standard_normal((40, 12, 3))  # 40 sequences of 12 tokens of width 3
+    >>> y = (X[:, :6, 0].mean(axis=1) > X[:, 6:, 0].mean(axis=1)).astype(int)
+    >>> features = RandomAttentionFeatures(n_models=4, random_state=0).fit(X)
+    >>> features.transform(X).shape  # 4 models x (max, 3 PPVs) x 64, the tokens' 2 x 3
+    (40, 1030)
+    >>> features.statistics_  # "auto": ROCKET's two for narrow tokens
+    ['max', 'ppv']
+    >>> features.get_feature_names_out()[[0, 64, 1023, 1029]].tolist()
+    ['randomattentionfeatures_m0_max_0', 'randomattentionfeatures_m0_ppv0_0', \
+'randomattentionfeatures_m3_ppv2_63', 'randomattentionfeatures_tokens_ppv_2']
+    >>> sorted(features.weights_[0]["layers"][0])
+    ['key', 'norm1_bias', 'norm1_weight', 'output', 'query', 'value']
+    >>> model = make_pipeline(
+    ...     RandomAttentionFeatures(random_state=0),
+    ...     StandardScaler(),
+    ...     RidgeClassifierCV(alphas=np.logspace(-3, 3, 10)),
+    ... ).fit(X[:30], y[:30])
+    >>> model.predict(X[30:]).shape
+    (10,)
+    """
+
+    _parameter_constraints: dict = {
+        "n_models": [Interval(Integral, 1, None, closed="left")],
+        "n_heads": [Interval(Integral, 1, None, closed="left"), "array-like"],
+        "head_dim": [Interval(Integral, 1, None, closed="left"), "array-like"],
+        "causal": ["boolean", "array-like"],
+        "positional_encoding": [
+            StrOptions({"sinusoidal", "auto"}),
+            None,
+            "array-like",
+        ],
+        "patch_size": [
+            Interval(Integral, 1, None, closed="left"),
+            StrOptions({"auto"}),
+            "array-like",
+            None,
+        ],
+        "patch_stride": [
+            Interval(Integral, 1, None, closed="left"),
+            StrOptions({"auto"}),
+            "array-like",
+            None,
+        ],
+        "difference": ["boolean", StrOptions({"auto"}), "array-like"],
+        "features_per_token": [Interval(Integral, 1, None, closed="left"), None],
+        "data_format": [StrOptions({CHANNELS_LAST, CHANNELS_FIRST})],
+        "scale_tokens": ["boolean"],
+        "statistics": [StrOptions(set(STATISTICS) | {"auto"}), "array-like"],
+        "n_thresholds": [Interval(Integral, 1, None, closed="left")],
+        "pool_tokens": ["boolean", StrOptions({"auto"})],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self,
+        n_models=16,
+        *,
+        n_heads=4,
+        head_dim=16,
+        causal=False,
+        positional_encoding="auto",
+        patch_size="auto",
+        patch_stride="auto",
+        difference="auto",
+        features_per_token=None,
+        data_format="channels_last",
+        scale_tokens=True,
+        statistics="auto",
+        n_thresholds=3,
+        pool_tokens="auto",
+        random_state=None,
+    ):
+        self.n_models = n_models
+        self.n_heads = n_heads
+        self.head_dim = head_dim
+        self.causal = causal
+        self.positional_encoding = positional_encoding
+        self.patch_size = patch_size
+        self.patch_stride = patch_stride
+        self.difference = difference
+        self.features_per_token = features_per_token
+        self.data_format = data_format
+        self.scale_tokens = scale_tokens
+        self.statistics = statistics
+        self.n_thresholds = n_thresholds
+        self.pool_tokens = pool_tokens
+        self.random_state = random_state
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None, sample_weight=None):
+        """Draw the models and learn the token standardisation.
+
+        Parameters
+        ----------
+        X : {array-like, DataFrame} of shape (n_samples, n_features), ndarray of \
+                shape (n_samples, n_tokens, n_features), or list of array-like of \
+                shape (n_tokens_i, n_features)
+            Training sequences (see :ref:`input_formats`).
+
+        y : None
+            Ignored: nothing is learned from a target.
+
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the samples in the token statistics: finite,
+            non-negative and not all zero (only their ratios matter); None
+            weighs each 1. The thresholds are quantiles over training sequences
+            of positive weight, each counted once.
+
+        Returns
+        -------
+        self : RandomAttentionFeatures
+            Fitted transformer.
+
+        Raises
+        ------
+        ValueError
+            With the PPV or LSPV, when tokens too large for float32
+            (unstandardised) make the models overflow on the sample of their
+            thresholds, as :meth:`transform` would.
+        """
+        if is_dask_collection(X):
+            raise TypeError(
+                "RandomAttentionFeatures.fit reads X in memory, in one pass for "
+                "its token statistics, and takes no dask collection, which it "
+                "would gather whole. Fit it on a sample held in memory (for "
+                "example X[:10_000].compute()); transform then reads the dask "
+                "array block by block."
+            )
+        candidates = drawn_candidates(self.get_params())
+        statistic_names(self.statistics, None)  # checked before any work
+        sequences = check_input(self, X, reset=True)
+        dtype = sequences_dtype(sequences)
+        tasks = FitTasks(self, X, y, sample_weight)
+        if sample_weight is not None:
+            sample_weight = check_sample_weight(sample_weight, len(sequences), dtype)
+        # one task, no subtask: scikit-learn's callbacks (ProgressBar of a
+        # Pipeline) see the step begin and end
+        tasks.start("fit", max_subtasks=0)
+        table = input_format(self)["kind"] == TABLE
+        n_features = token_width(sequences)
+        n_tokens = sequences.shape[1] if table else 1
+        median = None  # of the lengths of series, for patches and the LSPV
+        if not table:
+            lengths = sequence_lengths(sequences)
+            median = series_median_length(sequences, lengths, sample_weight)
+        statistics = statistic_names(self.statistics, n_features, median)
+        candidates["patch_size"] = patch_sizes(self.patch_size, median, n_features)
+        candidates["positional_encoding"] = positional_encodings(
+            candidates["positional_encoding"], median
+        )
+        narrow = not table and n_features <= SERIES_MAX_FEATURES
+        candidates["difference"] = differences(self.difference, narrow)
+        candidates["patch_stride"] = patch_strides(self.patch_stride)
+        rng = check_random_state(self.random_state)
+        seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_models)
+        self.models_, self.weights_ = [], []
+        levels = []  # of the thresholds of each model
+        for seed in seeds:
+            model_rng = np.random.RandomState(seed)
+            config = {
+                name: values[model_rng.randint(len(values))]
+                for name, values in candidates.items()
+            }
+            config["patch_stride"] = stride_of(config, median)
+            model = build_model(_model_config(config, n_features, n_tokens))
+            params = model.init_params(model_rng, COMPUTE_DTYPE)
+            # variance 1 / n_features instead of Glorot's 2 / (n_features + E):
+            # a standardised token's projection has unit variance, as large as
+            # the positions (0.5); with Glorot's, a scalar token (n_features=1)
+            # drowned in them
+            n_features_in = params["input"].shape[0]
+            d_model = config["n_heads"] * config["head_dim"]
+            params["input"] *= np.sqrt((n_features_in + d_model) / (2 * n_features_in))
+            self.models_.append(config)
+            self.weights_.append(model.nest(params))
+            # drawn after the weights: the weights do not depend on the statistics
+            levels.append(
+                model_rng.uniform(*THRESHOLD_LEVELS, size=(self.n_thresholds, d_model))
+            )
+        self.token_mean_ = self.token_scale_ = None
+        self.difference_mean_ = self.difference_scale_ = None
+        if self.scale_tokens:
+            self.token_mean_, self.token_scale_ = token_moments(
+                sequences, sample_weight, per_position=table
+            )
+        if self.scale_tokens and self._any_difference():
+            self.difference_mean_, self.difference_scale_ = token_moments(
+                sequences, sample_weight, per_position=table, differences=True
+            )
+        self.statistics_ = statistics
+        self._pool_tokens = isinstance(self.pool_tokens, str) or bool(self.pool_tokens)
+        self.thresholds_ = None
+        if THRESHOLDED & set(statistics):
+            self.thresholds_ = self._thresholds(sequences, levels, sample_weight)
+        self.n_features_out_ = sum(
+            width * len(labels) for _, width, labels in self._column_blocks()
+        )
+        tasks.finish()
+        return self
+
+    def transform(self, X):
+        """Pooled statistics of every model, side by side.
+
+        Parameters
+        ----------
+        X : {array-like, DataFrame} of shape (n_samples, n_features), ndarray of \
+                shape (n_samples, n_tokens, n_features), or list of array-like of \
+                shape (n_tokens_i, n_features)
+            Sequences of the kind (table or sequences) and token width of fit.
+
+        Returns
+        -------
+        X_new : ndarray of shape (n_samples, ``n_features_out_``)
+            For each model in turn, each statistic of ``statistics_`` in turn,
+            one column per feature of the model's width; then with
+            ``pool_tokens`` each statistic of the tokens, one column per token
+            feature; computed in float32, in the dtype of X.
+
+        Raises
+        ------
+        ValueError
+            When tokens too large for float32 (unstandardised, or far
+            outside those of fit) make the models overflow, instead of NaN.
+        """
+        if is_dask_collection(X):  # lazy, block by block (skattn._dask)
+            return blocked_outputs(self, "transform", X)
+        check_is_fitted(self)
+        sequences = check_input(self, X, reset=False)
+        dtype = sequences_dtype(sequences)
+        statistics = self.statistics_
+        runner = self._runner(sequences)
+        thresholds = self.thresholds_
+        pool_tokens = self._pool_tokens
+        lengths = sequence_lengths(sequences)
+        n_out = self.n_features_out_
+
+        def row_bytes(n_tokens):
+            return runner.row_bytes(n_tokens) + n_out * 8
+
+        def run(rows, x):
+            """Every model on one padded batch: its statistics side by side."""
+            inputs = runner.inputs(x)
+            out = np.empty((len(rows), n_out), dtype=COMPUTE_DTYPE)
+            batch_lengths = lengths[rows]
+            start = 0
+            outputs = runner.outputs(inputs, batch_lengths)
+            for index, (tokens, pooled, token_lengths) in enumerate(outputs):
+                for name in statistics:
+                    if name == "mean":  # the model's own pooling
+                        values = pooled
+                    else:
+                        params = thresholds[index] if name in THRESHOLDED else None
+                        values = STATISTICS[name](tokens, token_lengths, params)[0]
+                    out[:, start : start + values.shape[1]] = values
+                    start += values.shape[1]
+            if pool_tokens:
+                for name in statistics:
+                    values = STATISTICS[name](inputs[False], batch_lengths, None)[0]
+                    out[:, start : start + values.shape[1]] = values
+                    start += values.shape[1]
+            return rows, out
+
+        X_new = np.empty((len(sequences), n_out), dtype=dtype)
+        rows = np.arange(len(sequences))
+        with single_threaded_blas():  # once, not per batch
+            for batch, out in map_batches(
+                run, sequences, lengths, rows, row_bytes, batch_budget()
+            ):
+                X_new[batch] = out
+        check_finite_output(self, X_new, sequences, self.token_mean_ is not None)
+        return X_new
+
+    def get_feature_names_out(self, input_features=None):
+        """Output feature names: model, statistic and feature of the model.
+
+        Parameters
+        ----------
+        input_features : array-like of str or None, default=None
+            Only checked against ``feature_names_in_``: the outputs do not
+            correspond to input features.
+
+        Returns
+        -------
+        feature_names_out : ndarray of str objects
+            ``randomattentionfeatures_m{model}_{statistic}_{feature}``, then
+            ``randomattentionfeatures_tokens_{statistic}_{feature}`` with
+            ``pool_tokens``, in the order of the columns of :meth:`transform`.
+        """
+        check_is_fitted(self, "n_features_out_")
+        # checks input_features like the other transformers of scikit-learn
+        super().get_feature_names_out(input_features)
+        prefix = type(self).__name__.lower()
+        names = [
+            f"{prefix}_{block}_{label}_{feature}"
+            for block, width, labels in self._column_blocks()
+            for label in labels
+            for feature in range(width)
+        ]
+        return np.asarray(names, dtype=object)
+
+    # Helpers
+    # -------
+
+    def _token_width(self):
+        """Features of a token of the fitted input."""
+        fitted = input_format(self)
+        if fitted["kind"] == TABLE:
+            return fitted["features_per_token"] or 1
+        return self.n_features_in_
+
+    def _column_blocks(self):
+        """Each block of output columns in order: its name (``m{index}`` or
+        ``tokens``), its width and the labels of its statistics, ``ppv0``,
+        ``ppv1``, ... for a model's PPV (or LSPV) at several thresholds."""
+        n_thresholds = 1 if self.thresholds_ is None else len(self.thresholds_[0])
+
+        def labels(thresholds):
+            return [
+                f"{name}{t}" if name in THRESHOLDED and thresholds > 1 else name
+                for name in self.statistics_
+                for t in range(thresholds if name in THRESHOLDED else 1)
+            ]
+
+        blocks = [
+            (f"m{index}", config["n_heads"] * config["head_dim"], labels(n_thresholds))
+            for index, config in enumerate(self.models_)
+        ]
+        if self._pool_tokens:
+            blocks.append(("tokens", self._token_width(), labels(1)))
+        return blocks
+
+    def _runner(self, sequences):
+        """The fitted models, ready to run on padded batches of ``sequences``."""
+        dtype = sequences_dtype(sequences)
+        n_features = token_width(sequences)
+        n_tokens = sequences.shape[1] if input_format(self)["kind"] == TABLE else 1
+        token_stats = (self.token_mean_, self.token_scale_)
+        difference_stats = (self.difference_mean_, self.difference_scale_)
+        token_stats, difference_stats = (
+            tuple(None if m is None else m.astype(dtype, copy=False) for m in pair)
+            for pair in (token_stats, difference_stats)
+        )
+        models = []
+        for config, weights in zip(self.models_, self.weights_, strict=True):
+            model = build_model(_model_config(config, n_features, n_tokens))
+            params, _ = model.flat_init(weights)
+            models.append((model, params, config["difference"]))
+        return ModelRunner(models, token_stats, difference_stats, n_features, dtype)
+
+    def _thresholds(self, sequences, levels, sample_weight):
+        """Each model's thresholds (see ``thresholds_``): threshold ``k`` of
+        feature ``j`` of model ``m`` at quantile ``levels[m][k, j]`` of its
+        outputs."""
+        candidates = np.arange(len(sequences))
+        if sample_weight is not None:
+            candidates = np.flatnonzero(sample_weight > 0)
+        n_picks = min(len(candidates), THRESHOLD_SAMPLES)
+        picks = np.linspace(0, len(candidates) - 1, n_picks)
+        rows = candidates[np.unique(picks.round().astype(int))]
+        runner = self._runner(sequences)
+        thresholds = output_quantiles(
+            runner, sequences, rows, levels, THRESHOLD_TOKENS, batch_budget()
+        )
+        check_finite_output(self, thresholds, sequences, self.scale_tokens)
+        return thresholds
+
+    def _any_difference(self):
+        """Whether a fitted model reads the differences of the tokens."""
+        return any(config["difference"] for config in self.models_)
+
+    @property
+    def _n_features_out(self):
+        """Number of output features, for ``get_feature_names_out``."""
+        return self.n_features_out_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.three_d_array = True
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
+
+def _model_config(config, n_features, n_tokens):
+    """The :class:`ModelConfig` of a model's drawn configuration.
+
+    The models read tokens standardised by :class:`ModelRunner` (in the dtype
+    of X), so they have no token standardisation of their own.
+
+    Parameters
+    ----------
+    config : dict
+        An entry of ``models_``.
+    n_features : int
+        Features of a token of X.
+    n_tokens : int
+        Tokens of a table (1 for sequences): a learned table's rows.
+    """
+    return ModelConfig(
+        n_features=model_width(config, n_features),
+        n_heads=config["n_heads"],
+        d_model=config["n_heads"] * config["head_dim"],
+        causal=config["causal"],
+        positional_encoding=config["positional_encoding"],
+        n_positions=n_tokens,
+        patch_size=config["patch_size"],
+        patch_stride=config["patch_stride"],
+    )

@@ -1,0 +1,116 @@
+"""The package's layers import one way: from the estimators down to the kernels.
+
+Read from the source (the modules are parsed, not imported): each module of
+``skattn`` belongs to a layer, and may import modules of its own layer or of
+layers below it, never above. The kernels and the model, and the internals of
+the random features, import no scikit-learn: they are numpy on arrays.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import skattn
+
+PACKAGE = Path(skattn.__file__).parent
+
+# Each layer by the first part of its modules' names under skattn, bottom up.
+LAYERS = [
+    ("infrastructure", {"_parallel"}),
+    ("kernels", {"_kernels"}),
+    ("model", {"_model"}),
+    ("estimator support", {"_validation", "_targets", "_optimizers", "_callbacks"}),
+    ("training", {"_training"}),
+    ("integrations", {"_dask", "_docstrings", "datasets"}),
+    ("random features", {"_random_features"}),
+    ("attention estimators", {"_base"}),
+    ("public estimators", {"_transformer", "_predictors"}),
+    ("displays", {"plotting"}),
+    ("package", {"__init__"}),
+]
+RANK = {part: rank for rank, (_, parts) in enumerate(LAYERS) for part in parts}
+
+# Modules of pure numpy on arrays (and scipy): no scikit-learn.
+NUMPY_ONLY = (
+    "_parallel",
+    "_kernels",
+    "_model",
+    "_random_features.configs",
+    "_random_features.runner",
+)
+
+
+def modules():
+    """Every module of the package: (dotted name under skattn, path)."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts = parts[:-1]
+        yield ".".join(parts), path
+
+
+def imports(name, path):
+    """The modules a module imports: (dotted name under skattn or None, the
+    imported top-level package)."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield _under_skattn(alias.name), alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                target = ".".join([*base, node.module] if node.module else base)
+                yield target or "__init__", "skattn"
+            else:
+                yield _under_skattn(node.module), node.module.split(".")[0]
+
+
+def _under_skattn(module):
+    if module == "skattn":
+        return "__init__"
+    if module.startswith("skattn."):
+        return module[len("skattn.") :]
+    return None
+
+
+MODULES = list(modules())
+
+
+def test_every_module_has_a_layer():
+    assert {name.split(".")[0] for name, _ in MODULES} == set(RANK)
+
+
+@pytest.mark.parametrize("name, path", MODULES, ids=[name for name, _ in MODULES])
+def test_modules_import_only_their_layer_and_below(name, path):
+    rank = RANK[name.split(".")[0]]
+    for target, _ in imports(name, path):
+        if target is None:
+            continue
+        target_rank = RANK[target.split(".")[0]]
+        assert target_rank <= rank, (
+            f"{name} ({LAYERS[rank][0]}) imports {target} "
+            f"({LAYERS[target_rank][0]}), a layer above it"
+        )
+
+
+@pytest.mark.parametrize(
+    "name, path",
+    [(name, path) for name, path in MODULES if name.startswith(NUMPY_ONLY)],
+    ids=[name for name, _ in MODULES if name.startswith(NUMPY_ONLY)],
+)
+def test_kernels_and_model_import_no_sklearn_nor_an_estimator(name, path):
+    for target, package in imports(name, path):
+        assert package != "sklearn", f"{name} imports scikit-learn"
+        if target is not None:
+            assert target.startswith(NUMPY_ONLY), f"{name} imports {target}"
+
+
+def test_the_layer_test_sees_an_upward_import(tmp_path):
+    # the check itself: a kernel importing the model is caught
+    module = tmp_path / "attention.py"
+    module.write_text("from .._model.model import Model\nimport sklearn\n")
+    found = list(imports("_kernels.attention", module))
+    assert ("_model.model", "skattn") in found
+    assert (None, "sklearn") in found
