@@ -5,7 +5,7 @@ the (tq, Tk) scores at the cost of copies of the queries, keys and values with
 an extra column; ``attention_tile`` is the exact max-shifted softmax. Both are
 timed on float32 tiles of 4 heads (about 2**19 to 2**21 scores per call, as a
 batch of short sequences or one long one gives them), one thread, best of 7;
-``ratio`` below 1 means folding is faster. ``skattn._attention.folds_rows`` is
+``ratio`` below 1 means folding is faster. ``skattn._kernels.attention.folds_rows`` is
 the rule chosen from this table (fold from ``2 * (head_dim + 1)`` keys on).
 
 Run from the repository root (about 20 s)::
@@ -18,7 +18,7 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from skattn._attention import (
+from skattn._kernels.attention import (
     attention_tile,
     attention_tile_shift_folded,
     fold_keys_values,

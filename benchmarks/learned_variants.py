@@ -80,9 +80,9 @@ def install_schedule():
         finally:
             self.state["learning_rate_init"] = initial
 
-    def counting_fit_adam(est, *args, **kwargs):
-        SCHEDULE.update(max_iter=est.max_iter, total_steps=None)
-        return fit_adam(est, *args, **kwargs)
+    def counting_fit_adam(model, params, data, settings, **kwargs):
+        SCHEDULE.update(max_iter=settings.max_iter, total_steps=None)
+        return fit_adam(model, params, data, settings, **kwargs)
 
     def counting_gen_batches(n_train, batch_size, **kwargs):
         # the training loop's own minibatches of its first epoch, before any step

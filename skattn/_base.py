@@ -19,16 +19,15 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
-from sklearn.utils.class_weight import compute_class_weight
-from sklearn.utils.validation import check_array, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
 from ._callbacks import CALLBACK_BASES, FitTasks
 from ._dask import blocked_fit, blocked_outputs, is_dask_collection
 from ._model.encoder import ACTIVATIONS
+from ._model.evaluate import forward_batches, per_token_outputs
 from ._model.model import ModelConfig, build_model
-from ._model.pooling import POOLINGS, TOKEN_STATISTICS, pool_statistics
+from ._model.pooling import POOLINGS
 from ._model.sequences import (
-    map_batches,
     sequence_lengths,
     sequences_dtype,
     series_median_length,
@@ -37,22 +36,12 @@ from ._model.sequences import (
 )
 from ._model.units import patch_count
 from ._parallel import single_threaded_blas
-from ._targets import (
-    check_classes,
-    class_sample_weight,
-    encode_classes,
-    fit_classes,
-    fit_scaling,
-    penalty,
-    standardise,
-)
+from ._targets import TargetEncoding, check_classes, training_set, validation_set
 from ._training import (
     AdamSettings,
     History,
-    TrainingSet,
     fit_adam,
     fit_lbfgs,
-    model_row_bytes,
     new_optimizer,
     resolve_learning_rate,
     resolve_patience,
@@ -65,14 +54,12 @@ from ._validation import (
     Interval,
     StrOptions,
     batch_budget,
-    check_array_like,
     check_finite_output,
     check_init,
     check_input,
     check_sample_weight,
     check_target,
     input_format,
-    normalize_weights,
 )
 
 _STOCHASTIC_SOLVERS = ("adam",)
@@ -335,7 +322,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
     def _training_set(
         self, sequences, lengths, y, sample_weight, task, first_pass, classes
     ):
-        """The encoded target, the weights of the loss and their penalty.
+        """The training set: encoded target, weights of the loss, penalty.
 
         Returns
         -------
@@ -356,41 +343,32 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         )
         if task is None:
             return None, user_weight
-        weight = user_weight
-        if task == "classification":
-            if first_pass:
-                self.classes_ = fit_classes(y, classes)
-            y = encode_classes(y, self.classes_)
-            if self.class_weight is not None:
-                weight, exponent = class_sample_weight(
-                    y, self.classes_, self.class_weight, weight
-                )
-                weight_exponent += exponent
-        else:
-            if self.class_weight is not None:
-                raise ValueError(
-                    f"class_weight={self.class_weight!r} applies to classification, "
-                    f"but the target is a {task} target."
-                )
-            if first_pass:
-                self._target_mean, self._target_scale = fit_scaling(y, weight)
-            elif y.shape[1] != len(self._target_mean):
-                raise ValueError(
-                    f"y has {y.shape[1]} outputs, but {type(self).__name__} was "
-                    f"fitted on {len(self._target_mean)}."
-                )
-            y = standardise(y, self._target_mean, self._target_scale)
-        alpha = penalty(
-            self.alpha, weight, weight_exponent, training_dtype(self.solver, dtype)
+        if first_pass:
+            encoding = TargetEncoding.fit(y, task, classes, user_weight)
+            self.classes_ = encoding.classes
+            if task == "regression":
+                self._target_mean, self._target_scale = encoding.mean, encoding.scale
+        train = training_set(
+            sequences,
+            lengths,
+            y,
+            user_weight,
+            weight_exponent,
+            self._target_encoding(task),
+            class_weight=self.class_weight,
+            alpha=self.alpha,
+            dtype=training_dtype(self.solver, dtype),
         )
-        return TrainingSet(sequences, lengths, y, weight, alpha, task), user_weight
+        return train, user_weight
+
+    def _target_encoding(self, task):
+        """The fitted :class:`~skattn._targets.TargetEncoding` of ``task``."""
+        if task == "classification":
+            return TargetEncoding(task, classes=self.classes_)
+        return TargetEncoding(task, mean=self._target_mean, scale=self._target_scale)
 
     def _validation_set(self, X_val, y_val, train, first_pass):
-        """X_val checked as X, y_val encoded as y.
-
-        Each sample weighs the ``class_weight`` of its class (1 without it),
-        from the classes' counts in the training set for "balanced".
-        """
+        """``X_val`` checked as X, ``y_val`` encoded as y."""
         if train is None:
             raise ValueError(
                 "X_val and y_val are the validation set of early stopping, "
@@ -409,51 +387,15 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
                 f"X_val: pooling='flatten' needs sequences of {n_tokens} tokens, "
                 f"the length of X's; got {lengths[wrong][0]}."
             )
-        check_array_like(y_val, "y_val")
-        y_val = check_array(y_val, ensure_2d=False, dtype=None, input_name="y_val")
-        if y_val.ndim == 2 and y_val.shape[1] == 1:
-            y_val = y_val[:, 0]
-        if len(y_val) != len(sequences):
-            raise ValueError(
-                "Found input variables with inconsistent numbers of samples: "
-                f"[{len(sequences)}, {len(y_val)}] (X_val and y_val)."
-            )
-        weights = np.ones(len(y_val))
-        if train.task == "classification":
-            if y_val.ndim != 1:
-                raise ValueError(f"y_val must be 1-D as y, got shape {y_val.shape}.")
-            y_val = encode_classes(y_val, self.classes_, name="y_val", first="of y")
-            if self.class_weight is not None:
-                class_weights = compute_class_weight(
-                    self.class_weight, classes=self.classes_, y=self.classes_[train.y]
-                )
-                weights = class_weights[y_val]
-                if not weights.max() > 0:
-                    raise ValueError(
-                        f"class_weight={self.class_weight!r} gives every sample "
-                        "of y_val weight zero: its loss is undefined. Pass a "
-                        "validation set with samples of a class of positive weight."
-                    )
-        else:
-            try:
-                y_val = y_val.astype(np.float64).reshape(len(y_val), -1)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(
-                    f"y_val must be numeric as y (regression): {exc}"
-                ) from None
-            if y_val.shape[1] != len(self._target_mean):
-                raise ValueError(
-                    f"y_val has {y_val.shape[1]} outputs, but y has "
-                    f"{len(self._target_mean)}."
-                )
-            y_val = standardise(y_val, self._target_mean, self._target_scale)
-        weights, exponent = normalize_weights(weights)
-        dtype = sequences_dtype(sequences)
-        alpha = penalty(
-            self.alpha, weights, exponent, training_dtype(self.solver, dtype)
-        )
-        return TrainingSet(
-            sequences, lengths, y_val, weights.astype(dtype), alpha, train.task
+        return validation_set(
+            sequences,
+            lengths,
+            y_val,
+            train,
+            self._target_encoding(train.task),
+            class_weight=self.class_weight,
+            alpha=self.alpha,
+            dtype=training_dtype(self.solver, sequences_dtype(sequences)),
         )
 
     def _uses_early_stopping(self, task, incremental, validation, n_samples):
@@ -712,99 +654,28 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         self._check_lengths(sequence_lengths(sequences))
         return sequences
 
-    def _forward_batches(
-        self, sequences, *, layer=None, weights_out=None, pool_tokens=False
-    ):
-        """Run the model on batches within ``working_memory``, in order.
-
-        Parameters
-        ----------
-        sequences : ndarray of shape (n_samples, n_tokens, n_features) or list
-            Checked sequences.
-        layer : int or None, default=None
-            Encoder layer whose attention weights to write into ``weights_out``.
-        weights_out : ndarray or list of ndarray, default=None
-            With ``layer``, the attention weights of all the samples: an array
-            of shape (n_samples, n_heads_, T', T'), or one array of shape
-            (n_heads_, T'_i, T'_i) per sample. Each batch writes its rows.
-        pool_tokens : bool, default=False
-            Put the ``TOKEN_STATISTICS`` of the (standardised) tokens after
-            the pooled outputs.
-
-        Yields
-        ------
-        rows : ndarray of int
-            Indices of the batch's samples.
-        tokens : ndarray of shape (batch, T', d_model_)
-            Per-token outputs, padded.
-        pooled : ndarray of shape (batch, n_features_out)
-            Pooled outputs (and the tokens' statistics with ``pool_tokens``).
-        """
+    def _forward_batches(self, sequences, *, pool_tokens=False):
+        """The fitted model on batches within ``working_memory``: ``(rows,
+        tokens, pooled)`` of each (see
+        :func:`~skattn._model.evaluate.forward_batches`)."""
         model = self._model()
         params = self._fitted_params(sequences_dtype(sequences), model)
-        lengths = sequence_lengths(sequences)
-        # the weights go straight to weights_out: a batch holds a block of them
-        row_bytes = model_row_bytes(model, sequences, training=False)
-
-        def run(rows, x):
-            rows_out = None if layer is None else _rows_of(weights_out, rows)
-            tokens, pooled, _ = model.forward(
-                params, x, lengths[rows], layer=layer, weights_out=rows_out
-            )
-            if pool_tokens:
-                statistics = pool_statistics(
-                    model.standardise(params, x), lengths[rows], TOKEN_STATISTICS
-                )
-                pooled = np.concatenate([pooled, statistics], axis=1)
-            return rows, tokens, pooled
-
-        rows = np.arange(len(lengths))
-        yield from map_batches(run, sequences, lengths, rows, row_bytes, batch_budget())
+        return forward_batches(
+            model, params, sequences, batch_budget(), pool_tokens=pool_tokens
+        )
 
     def _per_token(self, X, layer=None, max_bytes=None):
-        """Per-token outputs, or the attention weights of ``layer``.
-
-        The result is allocated once, each sequence's own tokens only, and the
-        batches write into it: the weights of a long sequence are the largest
-        array of the call, and copies of it (per row, then stacked) tripled
-        its memory.
-
-        Parameters
-        ----------
-        X : array-like
-            Input, as for ``transform``.
-        layer : int or None, default=None
-            Encoder layer (checked) whose attention weights to return; None for
-            the per-token outputs.
-        max_bytes : float or None, default=None
-            With ``layer``, the most the weights may take (see
-            ``attention_weights``); None for no limit.
-        """
+        """Per-token outputs, or the attention weights of ``layer`` (checked),
+        of at most ``max_bytes`` (see ``attention_weights``)."""
         _check_max_bytes(max_bytes)
         sequences = self._check_sequences(X)
+        model = self._model()
         dtype = sequences_dtype(sequences)
-        # the tokens of each sequence in the model's output: patches, class token
-        n_tokens = self._model().token_lengths(sequence_lengths(sequences))
-        if layer is None:
-            shapes = [(n, self.d_model_) for n in n_tokens]
-        else:
-            shapes = [(self.n_heads_, n, n) for n in n_tokens]
+        if layer is not None:
+            n_tokens = model.token_lengths(sequence_lengths(sequences))
             self._check_weights_bytes(n_tokens, dtype, max_bytes)
-        if isinstance(sequences, np.ndarray):  # one length
-            out = np.empty((len(sequences), *shapes[0]), dtype=dtype)
-        else:
-            out = [np.empty(shape, dtype=dtype) for shape in shapes]
-        with single_threaded_blas():  # once, not per batch: it costs ~20 us
-            for rows, tokens, _ in self._forward_batches(
-                sequences, layer=layer, weights_out=out
-            ):
-                if layer is not None:  # the forward pass wrote the weights
-                    continue
-                if isinstance(out, np.ndarray):
-                    out[rows] = tokens
-                    continue
-                for row, row_tokens in zip(rows, tokens, strict=True):
-                    out[row][...] = row_tokens[: len(out[row])]
+        params = self._fitted_params(dtype, model)
+        out = per_token_outputs(model, params, sequences, batch_budget(), layer=layer)
         check_finite_output(self, out, sequences, self._scales_tokens())
         return out
 
@@ -928,17 +799,6 @@ def _kind(value):
     if isinstance(value, (bool, np.bool_)):
         return "bool"
     return "str" if isinstance(value, str) else "number"
-
-
-def _rows_of(out, rows):
-    """The part of ``out`` (an array or a list of per-sample arrays) of ``rows``.
-
-    A view for consecutive rows of an array (batches of one length are), else
-    a list of each row's array.
-    """
-    if isinstance(out, np.ndarray) and np.all(np.diff(rows) == 1):
-        return out[rows[0] : rows[-1] + 1]
-    return [out[row] for row in rows]
 
 
 def _check_max_bytes(max_bytes):

@@ -19,9 +19,10 @@ from sklearn.utils.metaestimators import available_if
 from ._base import BaseAttention
 from ._dask import blocked_outputs, is_dask_collection
 from ._docstrings import fill_docstring
+from ._model.evaluate import forward_batches
 from ._model.sequences import sequences_dtype
 from ._parallel import single_threaded_blas
-from ._validation import _fit_context, check_finite_output
+from ._validation import _fit_context, batch_budget, check_finite_output
 
 ATTRIBUTES = [
     "n_features_in_",
@@ -41,11 +42,13 @@ def head_outputs(estimator, X):
     """
     sequences = estimator._check_sequences(X)
     model = estimator._model()
-    params = estimator._fitted_params(sequences_dtype(sequences), model)
-    n_outputs = len(estimator.head_intercept_)
-    out = np.empty((len(sequences), n_outputs), dtype=sequences_dtype(sequences))
+    dtype = sequences_dtype(sequences)
+    params = estimator._fitted_params(dtype, model)
+    out = np.empty((len(sequences), model.config.n_outputs), dtype=dtype)
     with single_threaded_blas():
-        for rows, _, pooled in estimator._forward_batches(sequences):
+        for rows, _, pooled in forward_batches(
+            model, params, sequences, batch_budget()
+        ):
             out[rows] = model.head_forward(params, pooled)
     check_finite_output(estimator, out, sequences, estimator._scales_tokens())
     return out

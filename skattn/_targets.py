@@ -1,25 +1,209 @@
-"""What the loss compares and weighs: the target and the weights, as functions.
+"""What the loss compares and weighs: the training set, its target and weights.
 
-Each function takes the state it needs (the fitted classes, the target's
-moments) and returns the new state, never an estimator: the classes of
-``partial_fit``, the encoding of ``y`` (class indices, or targets standardised
-through powers of two so that any finite magnitude works), the class weights
-times the sample weights normalised by a power of two, and the L2 penalty that
-keeps the objective unchanged by that normalisation.
+A :class:`TrainingSet` is the samples as the loss reads them. The functions
+here make one from checked sequences and explicit state, never an estimator:
+the encoding of ``y`` (:class:`TargetEncoding`: class indices, or targets
+standardised through powers of two so that any finite magnitude works), the
+class weights times the sample weights normalised by a power of two, and the
+L2 penalty that keeps the objective unchanged by that normalisation; likewise
+for an explicit validation set, and the ``classes`` of ``partial_fit``.
 """
 
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import dataclasses
 import math
 from numbers import Real
 
 import numpy as np
 from sklearn.preprocessing import LabelEncoder
+from sklearn.utils import check_array
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 
+from ._model.sequences import astype_sequences, sequences_dtype
 from ._validation import check_array_like, normalize_weights
+
+
+@dataclasses.dataclass
+class TrainingSet:
+    """Samples as the loss reads them: a training set, or a validation set.
+
+    Attributes
+    ----------
+    sequences : ndarray of shape (n_samples, n_tokens, n_features) or list
+        Checked sequences.
+    lengths : ndarray of shape (n_samples,)
+        Their lengths.
+    y : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+        Class indices, or standardised targets.
+    sample_weight : ndarray of shape (n_samples,)
+        Weights of the loss (times the class weights), normalised.
+    alpha : float
+        The L2 penalty for these weights (see :func:`skattn._targets.penalty`).
+    task : {"classification", "regression"}
+        Picks the loss.
+    """
+
+    sequences: object
+    lengths: np.ndarray
+    y: np.ndarray
+    sample_weight: np.ndarray
+    alpha: float
+    task: str
+
+    def __len__(self):
+        return len(self.lengths)
+
+    def astype(self, dtype):
+        """The set in ``dtype`` (the sequences, weights and regression targets)."""
+        y = self.y.astype(dtype) if self.task == "regression" else self.y
+        return dataclasses.replace(
+            self,
+            sequences=astype_sequences(self.sequences, dtype),
+            y=y,
+            sample_weight=self.sample_weight.astype(dtype),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetEncoding:
+    """How ``y`` becomes what the loss compares: fitted at the first call.
+
+    Attributes
+    ----------
+    task : {"classification", "regression"}
+    classes : ndarray of shape (n_classes,) or None
+        The sorted class labels (classification).
+    mean, scale : ndarray of shape (n_outputs,) or None
+        The weighted moments of the target (regression).
+    """
+
+    task: str
+    classes: np.ndarray | None = None
+    mean: np.ndarray | None = None
+    scale: np.ndarray | None = None
+
+    @classmethod
+    def fit(cls, y, task, classes=None, sample_weight=None):
+        """The encoding of ``y`` (with ``partial_fit``'s ``classes``)."""
+        if task == "classification":
+            return cls(task, classes=fit_classes(y, classes))
+        mean, scale = fit_scaling(y, sample_weight)
+        return cls(task, mean=mean, scale=scale)
+
+    def encode(self, y, *, name="y", fitted="the first call's y"):
+        """Class indices, or the standardised target.
+
+        Raises
+        ------
+        ValueError
+            For labels not among the classes, or another number of outputs
+            (``name`` and ``fitted`` name this target and the fitted one).
+        """
+        if self.task == "classification":
+            return encode_classes(y, self.classes, name=name, fitted=fitted)
+        if y.shape[1] != len(self.mean):
+            raise ValueError(
+                f"{name} has {y.shape[1]} outputs, but {fitted} has {len(self.mean)}."
+            )
+        return standardise(y, self.mean, self.scale)
+
+
+def training_set(
+    sequences, lengths, y, sample_weight, weight_exponent, encoding, *,
+    class_weight, alpha, dtype,
+):  # fmt: skip
+    """The training set of checked sequences and target.
+
+    Parameters
+    ----------
+    sequences, lengths
+        Checked sequences and their lengths.
+    y : ndarray
+        The checked target.
+    sample_weight : ndarray of shape (n_samples,)
+        The caller's checked weights, normalised: they are the user's divided
+        by ``2**weight_exponent``.
+    weight_exponent : int
+    encoding : TargetEncoding
+    class_weight : dict, "balanced" or None
+        The estimator's ``class_weight``.
+    alpha : float
+        The estimator's ``alpha``.
+    dtype : dtype
+        The dtype training computes in (for the penalty's range).
+
+    Returns
+    -------
+    TrainingSet
+    """
+    y = encoding.encode(y)
+    if class_weight is not None:
+        if encoding.task != "classification":
+            raise ValueError(
+                f"class_weight={class_weight!r} applies to classification, but "
+                f"the target is a {encoding.task} target."
+            )
+        sample_weight, exponent = class_sample_weight(
+            y, encoding.classes, class_weight, sample_weight
+        )
+        weight_exponent += exponent
+    alpha = penalty(alpha, sample_weight, weight_exponent, dtype)
+    return TrainingSet(sequences, lengths, y, sample_weight, alpha, encoding.task)
+
+
+def validation_set(sequences, lengths, y_val, train, encoding, *, class_weight,
+                   alpha, dtype):  # fmt: skip
+    """The validation set of early stopping: ``X_val`` checked, ``y_val``
+    encoded as y.
+
+    Each sample weighs the ``class_weight`` of its class (1 without it), from
+    the classes' counts in the training set ``train`` for "balanced".
+
+    Returns
+    -------
+    TrainingSet
+    """
+    check_array_like(y_val, "y_val")
+    y_val = check_array(y_val, ensure_2d=False, dtype=None, input_name="y_val")
+    if y_val.ndim == 2 and y_val.shape[1] == 1:
+        y_val = y_val[:, 0]
+    if len(y_val) != len(sequences):
+        raise ValueError(
+            "Found input variables with inconsistent numbers of samples: "
+            f"[{len(sequences)}, {len(y_val)}] (X_val and y_val)."
+        )
+    weights = np.ones(len(y_val))
+    if encoding.task == "classification":
+        if y_val.ndim != 1:
+            raise ValueError(f"y_val must be 1-D as y, got shape {y_val.shape}.")
+        y_val = encoding.encode(y_val, name="y_val", fitted="y")
+        if class_weight is not None:
+            classes = encoding.classes
+            class_weights = compute_class_weight(
+                class_weight, classes=classes, y=classes[train.y]
+            )
+            weights = class_weights[y_val]
+            if not weights.max() > 0:
+                raise ValueError(
+                    f"class_weight={class_weight!r} gives every sample of y_val "
+                    "weight zero: its loss is undefined. Pass a validation set "
+                    "with samples of a class of positive weight."
+                )
+    else:
+        try:
+            y_val = y_val.astype(np.float64).reshape(len(y_val), -1)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"y_val must be numeric as y (regression): {exc}"
+            ) from None
+        y_val = encoding.encode(y_val, name="y_val", fitted="y")
+    weights, exponent = normalize_weights(weights)
+    alpha = penalty(alpha, weights, exponent, dtype)
+    weights = weights.astype(sequences_dtype(sequences))
+    return TrainingSet(sequences, lengths, y_val, weights, alpha, encoding.task)
 
 
 def check_classes(classes, task, objective, fitted_classes=None):
@@ -84,7 +268,7 @@ def fit_classes(y, classes=None):
     return encoder.classes_
 
 
-def encode_classes(y, classes, *, name="y", first="of the first call"):
+def encode_classes(y, classes, *, name="y", fitted="the first call's y"):
     """Indices of ``y``'s labels among ``classes``.
 
     Raises
@@ -97,7 +281,7 @@ def encode_classes(y, classes, *, name="y", first="of the first call"):
     if len(unseen):
         raise ValueError(
             f"{name} has labels {unseen.tolist()} not among the classes "
-            f"{classes.tolist()} {first}."
+            f"{classes.tolist()} of {fitted}."
         )
     return np.searchsorted(classes, y)
 

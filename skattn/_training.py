@@ -4,7 +4,8 @@ One loss/gradient routine (:func:`loss_gradients`: forward, head, weighted
 loss, backward, L2 penalty) serves both solvers, as ``_backprop`` does in
 scikit-learn's ``neural_network``: :func:`fit_adam` calls it once per
 minibatch, :func:`fit_lbfgs` wraps it with packing of the parameters into one
-vector. The solvers work on explicit objects: a :class:`TrainingSet`, the
+vector. The solvers work on explicit objects: a
+:class:`~skattn._targets.TrainingSet`, the
 parameters as a dict of arrays (updated in place), the settings of the
 estimator (:class:`AdamSettings`), and a :class:`History` that they own and
 that the estimator reads its training attributes from. No solver reads or
@@ -27,13 +28,9 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils import gen_batches
 
 from ._model.encoder import DropoutStreams
+from ._model.evaluate import model_row_bytes
 from ._model.head import LOSS_FUNCTIONS
-from ._model.sequences import (
-    astype_sequences,
-    map_batches,
-    sequences_dtype,
-    token_width,
-)
+from ._model.sequences import map_batches
 from ._optimizers import AdamOptimizer
 from ._validation import batch_budget
 
@@ -46,47 +43,6 @@ def training_dtype(solver, input_dtype):
     keeps the input's precision for its line searches.
     """
     return np.dtype(np.float32) if solver == "adam" else np.dtype(input_dtype)
-
-
-@dataclasses.dataclass
-class TrainingSet:
-    """Samples as the loss reads them: a training set, or a validation set.
-
-    Attributes
-    ----------
-    sequences : ndarray of shape (n_samples, n_tokens, n_features) or list
-        Checked sequences.
-    lengths : ndarray of shape (n_samples,)
-        Their lengths.
-    y : ndarray of shape (n_samples,) or (n_samples, n_outputs)
-        Class indices, or standardised targets.
-    sample_weight : ndarray of shape (n_samples,)
-        Weights of the loss (times the class weights), normalised.
-    alpha : float
-        The L2 penalty for these weights (see :func:`skattn._targets.penalty`).
-    task : {"classification", "regression"}
-        Picks the loss.
-    """
-
-    sequences: object
-    lengths: np.ndarray
-    y: np.ndarray
-    sample_weight: np.ndarray
-    alpha: float
-    task: str
-
-    def __len__(self):
-        return len(self.lengths)
-
-    def astype(self, dtype):
-        """The set in ``dtype`` (the sequences, weights and regression targets)."""
-        y = self.y.astype(dtype) if self.task == "regression" else self.y
-        return dataclasses.replace(
-            self,
-            sequences=astype_sequences(self.sequences, dtype),
-            y=y,
-            sample_weight=self.sample_weight.astype(dtype),
-        )
 
 
 @dataclasses.dataclass
@@ -330,19 +286,6 @@ def loss_gradients(model, params, data, rows, *, dropout=None):
             loss += 0.5 * data.alpha * float(np.sum(value * value)) / total_weight
             grads[name] += (data.alpha / total_weight) * value
     return loss, grads
-
-
-def model_row_bytes(model, sequences, *, training):
-    """``row_bytes(n_tokens)`` of the model on these sequences."""
-    n_features = token_width(sequences)
-    itemsize = sequences_dtype(sequences).itemsize
-
-    def row_bytes(n_tokens):
-        return model.row_bytes(
-            n_tokens, n_features=n_features, itemsize=itemsize, training=training
-        )
-
-    return row_bytes
 
 
 def validation_metrics(model, params, data, rows):

@@ -195,32 +195,25 @@ def test_random_features_transform_with_the_fitted_structure(name, value):
 # --------------------------------------------------
 
 
-def test_attention_weights_checks_its_output_size_first(monkeypatch):
+def test_attention_weights_checks_its_output_size_first():
     # one sequence of 20,000 tokens asked for 4 * 20000**2 float64 (12 GiB)
     # without a check
     X = make_3d(n=8, n_tokens=6, width=2)
     est = AttentionTransformer(n_heads=4, patch_size=None, random_state=0).fit(X)
-    forward = AttentionTransformer._forward_batches
-
-    def forward_unless_refused(self, *args, **kwargs):
-        assert not refused, "the model ran before the size was checked"
-        return forward(self, *args, **kwargs)
-
-    refused = True
-    monkeypatch.setattr(
-        AttentionTransformer, "_forward_batches", forward_unless_refused
-    )
     message = re.escape(
         "attention_weights would return 2.4 MiB for 1 sequence(s) (4 heads x "
         "n_tokens**2 weights each, n_tokens up to 280, float64), more than "
         "max_bytes=1048576 (1.0 MiB)"
     )
+    tracemalloc.start()
     with pytest.raises(ValueError, match=message + r".*max_bytes=None"):
         est.attention_weights(make_3d(n=1, n_tokens=280, width=2), max_bytes=2**20)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 2**18, "the model ran before the size was checked"
     long = [make_ragged(lengths=(20_000,), width=2)[0]]
     with pytest.raises(ValueError, match=r"11.9 GiB .* max_bytes=1073741824 "):
         est.attention_weights(long)  # the default limit, 1 GiB
-    refused = False
     weights = est.attention_weights(X, max_bytes=est.n_heads_ * 6 * 6 * 8 * 8)
     assert weights.shape == (8, 4, 6, 6)
     assert est.attention_weights(X, max_bytes=None).shape == (8, 4, 6, 6)

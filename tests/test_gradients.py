@@ -237,7 +237,8 @@ def test_training_loss_gradient(rng, task, options):
     on ragged input."""
     from skattn import AttentionTransformer
     from skattn._model.sequences import sequence_lengths
-    from skattn._training import TrainingSet, loss_gradients
+    from skattn._targets import TrainingSet
+    from skattn._training import loss_gradients
 
     X = [rng.standard_normal((n, 3)) for n in (4, 2, 5, 3, 1)]
     if task == "classification":

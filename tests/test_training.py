@@ -199,7 +199,8 @@ def test_float32_loss_and_gradients_stay_float32(task, options):
     """No float64 creeps into the gradients (float64 sample weights and targets
     included)."""
     from skattn._model.sequences import sequence_lengths
-    from skattn._training import TrainingSet, loss_gradients
+    from skattn._targets import TrainingSet
+    from skattn._training import loss_gradients
 
     X, y = order_task(n=40)
     X = X.astype(np.float32)

@@ -24,9 +24,9 @@ from sklearn.utils._param_validation import InvalidParameterError
 from threadpoolctl import threadpool_limits
 
 from skattn import AttentionTransformer
+from skattn._model.evaluate import model_row_bytes
 from skattn._model.sequences import padded_batches
 from skattn._model.units import LAYER_NORM_EPS
-from skattn._training import model_row_bytes
 
 POOLINGS = ["mean", "max", "first", "last", "cls", "attention", "flatten"]
 RAGGED_POOLINGS = [pooling for pooling in POOLINGS if pooling != "flatten"]
