@@ -22,11 +22,9 @@ n_heads : int, default=4
 """,
     "head_dim": """
 head_dim : int, default=None
-    Width of each head; the model width is ``d_model = n_heads * head_dim``.
-    None: the width ``init`` implies, else ``ceil(64 / n_heads)``: a model 64
-    wide whatever the token width (:ref:`default-transformer-head_dim`). When
-    ``d_model`` equals the width of the model's tokens and ``init`` has no
-    ``"input"``, the tokens enter the first layer as they are.
+    Width of each head: ``d_model = n_heads * head_dim``. None: the width
+    ``init`` implies, else ``ceil(64 / n_heads)``, a model 64 wide whatever
+    the token width (:ref:`default-transformer-head_dim`).
 """,
     "n_layers": """
 n_layers : int, default=1
@@ -34,28 +32,24 @@ n_layers : int, default=1
 """,
     "ff_dim": """
 ff_dim : int, default=128
-    Width of each layer's feed-forward sublayer,
-    ``linear2(activation(linear1(x)))`` with biases; 0: none, each layer is
-    self-attention only (:ref:`default-transformer-ff_dim`).
+    Width of each layer's feed-forward sublayer; 0: none
+    (:ref:`default-transformer-ff_dim`).
 """,
     "activation": """
 activation : {"relu", "gelu"}, default="relu"
-    Activation of the feed-forward sublayer; ``"gelu"`` is the exact GELU
-    (with the error function), torch's.
+    Activation of the feed-forward sublayer (``"gelu"`` exact, as torch's).
 """,
     "dropout": """
 dropout : float, default=0.0
-    Training-only dropout rate, in torch's places: on the attention weights,
-    on each sublayer's output before the residual sum, after the feed-forward
-    activation. The masks come from ``random_state`` and do not depend on
+    Training-only dropout in torch's places (attention weights, sublayer
+    outputs, feed-forward activation), drawn from ``random_state`` whatever
     the threads or batches. Needs ``solver="adam"``.
 """,
     "layer_norm": """
 layer_norm : {"post", "pre"} or None, default="post"
-    Where each sublayer normalises the tokens (with gain and bias):
-    ``"post"``, ``norm(x + sublayer(x))`` (torch's ``norm_first=False``);
-    ``"pre"``, ``x + sublayer(norm(x))`` with one final layer norm after the
-    last layer (``norm_first=True``); None: nowhere.
+    Where each sublayer normalises: ``"post"``, ``norm(x + f(x))`` (torch's
+    ``norm_first=False``); ``"pre"``, ``x + f(norm(x))`` and a final norm
+    (``norm_first=True``); None: no layer norm.
 """,
     "residual": """
 residual : bool, default=True
@@ -63,95 +57,74 @@ residual : bool, default=True
 """,
     "causal": """
 causal : bool, default=False
-    Token ``i`` attends only to tokens ``j <= i``, in every layer (the class
-    token of ``pooling="cls"``, after the last token, attends to all).
+    Token ``i`` attends only to tokens ``j <= i`` (the class token of
+    ``pooling="cls"``, after the last token, attends to all).
 """,
     "positional_encoding": """
 positional_encoding : {"sinusoidal", "learned"} or None, default="sinusoidal"
-    Added to the projected tokens: the fixed encoding of Vaswani et al.
-    (2017); a table of one vector per position up to the longest sequence
-    of fit, learned from the sinusoidal start (positions beyond it use the
-    sinusoidal encoding); or none, and the per-token outputs are then
-    permutation-equivariant.
+    Added to the projected tokens: Vaswani et al.'s fixed encoding, a table
+    learned from it (up to fit's longest sequence), or none (the per-token
+    outputs are then permutation-equivariant).
 """,
     "pooling": """
 pooling : {"mean", "max", "first", "last", "cls", "attention", "flatten"}, \
         default="mean"
-    How the per-token outputs become one vector per sample ({pooled}), over
-    the tokens a sequence has, never its padding: their mean or maximum
-    (feature-wise); the first or last token; ``"cls"``, a learned class token
-    appended after the last token, its output; ``"attention"``, a learned
-    query attending over the tokens; ``"flatten"``, all tokens side by side
-    (``n_tokens * d_model`` features; every sequence of fit's length).
+    How the per-token outputs become one vector ({pooled}), over the valid
+    tokens only: their mean or maximum, the first or last token, a learned
+    class token appended after the last (``"cls"``), a learned query
+    attending over them, or all side by side (one length, fit's).
 """,
     "features_per_token": """
 features_per_token : int, default=None
-    For a table: the consecutive columns that form one token (None: 1, each
-    column a scalar token, as in FT-Transformer); must divide the number of
-    columns. Leave it None for sequences.
+    For a table: consecutive columns per token (None: 1, scalar tokens as in
+    FT-Transformer); must divide the number of columns.
 """,
     "data_format": """
 data_format : {"channels_last", "channels_first"}, default="channels_last"
-    Layout of 3D arrays and of the arrays of a list: ``(n_samples, n_tokens,
-    n_features)`` and ``(n_tokens_i, n_features)`` (tslearn, PyTorch), or
-    ``(n_samples, n_channels, n_timepoints)`` and ``(n_channels,
-    n_timepoints_i)`` (aeon, sktime), read as their transposes. A table reads
-    the same in both (``"channels_first"`` raises with
-    ``features_per_token`` above 1). See :ref:`input_formats`.
+    Layout of 3D arrays and of a list's arrays: ``(n_tokens, n_features)``
+    per sequence, or ``(n_channels, n_timepoints)`` (aeon, sktime), read as
+    its transpose (:ref:`input_formats`).
 """,
     "scale_tokens": """
 scale_tokens : bool, default=True
-    Standardise each token feature with its mean and standard deviation over
-    the valid tokens of fit (per column of a table), weighted by
-    ``sample_weight``: a :class:`~sklearn.preprocessing.StandardScaler` for
-    sequences (:ref:`default-transformer-scale_tokens`). False reproduces
-    ``torch.nn.TransformerEncoder`` on the raw tokens.
+    Standardise each token feature with its weighted mean and standard
+    deviation over fit's valid tokens (per column of a table)
+    (:ref:`default-transformer-scale_tokens`).
 """,
     "patch_size": """
 patch_size : int, "auto" or None, default="auto"
-    Read patches of ``patch_size`` consecutive tokens, side by side, as the
-    model's tokens (as PatchTST reads a series): ``ceil(n / patch_size)``
-    patches of a sequence of ``n`` tokens, the last completed with zeros.
-    ``"auto"``: series of at most 8 features per token whose median length
-    in fit exceeds 64 in about 32 patches, other input not
-    (:ref:`default-transformer-patch_size`); the size used is
-    ``patch_size_``. None: no patches.
+    Read patches of consecutive tokens, side by side, as the model's tokens
+    (PatchTST), the last completed with zeros. ``"auto"``: about 32 patches
+    for series of at most 8 features per token and a median length above
+    64 (:ref:`default-transformer-patch_size`); None: no patches.
 """,
     "objective": """
 objective : {"auto", "classification", "regression"} or None, default="auto"
-    What the weights learn from ``y``. ``"auto"``: from ``type_of_target(y)``,
-    class labels by softmax cross-entropy, continuous targets (one or several
-    columns) by squared error on the standardised target, nothing without
-    ``y``. ``"classification"`` or ``"regression"`` force the task (``y`` is
-    then required); None never learns: the weights stay seeded.
+    What the weights learn from ``y``: ``"auto"`` from ``type_of_target(y)``
+    (class labels by cross-entropy, continuous targets by squared error,
+    nothing without ``y``); a task, which then needs ``y``; None: seeded
+    weights, ``y`` ignored.
 """,
     "pool_tokens": """
 pool_tokens : bool or "auto", default="auto"
-    Also return statistics of the (standardised) tokens themselves after the
-    model's outputs: their mean, maximum and minimum, then the first and the
-    last token, ``5 * n_token_features`` columns. ``"auto"``: for tokens of
-    more than 8 features (word vectors and encoder states, whose ``[CLS]``
-    and ``[SEP]`` are the first and last; :ref:`default-transformer-pool_tokens`).
-    Training never sees them.
+    Also return the (standardised) tokens' mean, maximum, minimum, first and
+    last token, five columns per token feature. ``"auto"``: for tokens of
+    more than 8 features (:ref:`default-transformer-pool_tokens`).
 """,
     "init": """
 init : "random" or dict, default="random"
-    Initial weights. ``"random"``: Glorot-uniform matrices from
-    ``random_state``, zero biases, identity layer norms. A dict: arrays by
-    parameter, ``"input"`` ``(n_token_features, d_model)``, ``"layers"`` a
-    list of ``n_layers`` dicts with the keys of ``layers_``, and any other
-    learned parameter by its attribute's name without the underscore
-    (``"head_coef"``, ``"cls_token"``, ...); a one-layer model also takes its
-    layer's keys at the top level. Missing keys are seeded; the arrays are
-    copied, never modified. ``RandomAttentionFeatures.weights_[m]`` is such
-    a dict.
+    Initial weights: Glorot-uniform from ``random_state``, or a dict of
+    arrays, ``"input"`` ``(n_token_features, d_model)``, ``"layers"`` a list
+    of dicts with the keys of ``layers_``, and any other learned parameter by
+    its attribute's name without the underscore (one layer also takes its
+    keys at the top level). Missing keys are seeded; arrays are copied.
+    ``RandomAttentionFeatures.weights_[m]`` is such a dict.
 """,
     "solver": """
 solver : {"adam", "lbfgs"}, default="adam"
-    ``"adam"``: minibatches of ``batch_size`` for ``max_iter`` epochs, with
-    ``partial_fit`` and early stopping. ``"lbfgs"``: full-batch L-BFGS-B
-    (``scipy.optimize.minimize``) in the input's precision, no step size or
-    batch to choose (:ref:`default-transformer-solver`).
+    Minibatch Adam in float32 (with ``partial_fit`` and early stopping), or
+    full-batch L-BFGS-B in the input's precision
+    (:ref:`default-transformer-solver`).
 """,
     "max_iter": """
 max_iter : int, default=200
@@ -159,36 +132,28 @@ max_iter : int, default=200
 """,
     "learning_rate_init": """
 learning_rate_init : float or "auto", default="auto"
-    Adam's step size. ``"auto"``: 0.001 (MLPClassifier's), 0.002 with early
-    stopping (:ref:`default-transformer-learning_rate_init`); ``partial_fit``
-    goes on with its optimizer's step.
+    Adam's step size; ``"auto"``: 0.001, 0.002 with early stopping
+    (:ref:`default-transformer-learning_rate_init`).
 """,
     "batch_size": """
 batch_size : int or "auto", default="auto"
-    Adam's minibatch size; ``"auto"``: ``min(200, n_samples)`` as in
-    :class:`~sklearn.neural_network.MLPClassifier`, 32 with early stopping
-    (:ref:`default-transformer-batch_size`).
+    Adam's minibatch; ``"auto"``: ``min(200, n_samples)``, 32 with early
+    stopping (:ref:`default-transformer-batch_size`).
 """,
     "alpha": """
 alpha : float, default=0.0001
-    Strength of the L2 penalty on the weights (projections, feed-forward
-    matrices, class token, pooling query, head), divided by the summed
-    sample weight as in :class:`~sklearn.neural_network.MLPClassifier`;
-    biases, layer norms and learned positions are not penalised.
+    L2 penalty of the weight matrices, class token, pooling query and head,
+    relative to the summed sample weight (as in MLPClassifier).
 """,
     "tol": """
 tol : float, default=1e-4
-    Improvement of the loss (or validation score) below which an epoch
-    counts as none; L-BFGS's gradient tolerance.
+    Least improvement of an epoch; L-BFGS's gradient tolerance.
 """,
     "early_stopping": """
 early_stopping : bool or "auto", default="auto"
-    Adam only: hold out ``validation_fraction`` of the samples (stratified,
-    at least one of each class), stop when the head's validation score has
-    not improved by ``tol`` for ``n_iter_no_change`` epochs, and keep the
-    best weights. ``"auto"``: on for 2,000 samples or more, and with ``fit``'s
-    ``X_val`` and ``y_val`` (:ref:`default-transformer-early_stopping`).
-    ``partial_fit`` never validates; ``early_stopping_`` says what a fit did.
+    Adam: hold out ``validation_fraction`` (stratified), stop when the
+    validation score stalls, keep the best weights. ``"auto"``: from 2,000
+    samples, or with ``X_val`` (:ref:`default-transformer-early_stopping`).
 """,
     "validation_fraction": """
 validation_fraction : float, default=0.1
@@ -196,9 +161,8 @@ validation_fraction : float, default=0.1
 """,
     "n_iter_no_change": """
 n_iter_no_change : int or "auto", default="auto"
-    Epochs without improvement before Adam stops: of the validation score
-    with early stopping, of the training loss without. ``"auto"``: 3 with
-    early stopping, 10 (MLPClassifier's) without
+    Epochs without improvement before stopping; ``"auto"``: 3 of the
+    validation score, 10 of the training loss
     (:ref:`default-transformer-n_iter_no_change`).
 """,
     "shuffle": """
@@ -207,11 +171,11 @@ shuffle : bool, default=True
 """,
     "beta_1": """
 beta_1 : float, default=0.9
-    Decay rate of Adam's first moment estimates, in [0, 1).
+    Decay rate of Adam's first moments, in [0, 1).
 """,
     "beta_2": """
 beta_2 : float, default=0.999
-    Decay rate of Adam's second moment estimates, in [0, 1).
+    Decay rate of Adam's second moments, in [0, 1).
 """,
     "epsilon": """
 epsilon : float, default=1e-8
@@ -219,26 +183,21 @@ epsilon : float, default=1e-8
 """,
     "class_weight": """
 class_weight : dict, "balanced" or None, default=None
-    Weights of the classes in the loss, as in
-    :class:`~sklearn.linear_model.LogisticRegression`, times
-    ``sample_weight``; "balanced" needs every class in each call's ``y``.
+    Weights of the classes, times ``sample_weight``, as in
+    :class:`~sklearn.linear_model.LogisticRegression`.
 """,
     "warm_start": """
 warm_start : bool, default=False
-    Continue from the fitted weights on the next ``fit`` (Adam's moments
-    afresh, as :class:`~sklearn.neural_network.MLPClassifier`;
-    ``partial_fit`` keeps them). The data must have the token width and
-    kind of target of the fit, and the parameters that fix the model their
-    fitted values (see Notes).
+    Continue from the fitted weights at the next ``fit`` (Adam's moments
+    afresh); the parameters that fix the model keep their values (Notes).
 """,
     "verbose": """
 verbose : bool, default=False
-    Print the loss (and validation score) of every epoch or iteration.
+    Print the loss (and validation score) of each epoch or iteration.
 """,
     "random_state": """
 random_state : int, RandomState instance or None, default=None
-    Seed of the weights, shuffles, validation split and dropout. Pass an int
-    for reproducible output across calls.
+    Seed of the weights, shuffles, split and dropout.
 """,
 }
 
@@ -249,8 +208,7 @@ n_features_in_ : int
 """,
     "feature_names_in_": """
 feature_names_in_ : ndarray of shape (``n_features_in_``,)
-    Names of the columns seen in fit, for a DataFrame with string column
-    names.
+    Column names seen in fit, for a DataFrame with string column names.
 """,
     "classes_": """
 classes_ : ndarray of shape (n_classes,)
@@ -258,82 +216,56 @@ classes_ : ndarray of shape (n_classes,)
 """,
     "target_type_": """
 target_type_ : {"classification", "regression"} or None
-    The task learned; None when the weights stay seeded.
+    The task learned (None: seeded weights); ``classes_`` for classification.
 """,
     "model": """
-n_heads_, head_dim_, d_model_ : int
-    Heads, head width and model width of the fitted model.
-
-patch_size_ : int or None
-    Tokens per patch (None: the tokens are the model's).
-
-max_tokens_ : int
-    Length of the longest sequence seen in fit (the tokens of a table).
+n_heads_, head_dim_, d_model_, patch_size_, max_tokens_ : int
+    The fitted model's heads, head width, width and tokens per patch (None:
+    no patches), and the longest sequence of fit (the tokens of a table).
 """,
     "weights": """
-token_mean_, token_scale_ : ndarray of shape (n_token_features,) or \
-        (``max_tokens_``, n_token_features), or None
-    The token standardisation (``scale_tokens``), per feature or per column
-    of a table.
-
-input_weights_ : ndarray of shape (n_token_features, ``d_model_``) or None
-    Input projection; None when the tokens enter unprojected.
-
 layers_ : list of dict of str to ndarray
-    The weights of each encoder layer in the ``x @ W`` convention, by the
-    names of torch's ``TransformerEncoderLayer`` modules: ``"query"``,
-    ``"key"``, ``"value"`` (the blocks torch packs in
-    ``self_attn.in_proj_weight``, transposed; heads as consecutive column
-    blocks) and ``"output"`` (``self_attn.out_proj``), each ``(d_model_,
-    d_model_)``; with a layer norm ``"norm1_weight"``, ``"norm1_bias"``;
-    with ``ff_dim > 0`` ``"linear1"`` ``(d_model_, ff_dim)``,
-    ``"linear1_bias"``, ``"linear2"`` ``(ff_dim, d_model_)``,
-    ``"linear2_bias"`` and ``"norm2_weight"``, ``"norm2_bias"``.
+    Each encoder layer's weights, ``x @ W`` convention, by torch's module
+    names: ``"query"``, ``"key"``, ``"value"`` (the blocks of torch's
+    ``self_attn.in_proj_weight``, transposed) and ``"output"``; with layer
+    norms ``"norm1_weight"``, ``"norm1_bias"``; with ``ff_dim``
+    ``"linear1"``, ``"linear1_bias"``, ``"linear2"``, ``"linear2_bias"``,
+    ``"norm2_weight"``, ``"norm2_bias"``.
 
-final_norm_weight_, final_norm_bias_ : ndarray of shape (``d_model_``,) or None
-    The final layer norm of ``layer_norm="pre"``.
-
-position_embeddings_ : ndarray of shape (n_positions, ``d_model_``) or None
-    Learned positional encoding.
-
-cls_token_ : ndarray of shape (``d_model_``,) or None
-    Class token, for ``pooling="cls"``.
-
-pooling_query_ : ndarray of shape (``d_model_``,) or None
-    Query of ``pooling="attention"``.
+input_weights_, token_mean_, token_scale_, position_embeddings_, \
+        cls_token_, pooling_query_, final_norm_weight_, final_norm_bias_ : \
+        ndarray or None
+    The input projection, the token standardisation, the learned positions,
+    the class token, the pooling query and the final layer norm, where the
+    model has them (else None).
 """,
     "head": """
-head_coef_ : ndarray of shape (n_pooled, n_outputs)
-    Weights of the linear head on the pooled vector.
-
-head_intercept_ : ndarray of shape (n_outputs,)
-    Bias of the linear head.
+head_coef_, head_intercept_ : ndarray
+    The linear head on the pooled vector, ``(n_pooled, n_outputs)`` and
+    ``(n_outputs,)``.
+""",
+    "training head": """
+head_coef_, head_intercept_ : ndarray or None
+    The linear head trained on the pooled vector, ``(n_pooled, n_outputs)``
+    and ``(n_outputs,)``; None when nothing was learned.
 """,
     "training": """
-n_iter_ : int
-    Epochs (adam) or iterations (lbfgs) run.
+n_iter_, t_ : int
+    Epochs (or L-BFGS iterations) run, and samples Adam has seen.
 
-t_ : int
-    Training samples Adam has seen.
-
-loss_ : float
-    Loss at the end of training (on the standardised target for regression).
+loss_, best_loss_ : float
+    Last and lowest training loss.
 
 loss_curve_ : list of float
-    Loss after each epoch or iteration.
-
-best_loss_ : float
-    Lowest loss reached.
+    Loss of each epoch or iteration.
 
 early_stopping_ : bool
     Whether the last call held out a validation set.
 
-validation_scores_, validation_loss_curve_ : list of float or None
-    Validation score (accuracy or R²) and objective after each epoch, with
-    early stopping (see :ref:`learning`).
-
-best_validation_score_ : float or None
-    Best validation score, with early stopping.
+validation_scores_, validation_loss_curve_, best_validation_score_ : \
+        list of float or float or None
+    The validation score (accuracy or R²) and loss of each epoch, and the
+    best score, with early stopping (:ref:`learning`).
 """,
 }
 

@@ -122,7 +122,7 @@ def _blas_libraries():
 def _set_limit(lib, n_threads):
     """Set ``lib``'s thread limit from whichever thread calls.
 
-    Recent threadpoolctl (3.8 here) applies a process-wide OpenBLAS limit only
+    Recent threadpoolctl (3.8 and later) applies a process-wide OpenBLAS limit only
     from its "controlling thread" and silently ignores every other thread;
     skattn coordinates its own calls (see :func:`single_threaded_blas`), so it
     calls the library's setter that threadpoolctl would call (the public
@@ -236,10 +236,9 @@ def map_parallel(function, tasks):
 def single_threaded_blas():
     """Context limiting BLAS to one thread (never raising a user's lower limit).
 
-    The tiles' matrix products are small: two BLAS threads on them ran up to 10x
-    slower than one on a busy 2-core machine (225 s against 13 s for 32,768
-    tokens here). The cores the user allows go to tiles instead (see
-    :func:`parallel_workers`).
+    The tiles' matrix products are small: two BLAS threads on them ran many
+    times slower than one on a busy 2-core machine. The cores the user allows
+    go to tiles instead (see :func:`parallel_workers`).
 
     Safe from any number of threads at once (see the module docstring): a
     process-wide limit is lowered by the first of the calls under way in all
@@ -247,7 +246,7 @@ def single_threaded_blas():
     """
     global _shared_calls
     if _WORKERS.get() is not None:
-        yield  # inside one already in this thread (entering costs 15-20 us)
+        yield  # inside one already in this thread
         return
     shared, own = _blas_libraries()
     with _SHARED_LOCK:

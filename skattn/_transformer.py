@@ -23,7 +23,7 @@ from ._validation import StrOptions, _fit_context, check_finite_output
         "feature_names_in_",
         "model",
         "weights",
-        "head",
+        "training head",
         "target_type_",
         "classes_",
         "training",
@@ -345,7 +345,7 @@ class AttentionTransformer(
         X_new = np.empty(
             (len(sequences), self._n_features_out), dtype=sequences_dtype(sequences)
         )
-        with single_threaded_blas():  # once, not per batch: it costs ~20 us
+        with single_threaded_blas():  # once, not per batch
             batches = self._forward_batches(sequences, pool_tokens=self._pool_tokens)
             for rows, _, pooled in batches:
                 X_new[rows] = pooled

@@ -1,4 +1,4 @@
-"""Time-series layouts of the ecosystem: ``data_format`` and its messages (issue 11).
+"""Time-series layouts of the ecosystem: ``data_format`` and its messages.
 
 The structures are built here as aeon, sktime and tslearn build them (none of
 them is installed, nothing is downloaded): aeon's ``numpy3D`` panel

@@ -340,8 +340,9 @@ def test_dropout_does_not_depend_on_threads_or_batches(ragged):
     # Adam steps in float32 (dropout needs Adam): sums over other batches round
     # differently at float32's precision, 1e-7 of the loss, which Adam's
     # normalised steps amplify in the weights of the smallest gradients (up to
-    # 7e-7 here). A mask that followed the threads or batches would move the loss
-    # by about 1e-2 and these weights by about 4e-3 (as dropout=0.41 does).
+    # 7e-7 in this test). A mask that followed the threads or batches would
+    # move the loss by about 1e-2 and these weights by about 4e-3 (as
+    # dropout=0.41 does).
     for loss_curve, query in results[1:]:
         assert_allclose(loss_curve, results[0][0], rtol=1e-6)
         assert_allclose(query, results[0][1], rtol=1e-6, atol=1e-5)

@@ -1,10 +1,9 @@
-"""A fitted estimator computes with the structure it was fitted with (issue 9).
+"""A fitted estimator computes with the structure it was fitted with.
 
-Fault class 4: ``set_params`` after ``fit`` must not change what ``transform``
-and the per-token methods compute, and ``partial_fit`` or a warm-start ``fit``
-must refuse a changed structural parameter. Fault class 6: ``attention_weights``
-checks the size of its output before computing it, and needs little more memory
-than its output.
+``set_params`` after ``fit`` must not change what ``transform`` and the
+per-token methods compute, and ``partial_fit`` or a warm-start ``fit`` must
+refuse a changed structural parameter. ``attention_weights`` checks the size of
+its output before computing it, and needs little more memory than its output.
 """
 
 import re
@@ -53,7 +52,7 @@ def _outputs(est, X):
     return {method: getattr(est, method)(X) for method in PER_TOKEN}
 
 
-# Fault class 4: set_params after fit
+# set_params after fit
 # -----------------------------------
 
 
@@ -191,7 +190,7 @@ def test_random_features_transform_with_the_fitted_structure(name, value):
     assert_array_equal(est.get_feature_names_out(), names)
 
 
-# Fault class 6: attention_weights on long sequences
+# attention_weights on long sequences
 # --------------------------------------------------
 
 

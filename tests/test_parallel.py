@@ -1,4 +1,4 @@
-"""skattn called from several Python threads at once (issue 9, fault class 5).
+"""skattn called from several Python threads at once.
 
 Whichever threads call, at once or not, nested or not: results bit for bit those
 of the main thread, and each BLAS library's thread limit as it was once the last
@@ -115,7 +115,7 @@ def run_script(script, transform):
 
 def test_transforms_from_threads_at_once_equal_the_main_thread(fitted):
     """Four threads transform at once: the main thread's result bit for bit and
-    the BLAS limit as before, without a user limit, within one of 2 (around
+    the BLAS limit it found, without a user limit, within one of 2 (around
     the pool, as threadpoolctl advises for Python thread pools) and within one
     of 1, which is never raised."""
     est, X = fitted
@@ -236,7 +236,7 @@ class PerThreadBLAS:
 def test_per_thread_limits_hold_in_every_computing_thread(monkeypatch):
     """With a library limited per thread, every thread computing skattn's tasks
     (callers and skattn's workers) runs it on one thread; each caller finds its
-    own limit as before, a limit of 1 included."""
+    own limit it found, a limit of 1 included."""
     per_thread = PerThreadBLAS()
     controller = ThreadpoolController()
     controller.lib_controllers.append(per_thread)

@@ -2,7 +2,7 @@
 
 A fitted estimator holds only numpy arrays, Python numbers, dicts and lists
 (Adam's state included, as ``_optimizer_state``), so ``skops.io.load`` needs to
-trust nothing but skattn's public estimator classes (issue 11).
+trust nothing but skattn's public estimator classes.
 """
 
 import pickle

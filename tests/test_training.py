@@ -579,7 +579,7 @@ def test_silent_by_default(capsys):
 
 
 def test_order_task_needs_attention():
-    """Issue 3's acceptance test: where order matters, the learned transformer +
+    """Where order matters, the learned transformer +
     LogisticRegression reaches >= 0.95 while mean pooling stays near chance."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import train_test_split

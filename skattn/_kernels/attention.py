@@ -3,16 +3,16 @@
 The plain exact tile (:func:`attention_tile`) comes first, then the faster tile
 that folds the softmax shift and the row sums into its two matrix products, the
 tiled forward pass, and the public :func:`scaled_dot_product_attention`. The
-backward pass is in ``_attention_backward.py``, the checks of the public
-kernels' arguments in ``_kernel_checks.py``; multi-head attention builds on
-these in ``_multi_head.py``.
+backward pass is in ``attention_backward.py``, the checks of the public
+kernels' arguments in ``checks.py``; multi-head attention builds on
+these in ``multi_head.py``.
 
 Pure functions on arrays: nothing here imports scikit-learn or knows about an
 estimator. Forward functions return what the backward pass will need (the
 per-row log-sum-exp of the scores), so that probabilities can be recomputed tile
 by tile instead of being stored. Attention dropout is recomputed the same way:
 its masks are a pure function of a stream key per attention and of the (query,
-key) indices (see :mod:`skattn._dropout`).
+key) indices (see :mod:`skattn._kernels.dropout`).
 
 Shape legend used in the comments: N samples (or any leading batch dimensions),
 T tokens (Tq queries, Tk keys), D token width, H heads, Dh head width.
@@ -44,20 +44,16 @@ from .dropout import INDEX_BITS, grid_index, keep_scale
 # path.
 FOLDED_SUM_FLOOR = math.exp(-60.0)
 
-# Scores computed at once per query tile (2**20 float32 are 4 MiB): the fastest
-# of 2**16..2**22 measured on (4, 8192, 16), (32, 1024, 16) and (512, 256, 16)
-# heads; memory stays linear in the sequence length.
+# Scores computed at once per query tile (2**20 float32 are 4 MiB), so that
+# memory stays linear in the sequence length; the fastest size measured
+# (user guide, "How the defaults were chosen").
 TILE_ELEMENTS = 2**20
 
 # Both passes fold their per-row terms into their matrix products (the forward
 # pass its shift and row sums, see attention_tile_shift_folded; the backward
 # pass -lse and -delta) only with at least this many keys per query dimension:
 # the extra column costs copies of the queries, keys and values, worth it only
-# against long rows of scores. Forward, float32, one thread, 4 heads
-# (benchmarks/fold_threshold.py): folding was 1.7x (head width 16) to 2.2x
-# (width 64) slower at 8 keys, even at 32 keys of width 16, 4 % faster at 64,
-# 9 to 30 % faster from 256 keys on; backward: 2x slower at 16 keys of width
-# 8, 1.4x faster at 64 keys of width 16.
+# against long rows of scores (measured by benchmarks/fold_threshold.py).
 FOLD_MIN_KEYS_PER_DIM = 2
 
 
@@ -196,7 +192,7 @@ def score_exponents(q, k, scale):
     # one bound for every row first, from the largest |q| and |k| of all (two
     # contiguous passes each, not one reduction per row): no row's bound is
     # larger, so below the limit no row needs an exponent (the usual case);
-    # NaN or inf take the row by row path, as before
+    # NaN or inf take the row by row path below
     if q.size and k.size:
         q_all = max(float(q.max()), -float(q.min()))
         k_all = max(float(k.max()), -float(k.min()))
@@ -228,7 +224,7 @@ def check_dropout(dropout, n_keys):
         stream keys, one per attention (broadcast over its batch axes).
     n_keys : int
         Keys per query: the element indices of the masks
-        (:func:`skattn._dropout.grid_index`) have room for ``2**21`` keys.
+        (:func:`skattn._kernels.dropout.grid_index`) have room for ``2**21`` keys.
 
     Returns
     -------
@@ -258,7 +254,7 @@ def dropout_multipliers(dropout, rows, n_keys, batch_shape, dtype):
     """Inverted-dropout multipliers of the attention weights of a query tile.
 
     Element (query ``i``, key ``j``) of batch element ``b`` is multiplied by
-    ``keep_scale(keys[b], i << 21 | j, p)`` (see :mod:`skattn._dropout`): a
+    ``keep_scale(keys[b], i << 21 | j, p)`` (see :mod:`skattn._kernels.dropout`): a
     pure function of the key and the indices, so the same whatever the tiles,
     the batch, the padding after the keys or the threads.
 
@@ -522,7 +518,7 @@ def attention_forward(
         Also return the normalised attention weights (this costs Tq * Tk memory).
     dropout : None or (float, ndarray of uint64), default=None
         ``(p, keys)``: drop each attention weight with probability ``p`` in
-        [0, 1). ``keys`` (stream keys, see :func:`skattn._dropout.stream_keys`)
+        [0, 1). ``keys`` (stream keys, see :func:`skattn._kernels.dropout.stream_keys`)
         broadcast to the batch shape, one key per attention; element (query
         ``i``, key ``j``) of batch element ``b`` is multiplied by
         ``keep_scale(keys[b], i << 21 | j, p)``, whatever the tiles (see

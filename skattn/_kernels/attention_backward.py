@@ -1,7 +1,7 @@
 """The backward pass of scaled dot-product attention, in query tiles.
 
 Recomputes the probabilities of each tile from the log-sum-exp the forward
-pass (:func:`skattn._attention.attention_forward`) kept, so that memory stays
+pass (:func:`skattn._kernels.attention.attention_forward`) kept, so that memory stays
 linear in the number of keys, and sums the gradients over the axes the inputs
 were broadcast along. Pure functions on arrays, as the forward pass.
 

@@ -2,7 +2,7 @@
 
 Pure functions on arrays: the queries, keys and values are projections of the
 tokens (``x @ W``), split into heads as consecutive column blocks; each head is
-the scaled dot-product attention of :mod:`skattn._attention`. Nothing here
+the scaled dot-product attention of :mod:`skattn._kernels.attention`. Nothing here
 imports scikit-learn or knows about an estimator.
 
 Shape legend used in the comments: N samples (or any leading batch dimensions),
@@ -32,8 +32,8 @@ def project(x, w):
     """``x @ w`` over the last axis of ``x``, as one 2-D matrix product.
 
     A stacked product of a 3-D ``x`` with a transposed ``w`` runs one small
-    GEMM per sample; flattening the leading axes makes it one GEMM (2.6x
-    faster for (256, 32, 64) tokens here).
+    GEMM per sample; flattening the leading axes makes it one GEMM, several
+    times faster.
     """
     # the row count spelled out: -1 is ambiguous for tokens of no feature
     flat = x.reshape(math.prod(x.shape[:-1]), x.shape[-1]) @ w  # (N*T, d_out)

@@ -66,7 +66,7 @@ class DropoutStreams:
     """The dropout of one training step: rate, seed and the batch's sample ids.
 
     Each dropout site of the model draws its masks from the keys of
-    :func:`skattn._dropout.stream_keys`, so a sample's masks depend on the
+    :func:`skattn._kernels.dropout.stream_keys`, so a sample's masks depend on the
     step's seed, its index in the training set and the site only: never on
     the batch it is computed in, its padding or the threads.
 

@@ -126,7 +126,7 @@ def per_token_outputs(model, params, sequences, budget_bytes, *, layer=None):
         out = np.empty((len(sequences), *shapes[0]), dtype=dtype)
     else:
         out = [np.empty(shape, dtype=dtype) for shape in shapes]
-    with single_threaded_blas():  # once, not per batch: it costs ~20 us
+    with single_threaded_blas():  # once, not per batch
         batches = forward_batches(
             model, params, sequences, budget_bytes, layer=layer, weights_out=out
         )

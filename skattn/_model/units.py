@@ -256,7 +256,7 @@ class Unit:
 class TokenScaler(Unit):
     """Standardised tokens, ``(x - token_mean) / token_scale``.
 
-    The statistics are fixed in fit (see ``skattn._sequences.token_moments``),
+    The statistics are fixed in fit (see ``skattn._model.sequences.token_moments``),
     never trained: per feature of the tokens, shape ``(D,)``, or per position and
     feature, ``(T, D)``, for the columns of a table. The first unit of a model:
     its backward pass returns no gradient for the tokens (None).

@@ -6,7 +6,7 @@ candidates from which each model draws one. This module checks the
 parameters, resolves their ``"auto"`` values from the data (the median length
 of the series, the token width) and the stride of each model's patches.
 Values in, lists of candidates out: the estimator is in
-``_random_features.py``.
+``estimator.py``.
 """
 
 # Authors: The skattn developers
@@ -18,15 +18,15 @@ from numbers import Integral
 
 import numpy as np
 
-from .._model.pooling import TOKEN_STATISTICS
+from .._model.pooling import STATISTICS, TOKEN_STATISTICS
 from .._model.sequences import SERIES_MAX_FEATURES
 
 # The statistics each model's per-token outputs can be pooled into (the
-# functions are in _pooling.py, by these names in _random_features.py), and
-# those that compare the outputs with thresholds.
-STATISTIC_NAMES = ("mean", "max", "min", "first", "last", "ppv", "lspv")
+# functions are STATISTICS of _model/pooling.py), and those that compare the
+# outputs with thresholds.
+STATISTIC_NAMES = tuple(STATISTICS)
 THRESHOLDED = {"ppv", "lspv"}
-# pooling="auto": for narrow tokens (series, rows of an image, a table's scalar
+# statistics="auto": for narrow tokens (series, rows of an image, a table's scalar
 # columns), ROCKET's maximum and PPV, with MultiRocket's LSPV for series long
 # enough to be read in patches; for wide ones (word vectors, where the PPV did
 # no better than the mean) the mean, maximum and minimum, and the first and
@@ -41,30 +41,22 @@ AUTO_POOLING_WIDE = TOKEN_STATISTICS  # what AttentionTransformer adds for them
 AUTO_MIN_PATCHES = 16
 AUTO_MAX_PATCHES = 128
 # ... and univariate series too short for that (a median length of
-# 2 * AUTO_MIN_PATCHES or less: ItalyPowerDemand's 24 points) in windows of 1 to
-# AUTO_SHORT_PATCH consecutive points (at most half the median length), one
-# starting at every point, as ROCKET's kernels read every short window: a
-# scalar point is a poor token. Over nine seeds ItalyPowerDemand went from
-# 0.9645 to 0.9654 (the digits' rows of 8 pixels from 0.986 to 0.990, but on
-# the 8-feature tokens of make_sequence_classification's co-occurrence task
-# windows cost 10 points: tokens of several features keep one token a model
-# token; benchmarks/README.md, "Random attention features").
+# 2 * AUTO_MIN_PATCHES or less) in windows of 1 to AUTO_SHORT_PATCH consecutive
+# points (at most half the median length), one starting at every point, as
+# ROCKET's kernels read every short window: a scalar point is a poor token.
+# Tokens of several features keep one token a model token.
 AUTO_SHORT_PATCH = 4
 # positional_encoding="auto": half the models of series read in patches add no
 # positions (drawn), and pool windows wherever they are in the series, as
-# ROCKET's kernels do; the other half keep the sinusoidal positions. Over six
-# seeds OSULeaf went from 0.869 to 0.930, ACSF1 from 0.838 to 0.878 and
-# GunPoint from 0.990 to 0.997, for 0.6 points on ArrowHead, 2.3 on
-# PickupGestureWiimoteZ and 0.4 of R2 on Tecator; short series and the digits'
-# rows lost with it (ItalyPowerDemand 0.965 to 0.959) and keep their positions.
+# ROCKET's kernels do; the other half keep the sinusoidal positions. Short
+# series and other input keep their positions.
 AUTO_POSITIONS_LONG = ("sinusoidal", None)
 AUTO_POSITIONS = ("sinusoidal",)
 # patch_stride="auto": patches overlap, one every eighth of a patch (at least
 # 1 token; a stride of 1 is a convolution's), and at most AUTO_MAX_STRIDED
 # patches in a sequence of the median length, which bounds the cost of
-# attention. An eighth rather than a quarter: over six seeds ArrowHead 0.862 to
-# 0.871, OSULeaf 0.930 to 0.939, PickupGestureWiimoteZ 0.850 to 0.853, ACSF1
-# 0.878 to 0.880, for fits up to a third longer (benchmarks/README.md).
+# attention. The measurements behind these rules are in the user guide, "How
+# the defaults were chosen".
 AUTO_STRIDE_DIVISOR = 8
 AUTO_MAX_STRIDED = 256
 

@@ -84,10 +84,9 @@ class RandomAttentionFeatures(
     outputs. The statistics of all the models, side by side, are the features
     for a linear model after a :class:`~sklearn.preprocessing.StandardScaler`.
 
-    ``fit`` trains nothing: it draws the models and learns the token
-    standardisation (of the tokens and of their differences) in a few passes
-    over ``X``; with the PPV or the LSPV it runs the models on at most 16
-    training sequences for their thresholds.
+    ``fit`` trains nothing: it draws the models, learns the token
+    standardisation and, for the PPV or LSPV, thresholds from the models'
+    outputs on at most 16 training sequences.
 
     Read more in the :ref:`User Guide <random_features>`.
 
@@ -104,8 +103,7 @@ class RandomAttentionFeatures(
         head_dim``); from a list, each model draws one value.
 
     causal : bool or list of bool, default=False
-        Whether token ``i`` of a model attends only to tokens ``j <= i``; from a
-        list, each model draws one.
+        Whether a model's token ``i`` attends only to tokens ``j <= i``.
 
     positional_encoding : {"sinusoidal", None}, list of them, or "auto", \
             default="auto"
@@ -117,16 +115,13 @@ class RandomAttentionFeatures(
         positions for other input (:ref:`default-random-positional_encoding`).
 
     patch_size : int, list of int, "auto" or None, default="auto"
-        Tokens per patch of a model: patches of consecutive tokens, side by
-        side, are its tokens (as ``patch_size`` of
-        :class:`AttentionTransformer`), so that a model sees the series at the
-        scale of its patches, as a ROCKET kernel at its dilation; from a list,
-        each model draws one (1 or None: no patches). ``"auto"``: for series
-        of at most 8 features per token, the powers of two from
-        ``median_length / 128`` to ``median_length / 16``; for univariate
-        series of a median length of 32 or less, windows of 1 to 4 points
-        with a stride of 1; no patches otherwise
-        (:ref:`default-random-patch_size`).
+        Tokens per patch of a model (as in :class:`AttentionTransformer`): a
+        model sees the series at the scale of its patches, as a ROCKET kernel
+        at its dilation; from a list, each model draws one (1 or None: no
+        patches). ``"auto"``: for series of at most 8 features per token, the
+        powers of two from ``median_length / 128`` to ``median_length / 16``;
+        for univariate series of median length 32 or less, windows of 1 to 4
+        points (:ref:`default-random-patch_size`).
 
     patch_stride : int, list of int, "auto" or None, default="auto"
         Tokens from the start of a model's patch to the start of the next:
@@ -139,24 +134,20 @@ class RandomAttentionFeatures(
 
     difference : bool, list of bool or "auto", default="auto"
         Whether a model reads each token beside its first-order difference
-        (half the token minus the one before, 0 for the first), as
-        MultiRocket reads a series beside its differences. ``"auto"``: half the
-        models for tokens of at most 8 features, none for wider tokens or a
-        table (:ref:`default-random-difference`).
+        (halved), as MultiRocket reads a series. ``"auto"``: half the models
+        for tokens of at most 8 features (:ref:`default-random-difference`).
 
     features_per_token : int, default=None
         For a table: the consecutive columns that form one token (None: 1);
         must divide the number of columns. Leave it None for sequences.
 
     data_format : {"channels_last", "channels_first"}, default="channels_last"
-        Layout of 3D arrays and of the arrays of a list, as in
-        :class:`AttentionTransformer`: ``(n_samples, n_tokens, n_features)``,
-        or ``(n_samples, n_channels, n_timepoints)`` read as its transpose.
+        Layout of 3D arrays and of a list's arrays, as in
+        :class:`AttentionTransformer` (:ref:`input_formats`).
 
     scale_tokens : bool, default=True
-        Standardise the tokens (and, for the models with ``difference``, their
-        differences) with statistics learned in fit, per feature over the
-        valid tokens (per column of a table), weighted by ``sample_weight``.
+        Standardise the tokens (and their differences) with their weighted
+        statistics over fit's valid tokens (per column of a table).
 
     statistics : {"mean", "max", "min", "first", "last", "ppv", "lspv"}, list \
             of them, or "auto", default="auto"
@@ -174,9 +165,8 @@ class RandomAttentionFeatures(
         ``statistics_``.
 
     n_thresholds : int, default=3
-        Thresholds per feature of a model for the PPV and the LSPV, each at its
-        own level, as MiniRocket gives each kernel several biases: each gives
-        ``n_thresholds`` columns per feature (the tokens' own one)
+        Thresholds per feature of a model for the PPV and the LSPV, as
+        MiniRocket gives each kernel several biases; the tokens' own take one
         (:ref:`default-random-n_thresholds`).
 
     pool_tokens : bool or "auto", default="auto"
@@ -229,10 +219,9 @@ class RandomAttentionFeatures(
         of the columns of each model.
 
     thresholds_ : list of ndarray of shape (n_thresholds, model width), or None
-        Each model's thresholds per feature for the PPV and the LSPV
-        (float32), over the valid tokens of at most 16 training sequences of
-        positive weight, evenly spaced through ``X``; None without ``"ppv"`` or
-        ``"lspv"``.
+        Each model's thresholds per feature for the PPV and the LSPV, from at
+        most 16 training sequences of positive weight evenly spaced through
+        ``X``; None without them.
 
     n_features_out_ : int
         Number of output features.
@@ -260,16 +249,12 @@ class RandomAttentionFeatures(
             RidgeClassifierCV(alphas=np.logspace(-3, 3, 10)),
         )
 
-    Each model's input projection is uniform of variance ``1 /
-    n_token_features`` (Glorot's bound scaled up, so that a standardised
-    token's projection has unit variance beside the positions); its attention
-    weights are Glorot-uniform. The models compute in float32 whatever the
-    dtype of ``X``; the output has the dtype of ``X``. ``transform`` reads ``X``
-    once, each batch through every model, in batches within scikit-learn's
-    ``working_memory``, on the cores the BLAS thread limit allows; it computes
-    with the models, statistics and input settings of the last ``fit``,
-    whatever ``set_params`` changed since. The input formats are those of
-    :class:`AttentionTransformer` (:ref:`input_formats`).
+    A model's input projection has variance ``1 / n_token_features`` (so
+    that a standardised token's projection has unit variance beside the
+    positions; :ref:`default-random-input_scale`). The models compute in
+    float32 (the output has the dtype of ``X``), each batch of ``X`` through
+    every model within ``working_memory``, with the models and settings of
+    the last ``fit`` whatever ``set_params`` changed since.
 
     References
     ----------

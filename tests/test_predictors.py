@@ -1,5 +1,5 @@
-"""AttentionClassifier and AttentionRegressor (issue 11, item 2): predictions of
-the head that AttentionTransformer trains and sets aside."""
+"""AttentionClassifier and AttentionRegressor: predictions of the head that
+AttentionTransformer trains and sets aside, and their per-token methods."""
 
 import numpy as np
 import pytest

@@ -1,5 +1,4 @@
-"""Regression tests of issue 9, fault classes 2 and 7: weights that are not
-weights, and messages that do not name the problem.
+"""Weights that are not weights, and input whose message must name the problem.
 
 Each test failed on the code before its fix: with NaN weights, a
 ZeroDivisionError, a constant model, or a message of numpy or of an internal
@@ -36,7 +35,7 @@ def _fit(est, *args, **kwargs):
         return est.fit(*args, **kwargs)
 
 
-# Fault class 2: weights that are not weights
+# Weights that are not weights
 # -------------------------------------------
 
 
@@ -162,7 +161,7 @@ def test_regression_target_near_the_largest_float():
     np.testing.assert_allclose(scaled.transform(X), plain.transform(X), rtol=1e-6)
 
 
-# Fault class 7: messages that do not name the problem
+# Messages that name the problem
 # ----------------------------------------------------
 
 
