@@ -28,8 +28,8 @@ from ._model.evaluate import forward_batches, per_token_outputs
 from ._model.model import ModelConfig, build_model
 from ._model.pooling import POOLINGS
 from ._model.sequences import (
+    compute_dtype,
     sequence_lengths,
-    sequences_dtype,
     series_median_length,
     token_moments,
     token_width,
@@ -50,6 +50,7 @@ from ._training import (
 from ._validation import (
     CHANNELS_FIRST,
     CHANNELS_LAST,
+    IDS,
     TABLE,
     Interval,
     StrOptions,
@@ -90,6 +91,7 @@ PARAMETER_ATTRIBUTES = (
     "token_mean_",
     "token_scale_",
     "input_weights_",
+    "token_embeddings_",
     "position_embeddings_",
     "cls_token_",
     "final_norm_weight_",
@@ -115,6 +117,11 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         "causal": ["boolean"],
         "positional_encoding": [StrOptions({"sinusoidal", "learned"}), None],
         "pooling": [StrOptions(set(POOLINGS))],
+        "vocabulary_size": [
+            Interval(Integral, 1, None, closed="left"),
+            StrOptions({"auto"}),
+            None,
+        ],
         "features_per_token": [Interval(Integral, 1, None, closed="left"), None],
         "data_format": [StrOptions({CHANNELS_LAST, CHANNELS_FIRST})],
         "scale_tokens": ["boolean"],
@@ -236,7 +243,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         has (what ``"auto"`` and None resolved to)."""
         config = self._config()
         fitted_format = input_format(self)
-        return {
+        structure = {
             "n_heads": config.n_heads,
             "head_dim": config.d_model // config.n_heads,
             "n_layers": config.n_layers,
@@ -247,15 +254,18 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
             "causal": config.causal,
             "positional_encoding": config.positional_encoding,
             "pooling": config.pooling,
+            "vocabulary_size": config.vocabulary_size,
             "patch_size": config.patch_size,
-            "scale_tokens": config.token_scale_shape is not None,
             "features_per_token": fitted_format["features_per_token"],
             "data_format": fitted_format["data_format"],
         }
+        if config.vocabulary_size is None:  # ids are not standardised
+            structure["scale_tokens"] = config.token_scale_shape is not None
+        return structure
 
     # the parameters whose "auto" (or None) resolved from the data or init:
     # continuing training, that value means the fitted one
-    _RESOLVED = {"head_dim": None, "patch_size": "auto"}
+    _RESOLVED = {"head_dim": None, "patch_size": "auto", "vocabulary_size": "auto"}
 
     def _check_structure(self, incremental):
         """Refuse to continue training a model whose structure a parameter changed.
@@ -335,7 +345,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         """
         if task is None and sample_weight is None:
             return None, None
-        dtype = sequences_dtype(sequences)
+        dtype = compute_dtype(sequences)
         # checked even when unused, so that a wrong one is never silent;
         # normalised: the user's weights are sample_weight * 2**weight_exponent
         user_weight, weight_exponent = check_sample_weight(
@@ -395,7 +405,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
             self._target_encoding(train.task),
             class_weight=self.class_weight,
             alpha=self.alpha,
-            dtype=training_dtype(self.solver, sequences_dtype(sequences)),
+            dtype=training_dtype(self.solver, compute_dtype(sequences)),
         )
 
     def _uses_early_stopping(self, task, incremental, validation, n_samples):
@@ -438,8 +448,8 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         self.max_tokens_ = int(lengths.max())
         model = build_model(config)
         flat, _ = model.flat_init(init)
-        params = model.init_params(self._random_state, sequences_dtype(sequences), flat)
-        if self.scale_tokens:
+        params = model.init_params(self._random_state, compute_dtype(sequences), flat)
+        if config.token_scale_shape is not None:
             weight = user_weight if train is None else train.sample_weight
             params["token_mean"], params["token_scale"] = token_moments(
                 sequences, weight, per_position=input_format(self)["kind"] == TABLE
@@ -453,6 +463,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
 
     def _resolve_config(self, sequences, lengths, user_weight, init, n_outputs):
         """The model this fit builds, with its ``"auto"`` values resolved."""
+        vocabulary_size = self._resolve_vocabulary_size(sequences)
         patch_size = self._resolve_patch_size(sequences, lengths, user_weight)
         n_features = token_width(sequences)
         read_width = n_features * (patch_size or 1)  # of the model's tokens
@@ -460,7 +471,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         d_model = n_heads * self._resolve_head_dim(init)
         n_tokens = int(lengths.max())
         token_scale_shape = None
-        if self.scale_tokens:  # per column of a table, per token feature
+        if self.scale_tokens and vocabulary_size is None:  # per feature, column
             token_scale_shape = (n_features,)
             if input_format(self)["kind"] == TABLE:
                 token_scale_shape = (n_tokens, n_features)
@@ -479,11 +490,30 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
             n_positions=int(patch_count(n_tokens, patch_size))
             if patch_size
             else n_tokens,
-            projects_input="input" in init or read_width != d_model,
+            projects_input=vocabulary_size is None
+            and ("input" in init or read_width != d_model),
             token_scale_shape=token_scale_shape,
             patch_size=patch_size,
             n_outputs=n_outputs,
+            vocabulary_size=vocabulary_size,
         )
+
+    def _resolve_vocabulary_size(self, sequences):
+        """The size of the embedding table: the parameter, ``"auto"`` the
+        largest id plus one; None for tokens that are vectors."""
+        if input_format(self)["kind"] != IDS:
+            return None
+        largest = max(int(ids.max()) for ids in sequences)
+        if self.vocabulary_size == "auto":
+            return largest + 1
+        if largest >= self.vocabulary_size:
+            raise ValueError(
+                f"X holds the token id {largest}, but vocabulary_size="
+                f"{self.vocabulary_size} reads ids from 0 to "
+                f"{self.vocabulary_size - 1}: pass a larger vocabulary_size, or "
+                "'auto' (the largest id of fit plus one)."
+            )
+        return self.vocabulary_size
 
     def _resolve_head_dim(self, init):
         """Head width: the parameter, else the width ``init`` implies, else the rule."""
@@ -499,7 +529,11 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
                 (first_layer, key, f"init['layers'][0][{key!r}]")
                 for key in ("query", "key", "value", "output")
             ]
-        for source, key, label in [*named, (init, "input", "init['input']")]:
+        named += [
+            (init, "input", "init['input']"),
+            (init, "embeddings", "init['embeddings']"),
+        ]
+        for source, key, label in named:
             if key in source:
                 width = source[key].shape[-1]
                 if width % self.n_heads:
@@ -514,6 +548,14 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
     def _resolve_patch_size(self, sequences, lengths, sample_weight):
         """Tokens per patch: the parameter, or the "auto" rule (from the
         median length, weighted); None for none."""
+        if input_format(self)["kind"] == IDS:
+            if self.patch_size not in ("auto", None):
+                raise ValueError(
+                    f"patch_size={self.patch_size} reads token vectors side by "
+                    "side, and vocabulary_size reads each token as an id: leave "
+                    "patch_size='auto' (no patches for ids) or None."
+                )
+            return None
         if self.patch_size != "auto":
             return self.patch_size
         median = None
@@ -526,7 +568,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
     def _train(self, train, validation, incremental, tasks):
         """Train the fitted model on ``train`` with the solver."""
         model = self._model()
-        input_dtype = sequences_dtype(train.sequences)
+        input_dtype = compute_dtype(train.sequences)
         dtype = training_dtype(self.solver, input_dtype)
         train = train.astype(dtype)
         if validation is not None:
@@ -659,7 +701,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         tokens, pooled)`` of each (see
         :func:`~skattn._model.evaluate.forward_batches`)."""
         model = self._model()
-        params = self._fitted_params(sequences_dtype(sequences), model)
+        params = self._fitted_params(compute_dtype(sequences), model)
         return forward_batches(
             model, params, sequences, batch_budget(), pool_tokens=pool_tokens
         )
@@ -670,7 +712,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         _check_max_bytes(max_bytes)
         sequences = self._check_sequences(X)
         model = self._model()
-        dtype = sequences_dtype(sequences)
+        dtype = compute_dtype(sequences)
         if layer is not None:
             n_tokens = model.token_lengths(sequence_lengths(sequences))
             self._check_weights_bytes(n_tokens, dtype, max_bytes)

@@ -74,6 +74,15 @@ pooling : {"mean", "max", "first", "last", "cls", "attention", "flatten"}, \
     class token appended after the last (``"cls"``), a learned query
     attending over them, or all side by side (one length, fit's).
 """,
+    "vocabulary_size": """
+vocabulary_size : int, "auto" or None, default=None
+    None: tokens are vectors. An int: each token is an integer id below it
+    (a list of 1-D integer arrays, as :class:`skattn.text.TokenIds` gives,
+    or a 2D integer array), looked up in a learned table
+    ``token_embeddings_``; ``"auto"``: the largest id of fit plus one. Ids
+    above it at transform read as 0, the unknown token
+    (:ref:`text`).
+""",
     "features_per_token": """
 features_per_token : int, default=None
     For a table: consecutive columns per token (None: 1, scalar tokens as in
@@ -114,7 +123,8 @@ pool_tokens : bool or "auto", default="auto"
     "init": """
 init : "random" or dict, default="random"
     Initial weights: Glorot-uniform from ``random_state``, or a dict of
-    arrays, ``"input"`` ``(n_token_features, d_model)``, ``"layers"`` a list
+    arrays, ``"input"`` ``(n_token_features, d_model)`` (or ``"embeddings"``
+    ``(vocabulary_size, d_model)``, pretrained vectors), ``"layers"`` a list
     of dicts with the keys of ``layers_``, and any other learned parameter by
     its attribute's name without the underscore (one layer also takes its
     keys at the top level). Missing keys are seeded; arrays are copied.
@@ -232,12 +242,13 @@ layers_ : list of dict of str to ndarray
     ``"linear1"``, ``"linear1_bias"``, ``"linear2"``, ``"linear2_bias"``,
     ``"norm2_weight"``, ``"norm2_bias"``.
 
-input_weights_, token_mean_, token_scale_, position_embeddings_, \
-        cls_token_, pooling_query_, final_norm_weight_, final_norm_bias_ : \
-        ndarray or None
-    The input projection, the token standardisation, the learned positions,
-    the class token, the pooling query and the final layer norm, where the
-    model has them (else None).
+input_weights_, token_embeddings_, token_mean_, token_scale_, \
+        position_embeddings_, cls_token_, pooling_query_, final_norm_weight_, \
+        final_norm_bias_ : ndarray or None
+    The input projection, the embeddings of token ids ``(vocabulary_size,
+    d_model_)``, the token standardisation, the learned positions, the class
+    token, the pooling query and the final layer norm, where the model has
+    them (else None).
 """,
     "head": """
 head_coef_, head_intercept_ : ndarray

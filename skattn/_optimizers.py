@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 
+from ._model.units import SparseRows
+
 
 class AdamOptimizer:
     """Adam (Kingma & Ba, 2015) with bias correction.
@@ -106,8 +108,9 @@ class AdamOptimizer:
         ----------
         params : dict of str to ndarray
             Parameters, modified in place.
-        grads : dict of str to ndarray
-            Gradients, same keys and shapes.
+        grads : dict of str to ndarray or SparseRows
+            Gradients, same keys and shapes; the rows of a table in a
+            :class:`~skattn._model.units.SparseRows`.
         """
         state = self.state
         state["t"] = t = state["t"] + 1
@@ -117,12 +120,21 @@ class AdamOptimizer:
             state["learning_rate_init"] * math.sqrt(1 - beta_2**t) / (1 - beta_1**t)
         )
         for name, grad in grads.items():
-            m, v = state["ms"][name], state["vs"][name]
+            m, v, param = state["ms"][name], state["vs"][name], params[name]
+            if isinstance(grad, SparseRows):
+                # a table's rows in the batch: their moments and values only,
+                # as torch's SparseAdam (the other rows wait, unchanged)
+                rows, grad = grad.coalesced()
+                m, v, param = m[rows], v[rows], param[rows]
             m *= beta_1
             m += (1 - beta_1) * grad
             v *= beta_2
             with np.errstate(over="ignore"):  # the solver raises on an inf moment
                 v += (1 - beta_2) * (grad * grad)
-            params[name] -= (
-                learning_rate * m / (np.sqrt(v) + state["epsilon"])
-            ).astype(params[name].dtype, copy=False)
+            param -= (learning_rate * m / (np.sqrt(v) + state["epsilon"])).astype(
+                param.dtype, copy=False
+            )
+            if param is not params[name]:  # rows of a table: copies, put back
+                state["ms"][name][rows] = m
+                state["vs"][name][rows] = v
+                params[name][rows] = param

@@ -20,7 +20,7 @@ from ._base import BaseAttention
 from ._dask import blocked_outputs, is_dask_collection
 from ._docstrings import fill_docstring
 from ._model.evaluate import forward_batches
-from ._model.sequences import sequences_dtype
+from ._model.sequences import compute_dtype
 from ._parallel import single_threaded_blas
 from ._validation import _fit_context, batch_budget, check_finite_output
 
@@ -42,7 +42,7 @@ def head_outputs(estimator, X):
     """
     sequences = estimator._check_sequences(X)
     model = estimator._model()
-    dtype = sequences_dtype(sequences)
+    dtype = compute_dtype(sequences)
     params = estimator._fitted_params(dtype, model)
     out = np.empty((len(sequences), model.config.n_outputs), dtype=dtype)
     with single_threaded_blas():
@@ -122,6 +122,7 @@ class AttentionClassifier(ClassifierMixin, BaseAttention):
         causal=False,
         positional_encoding="sinusoidal",
         pooling="mean",
+        vocabulary_size=None,
         features_per_token=None,
         data_format="channels_last",
         scale_tokens=True,
@@ -156,6 +157,7 @@ class AttentionClassifier(ClassifierMixin, BaseAttention):
         self.causal = causal
         self.positional_encoding = positional_encoding
         self.pooling = pooling
+        self.vocabulary_size = vocabulary_size
         self.features_per_token = features_per_token
         self.data_format = data_format
         self.scale_tokens = scale_tokens
@@ -398,6 +400,7 @@ class AttentionRegressor(RegressorMixin, BaseAttention):
         causal=False,
         positional_encoding="sinusoidal",
         pooling="mean",
+        vocabulary_size=None,
         features_per_token=None,
         data_format="channels_last",
         scale_tokens=True,
@@ -432,6 +435,7 @@ class AttentionRegressor(RegressorMixin, BaseAttention):
         self.causal = causal
         self.positional_encoding = positional_encoding
         self.pooling = pooling
+        self.vocabulary_size = vocabulary_size
         self.features_per_token = features_per_token
         self.data_format = data_format
         self.scale_tokens = scale_tokens

@@ -22,7 +22,7 @@ from sklearn.utils import check_array
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 
-from ._model.sequences import astype_sequences, sequences_dtype
+from ._model.sequences import astype_sequences, compute_dtype
 from ._validation import check_array_like, normalize_weights
 
 
@@ -202,7 +202,7 @@ def validation_set(sequences, lengths, y_val, train, encoding, *, class_weight,
         y_val = encoding.encode(y_val, name="y_val", fitted="y")
     weights, exponent = normalize_weights(weights)
     alpha = penalty(alpha, weights, exponent, dtype)
-    weights = weights.astype(sequences_dtype(sequences))
+    weights = weights.astype(compute_dtype(sequences))
     return TrainingSet(sequences, lengths, y_val, weights, alpha, encoding.task)
 
 

@@ -31,6 +31,7 @@ from ._model.encoder import DropoutStreams
 from ._model.evaluate import model_row_bytes
 from ._model.head import LOSS_FUNCTIONS
 from ._model.sequences import map_batches
+from ._model.units import SparseRows
 from ._optimizers import AdamOptimizer
 from ._validation import batch_budget
 
@@ -272,7 +273,15 @@ def loss_gradients(model, params, data, rows, *, dropout=None):
         return fraction * batch_loss, batch_grads
 
     loss = 0.0
-    grads = {name: np.zeros_like(params[name]) for name in model.trainable_names()}
+    specs = model.param_specs()
+    grads = {
+        name: (
+            SparseRows.empty(specs[name].shape, params[name].dtype)
+            if specs[name].sparse
+            else np.zeros_like(params[name])
+        )
+        for name in model.trainable_names()
+    }
     row_bytes = model_row_bytes(model, data.sequences, training=True)
     for batch_loss, batch_grads in map_batches(
         batch_loss_grad, data.sequences, data.lengths, rows, row_bytes, batch_budget()
@@ -618,6 +627,10 @@ def fit_lbfgs(
 
     def loss_grad(theta):
         loss, grads = loss_gradients(model, {**params, **unpack(theta)}, data, rows)
+        grads = {
+            name: grad.toarray() if isinstance(grad, SparseRows) else grad
+            for name, grad in grads.items()
+        }
         flat = np.concatenate([grads[name].ravel() for name in names])
         return loss, flat.astype(np.float64)
 

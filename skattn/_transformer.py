@@ -11,7 +11,7 @@ from ._base import BaseAttention
 from ._dask import blocked_outputs, is_dask_collection
 from ._docstrings import fill_docstring
 from ._model.pooling import TOKEN_STATISTICS
-from ._model.sequences import SERIES_MAX_FEATURES, sequences_dtype
+from ._model.sequences import SERIES_MAX_FEATURES, compute_dtype
 from ._parallel import single_threaded_blas
 from ._validation import StrOptions, _fit_context, check_finite_output
 
@@ -92,7 +92,8 @@ class AttentionTransformer(
 
     The parameters that fix the model (``n_heads``, ``head_dim``,
     ``n_layers``, ``ff_dim``, ``activation``, ``layer_norm``, ``residual``,
-    ``causal``, ``positional_encoding``, ``pooling``, ``features_per_token``,
+    ``causal``, ``positional_encoding``, ``pooling``, ``vocabulary_size``,
+    ``features_per_token``,
     ``data_format``, ``scale_tokens``, ``patch_size`` and ``pool_tokens``)
     take effect at the next ``fit`` that builds a model: a fitted transformer
     computes with the values it was fitted with, and ``partial_fit`` or a
@@ -149,6 +150,7 @@ class AttentionTransformer(
         causal=False,
         positional_encoding="sinusoidal",
         pooling="mean",
+        vocabulary_size=None,
         features_per_token=None,
         data_format="channels_last",
         scale_tokens=True,
@@ -185,6 +187,7 @@ class AttentionTransformer(
         self.causal = causal
         self.positional_encoding = positional_encoding
         self.pooling = pooling
+        self.vocabulary_size = vocabulary_size
         self.features_per_token = features_per_token
         self.data_format = data_format
         self.scale_tokens = scale_tokens
@@ -343,7 +346,7 @@ class AttentionTransformer(
             return blocked_outputs(self, "transform", X)
         sequences = self._check_sequences(X)
         X_new = np.empty(
-            (len(sequences), self._n_features_out), dtype=sequences_dtype(sequences)
+            (len(sequences), self._n_features_out), dtype=compute_dtype(sequences)
         )
         with single_threaded_blas():  # once, not per batch
             batches = self._forward_batches(sequences, pool_tokens=self._pool_tokens)
@@ -382,6 +385,12 @@ class AttentionTransformer(
         return np.concatenate([names[:n_model], np.asarray(tokens, dtype=object)])
 
     def _initialize(self, sequences, lengths, train, user_weight):
+        if self.pool_tokens is True and self.vocabulary_size is not None:
+            raise ValueError(
+                "pool_tokens=True puts statistics of the token vectors beside the "
+                "model's outputs, and vocabulary_size reads each token as an "
+                "integer id: leave pool_tokens='auto' (off for ids) or False."
+            )
         super()._initialize(sequences, lengths, train, user_weight)
         self._pool_tokens = (
             self._config().n_features > SERIES_MAX_FEATURES

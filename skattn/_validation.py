@@ -12,6 +12,7 @@ Feature names and ``n_features_in_`` go through the public ``validate_data``
 # SPDX-License-Identifier: BSD-3-Clause
 
 import numbers
+import warnings
 from collections.abc import Iterator, Mapping, Set
 
 import numpy as np
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 FLOAT_DTYPES = (np.float64, np.float32)
-TABLE, SEQUENCES = "table", "sequences"
+TABLE, SEQUENCES, IDS = "table", "sequences", "ids"
 CHANNELS_LAST, CHANNELS_FIRST = "channels_last", "channels_first"
 # How each data_format names the axes of a sequence, for the messages.
 SEQUENCE_SHAPE = {
@@ -336,14 +337,25 @@ def check_input(estimator, X, *, reset):
     """
     check_array_like(X, "X")
     _check_not_nested(X)
+    _check_not_text(X)
     if reset:
         features_per_token = estimator.features_per_token
         data_format = estimator.data_format
+        reads_ids = getattr(estimator, "vocabulary_size", None) is not None
     else:
         features_per_token = input_format(estimator)["features_per_token"]
         data_format = input_format(estimator)["data_format"]
+        reads_ids = input_format(estimator)["kind"] == IDS
+    if reads_ids:
+        sequences = check_ids(X)
+        _check_kind(estimator, IDS, reset, features_per_token, data_format)
+        validate_data(estimator, X, reset=reset, skip_check_array=True, ensure_2d=False)
+        _check_n_features_per_token(estimator, 1, reset, data_format)
+        return sequences
     first = data_format == CHANNELS_FIRST
     if _is_ragged(X) or _is_univariate_list(estimator, X, reset):
+        if reset:
+            _warn_if_ids(X, estimator)
         sequences = _check_ragged(X, data_format)
         n_features = sequences[0].shape[1]
     else:
@@ -410,6 +422,113 @@ def check_input(estimator, X, *, reset):
     validate_data(estimator, X, reset=reset, skip_check_array=True, ensure_2d=False)
     _check_n_features_per_token(estimator, n_features, reset, data_format)
     return sequences
+
+
+TEXT_REMEDY = (
+    "turn the texts into tokens first, in a Pipeline: skattn.text.TokenIds "
+    "(integer ids, for vocabulary_size='auto'), skattn.text.TokenEmbeddings "
+    "(a pretrained encoder's token states) or skattn.text.StaticTokenEmbeddings "
+    "(word vectors)"
+)
+
+
+def _check_not_text(X):
+    """Raise a TypeError naming ``skattn.text`` for raw strings."""
+    if isinstance(X, str):
+        raise TypeError(
+            f"X is a string; expected a collection of samples: {TEXT_REMEDY}."
+        )
+    first = None
+    if isinstance(X, (list, tuple)) and len(X):
+        first = X[0]
+        if isinstance(first, np.ndarray) and first.size and first.dtype.kind in "US":
+            first = first.flat[0]  # a sequence of strings
+    elif isinstance(X, np.ndarray) and X.size and X.dtype.kind in "USO":
+        first = X.flat[0]
+    if isinstance(first, (str, bytes)):
+        raise TypeError(
+            f"X holds raw text ({first!r:.40}...): skattn's estimators read "
+            f"sequences of numbers; {TEXT_REMEDY}."
+        )
+
+
+def check_ids(X):
+    """Integer token ids: a list of 1-D integer arrays, or a 2D integer array.
+
+    Returns
+    -------
+    sequences : ndarray of shape (n_samples, n_tokens, 1) or list of ndarray \
+            of shape (n_tokens_i, 1)
+        The ids as int64 (views where possible, never X modified).
+
+    Raises
+    ------
+    TypeError
+        For ids that are not integers.
+    ValueError
+        For an empty input, a zero-length sequence, a negative id, or arrays
+        of other dimensions.
+    """
+    remedy = (
+        "vocabulary_size reads each token as an integer id: pass a list of 1-D "
+        "integer arrays (skattn.text.TokenIds gives them) or a 2D integer "
+        "array (n_samples, n_tokens)"
+    )
+    if isinstance(X, np.ndarray) and X.dtype != object:
+        if X.ndim != 2:
+            raise ValueError(
+                f"X has {X.ndim} dimension(s) (shape {X.shape}); {remedy}."
+            )
+        sequences = [X]
+    else:
+        if len(X) == 0:
+            raise ValueError(f"X is empty; {remedy}.")
+        sequences = [np.asarray(x) for x in X]
+    for i, ids in enumerate(sequences):
+        name = "X" if isinstance(X, np.ndarray) and X.dtype != object else f"X[{i}]"
+        if ids.dtype.kind not in "iu":
+            raise TypeError(
+                f"{name} holds {ids.dtype} values, not integer token ids; {remedy}."
+            )
+        expected = 2 if name == "X" else 1
+        if ids.ndim != expected:
+            raise ValueError(
+                f"{name} has shape {ids.shape}, not {expected}-D; {remedy}."
+            )
+        if ids.shape[-1] == 0 or ids.size == 0:
+            raise ValueError(
+                f"{name} is a zero-length sequence; every sequence needs at least "
+                "one token (id 0 for an unknown one)."
+            )
+        if ids.min() < 0:
+            raise ValueError(
+                f"{name} holds the negative id {ids.min()}; ids are 0 (unknown) "
+                "to vocabulary_size - 1."
+            )
+    if name == "X":
+        return X.astype(np.int64, copy=False)[:, :, None]  # (N, T, 1)
+    return [ids.astype(np.int64, copy=False)[:, None] for ids in sequences]
+
+
+def _warn_if_ids(X, estimator):
+    """Warn that a list of 1-D integer arrays (token ids, as TokenIds gives)
+    is read as univariate series of numbers."""
+    if not isinstance(X, (list, tuple)) or not all(
+        getattr(x, "ndim", None) == 1 and x.dtype.kind in "iu" for x in X
+    ):
+        return
+    remedy = "pass vocabulary_size='auto' to read them as token ids"
+    if not hasattr(estimator, "vocabulary_size"):
+        remedy = (
+            f"{type(estimator).__name__} reads vectors: give it the tokens' "
+            "vectors (skattn.text.StaticTokenEmbeddings or TokenEmbeddings)"
+        )
+    warnings.warn(
+        f"X is a list of 1-D integer arrays, read as univariate series of "
+        f"numbers (one scalar token per integer). If they are token ids, {remedy}.",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 def _check_not_nested(X):

@@ -2,8 +2,12 @@
 
 import os
 
-import numpy as np
-import pytest
+# the tests read no network: the pretrained encoder of the test extra is a
+# local directory (tests/test_text.py)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings
 
 # Property tests (test_properties.py): the same examples on every run in CI

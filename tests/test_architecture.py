@@ -25,7 +25,7 @@ LAYERS = [
     ("integrations", {"_dask", "_docstrings", "datasets"}),
     ("random features", {"_random_features"}),
     ("attention estimators", {"_base"}),
-    ("public estimators", {"_transformer", "_predictors"}),
+    ("public estimators", {"_transformer", "_predictors", "text"}),
     ("displays", {"plotting"}),
     ("package", {"__init__"}),
 ]

@@ -60,6 +60,38 @@ def test_adam_updates_follow_the_formula():
     assert optimizer.t == 3
 
 
+def test_adam_steps_only_the_rows_of_a_sparse_gradient():
+    """A table's rows in the batch (repeated rows summed) take the dense step;
+    the other rows, and their moments, stay as they are (torch's SparseAdam)."""
+    from skattn._model.units import SparseRows
+
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((5, 3))
+    dense = {"w": table.copy()}
+    sparse = {"w": table.copy()}
+    state = dict(learning_rate_init=0.1, beta_1=0.8, beta_2=0.9, epsilon=1e-8)
+    a, b = AdamOptimizer(dense, **state), AdamOptimizer(sparse, **state)
+    for optimizer in (a, b):
+        optimizer.ms["w"][:] = rng.standard_normal((5, 3))
+        optimizer.vs["w"][:] = rng.uniform(0.1, 1.0, (5, 3))
+        optimizer.state["t"] = 4
+    b.state["ms"]["w"][:], b.state["vs"]["w"][:] = a.ms["w"], a.vs["w"]
+    moments = (a.ms["w"].copy(), a.vs["w"].copy())
+    values = rng.standard_normal((3, 3))
+    gradient = SparseRows(np.array([3, 1, 3]), values, (5, 3))
+    summed = np.zeros((5, 3))
+    summed[1], summed[3] = values[1], values[0] + values[2]
+    a.update_params(dense, {"w": summed})
+    b.update_params(sparse, {"w": gradient})
+    assert_allclose(sparse["w"][[1, 3]], dense["w"][[1, 3]], rtol=1e-14)
+    assert_allclose(b.ms["w"][[1, 3]], a.ms["w"][[1, 3]], rtol=1e-14)
+    untouched = [0, 2, 4]
+    assert_array_equal(sparse["w"][untouched], table[untouched])
+    assert_array_equal(b.ms["w"][untouched], moments[0][untouched])
+    assert_array_equal(b.vs["w"][untouched], moments[1][untouched])
+    assert b.t == a.t == 5
+
+
 @pytest.mark.parametrize("solver", ["adam", "lbfgs"])
 def test_learning_beats_seeded_projections_on_an_order_task(solver):
     from sklearn.linear_model import LogisticRegression

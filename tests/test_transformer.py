@@ -977,11 +977,6 @@ BAD_INPUTS = {
     "inf-ragged": (_ragged_with((2, 1), np.inf), r"Input X\[1\] contains infinity"),
     "complex": (make_table() + 1j, "Complex data not supported"),
     "complex-ragged": ([x + 1j for x in make_ragged()], "Complex data not supported"),
-    "strings": (np.array([["a", "b"], ["c", "d"]]), "could not convert string"),
-    "strings-ragged": (
-        [np.array([["a", "b"], ["c", "d"]])],
-        "could not convert string",
-    ),
     "empty-table": (np.empty((0, 4)), r"0 sample\(s\)"),
     "empty-3d": (np.empty((0, 4, 3)), r"0 sample\(s\)"),
     "empty-list": ([], "X is empty"),
@@ -1008,6 +1003,16 @@ BAD_INPUTS = {
 )
 def test_bad_input_raises_value_error_at_fit(X, match):
     with pytest.raises(ValueError, match=match):
+        AttentionTransformer().fit(X)
+
+
+@pytest.mark.parametrize(
+    "X",
+    [np.array([["a", "b"], ["c", "d"]]), [np.array([["a", "b"], ["c", "d"]])]],
+    ids=["table", "ragged"],
+)
+def test_strings_raise_a_type_error_naming_skattn_text(X):
+    with pytest.raises(TypeError, match="raw text.*skattn.text.TokenIds"):
         AttentionTransformer().fit(X)
 
 

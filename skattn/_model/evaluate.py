@@ -15,14 +15,19 @@ import numpy as np
 
 from .._parallel import single_threaded_blas
 from .pooling import TOKEN_STATISTICS, pool_statistics
-from .sequences import map_batches, sequence_lengths, sequences_dtype, token_width
+from .sequences import (
+    compute_dtype,
+    map_batches,
+    sequence_lengths,
+    token_width,
+)
 
 
 def model_row_bytes(model, sequences, *, training):
     """``row_bytes(n_tokens)`` of the model on these sequences (see
     ``Model.row_bytes``)."""
     n_features = token_width(sequences)
-    itemsize = sequences_dtype(sequences).itemsize
+    itemsize = compute_dtype(sequences).itemsize
 
     def row_bytes(n_tokens):
         return model.row_bytes(
@@ -115,7 +120,7 @@ def per_token_outputs(model, params, sequences, budget_bytes, *, layer=None):
         (n_samples, H, T', T')); for a list, one array per sequence of its own
         tokens (``T'_i`` from ``Model.token_lengths``).
     """
-    dtype = sequences_dtype(sequences)
+    dtype = compute_dtype(sequences)
     config = model.config
     n_tokens = model.token_lengths(sequence_lengths(sequences))
     if layer is None:

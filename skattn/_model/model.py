@@ -4,6 +4,7 @@
 computes, one unit per piece::
 
     tokens (N, T, D)
+      -> [integer ids looked up in a learned table, for vocabulary_size]
       -> [standardised with statistics fixed in fit, for scale_tokens]
       -> [patches of P tokens as tokens (N, T / P, P * D), for patch_size]
       -> input projection (D -> E), when the model has one
@@ -41,6 +42,7 @@ from .pooling import Pooling
 from .units import (
     ClassToken,
     Context,
+    Embedding,
     InputProjection,
     LayerNorm,
     Patches,
@@ -86,6 +88,9 @@ class ModelConfig:
         a stride of None: side by side).
     n_outputs : int
         Outputs of the training head; 0 for no head.
+    vocabulary_size : int or None
+        Tokens are integer ids below it, looked up in a learned table (None:
+        tokens are vectors, of ``n_features``).
     """
 
     n_features: int
@@ -105,6 +110,7 @@ class ModelConfig:
     patch_size: int | None = None
     patch_stride: int | None = None
     n_outputs: int = 0
+    vocabulary_size: int | None = None
 
     def replace(self, **changes):
         """A copy with ``changes``."""
@@ -135,6 +141,8 @@ def build_model(config):
         width = unit.width(width)
 
     scaler = None
+    if config.vocabulary_size is not None:
+        add(Embedding(config.vocabulary_size, config.d_model))
     if config.token_scale_shape is not None:
         scaler = TokenScaler(config.token_scale_shape)
         add(scaler)
@@ -226,12 +234,12 @@ class Model:
     def init_params(self, rng, dtype, init=None):
         """Seed the parameters.
 
-        Weight matrices are Glorot-uniform from ``rng`` and vectors (class
-        token, pooling query) N(0, 1/E), drawn in the order of
-        :meth:`param_specs` whether ``init`` gives them or not (so each
-        depends only on its own shape, its place and ``rng``). Learned positions
-        start from the sinusoidal table, layer norms from the identity, biases
-        from zero.
+        Weight matrices are Glorot-uniform from ``rng``, vectors (class
+        token, pooling query) N(0, 1/E) and token embeddings N(0, 1), drawn
+        in the order of :meth:`param_specs` whether ``init`` gives them or not
+        (so each depends only on its own shape, its place and ``rng``). Learned
+        positions start from the sinusoidal table, layer norms from the
+        identity, biases from zero.
 
         Parameters
         ----------
@@ -254,6 +262,8 @@ class Model:
                 value = glorot_uniform(rng, *spec.shape, dtype)
             elif spec.init == "normal":
                 value = rng.standard_normal(spec.shape) / math.sqrt(spec.shape[0])
+            elif spec.init == "embedding":
+                value = rng.standard_normal(spec.shape)
             elif spec.init == "sinusoidal":
                 value = sinusoidal_positions(*spec.shape)
             else:

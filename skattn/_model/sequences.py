@@ -87,11 +87,21 @@ def sequences_dtype(sequences):
     )
 
 
+def compute_dtype(sequences):
+    """The floating dtype the model computes sequences in: theirs, and
+    float64 for integer token ids."""
+    dtype = sequences_dtype(sequences)
+    return dtype if dtype.kind == "f" else np.dtype(np.float64)
+
+
 def astype_sequences(sequences, dtype):
     """The sequences in ``dtype``: a cast array, or a list of cast arrays.
 
-    Arrays already of ``dtype`` are returned as they are (not copied).
+    Arrays already of ``dtype``, and integer token ids, are returned as they
+    are (not copied).
     """
+    if sequences_dtype(sequences).kind != "f":
+        return sequences
     if isinstance(sequences, np.ndarray):
         return sequences.astype(dtype, copy=False)
     return [sequence.astype(dtype, copy=False) for sequence in sequences]

@@ -41,7 +41,7 @@ class ParamSpec:
     Attributes
     ----------
     shape : tuple of int
-    init : {"glorot", "normal", "ones", "zeros", "sinusoidal"}
+    init : {"glorot", "normal", "embedding", "ones", "zeros", "sinusoidal"}
         How it is seeded (see ``Model.init_params``).
     penalized : bool
         Whether the L2 penalty ``alpha`` applies: weights yes; biases, gains and
@@ -52,6 +52,9 @@ class ParamSpec:
     trainable : bool
         Whether training changes it; statistics of the data (the token
         standardisation) are fixed in fit, not learned.
+    sparse : bool
+        Whether its gradient is :class:`SparseRows`: a table of which a batch
+        uses a few rows (the token embeddings).
     """
 
     shape: tuple
@@ -59,6 +62,58 @@ class ParamSpec:
     penalized: bool
     attribute: str | None = None
     trainable: bool = True
+    sparse: bool = False
+
+
+class SparseRows:
+    """The gradient of a table of which a batch uses a few rows.
+
+    Zero but on ``rows``, where it adds ``values`` (a row may come several
+    times: its values add up). ``+=`` another gathers both.
+
+    Parameters
+    ----------
+    rows : ndarray of int of shape (k,)
+    values : ndarray of shape (k, E)
+    shape : tuple of int
+        Shape of the table, ``(V, E)``.
+    """
+
+    def __init__(self, rows, values, shape):
+        self.rows, self.values, self.shape = rows, values, tuple(shape)
+
+    @classmethod
+    def empty(cls, shape, dtype):
+        """No row."""
+        return cls(np.empty(0, np.intp), np.empty((0, shape[1]), dtype), shape)
+
+    @property
+    def dtype(self):
+        return self.values.dtype
+
+    def __iadd__(self, other):
+        self.rows = np.concatenate([self.rows, other.rows])
+        self.values = np.concatenate([self.values, other.values])
+        return self
+
+    def coalesced(self):
+        """The rows once each, sorted, and the sum of their values.
+
+        Returns
+        -------
+        rows : ndarray of int of shape (k',)
+        values : ndarray of shape (k', E)
+        """
+        rows, inverse = np.unique(self.rows, return_inverse=True)
+        values = np.zeros((len(rows), self.shape[1]), dtype=self.values.dtype)
+        np.add.at(values, inverse, self.values)
+        return rows, values
+
+    def toarray(self):
+        """The gradient as a dense array of ``shape``."""
+        dense = np.zeros(self.shape, dtype=self.values.dtype)
+        np.add.at(dense, self.rows, self.values)
+        return dense
 
 
 def sinusoidal_positions(n_tokens, width, dtype=np.float64):
@@ -347,6 +402,39 @@ class Patches(Unit):
 
     def width(self, width):
         return width * self.size
+
+
+class Embedding(Unit):
+    """Integer token ids looked up in a learned table: ``(N, T, 1) -> (N, T, E)``.
+
+    Ids from 0 to ``vocabulary_size - 1``; larger ones (unseen in fit) read as
+    0, the id of unknown tokens. Seeded N(0, 1) as ``torch.nn.Embedding``;
+    its gradient holds the rows of the batch's valid tokens only
+    (:class:`SparseRows`), and no L2 penalty applies to it. The first unit of
+    a model: the ids are data (no gradient, None).
+    """
+
+    def __init__(self, vocabulary_size, d_model):
+        self.vocabulary_size, self.d_model = vocabulary_size, d_model
+
+    def param_specs(self):
+        shape = (self.vocabulary_size, self.d_model)
+        spec = ParamSpec(shape, "embedding", False, "token_embeddings_", sparse=True)
+        return {"embeddings": spec}
+
+    def forward(self, params, x, context):
+        ids = x[..., 0]  # (N, T)
+        ids = np.where(ids < self.vocabulary_size, ids, 0)
+        return params["embeddings"][ids], (ids, context.lengths)  # (N, T, E)
+
+    def backward(self, params, d_out, cache):
+        ids, lengths = cache
+        valid = token_mask(lengths, ids.shape[1])  # (N, T)
+        grad = SparseRows(ids[valid], d_out[valid], params["embeddings"].shape)
+        return None, {"embeddings": grad}
+
+    def width(self, width):
+        return self.d_model
 
 
 class InputProjection(Unit):

