@@ -26,8 +26,9 @@ from ._dask import blocked_fit, blocked_outputs, is_dask_collection
 from ._model.encoder import ACTIVATIONS
 from ._model.evaluate import forward_batches, per_token_outputs
 from ._model.model import ModelConfig, build_model
-from ._model.pooling import POOLINGS
+from ._model.pooling import POOLINGS, TOKEN_STATISTICS
 from ._model.sequences import (
+    SERIES_MAX_FEATURES,
     compute_dtype,
     sequence_lengths,
     series_median_length,
@@ -130,6 +131,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
             StrOptions({"auto"}),
             None,
         ],
+        "pool_tokens": ["boolean", StrOptions({"auto"})],
         "init": [StrOptions({"random"}), dict],
         "solver": [StrOptions({"adam", "lbfgs"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
@@ -258,6 +260,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
             "patch_size": config.patch_size,
             "features_per_token": fitted_format["features_per_token"],
             "data_format": fitted_format["data_format"],
+            "pool_tokens": bool(config.token_statistics),
         }
         if config.vocabulary_size is None:  # ids are not standardised
             structure["scale_tokens"] = config.token_scale_shape is not None
@@ -265,7 +268,12 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
 
     # the parameters whose "auto" (or None) resolved from the data or init:
     # continuing training, that value means the fitted one
-    _RESOLVED = {"head_dim": None, "patch_size": "auto", "vocabulary_size": "auto"}
+    _RESOLVED = {
+        "head_dim": None,
+        "patch_size": "auto",
+        "vocabulary_size": "auto",
+        "pool_tokens": "auto",
+    }
 
     def _check_structure(self, incremental):
         """Refuse to continue training a model whose structure a parameter changed.
@@ -496,7 +504,26 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
             patch_size=patch_size,
             n_outputs=n_outputs,
             vocabulary_size=vocabulary_size,
+            token_statistics=self._resolve_token_statistics(
+                n_features, vocabulary_size
+            ),
         )
+
+    def _resolve_token_statistics(self, n_features, vocabulary_size):
+        """The statistics of the tokens after the pooled outputs: those of
+        ``pool_tokens`` (``"auto"``: for tokens of more than
+        ``SERIES_MAX_FEATURES`` features)."""
+        if self.pool_tokens == "auto":
+            pools = vocabulary_size is None and n_features > SERIES_MAX_FEATURES
+        elif self.pool_tokens and vocabulary_size is not None:
+            raise ValueError(
+                "pool_tokens=True puts statistics of the token vectors beside the "
+                "model's outputs, and vocabulary_size reads each token as an "
+                "integer id: leave pool_tokens='auto' (off for ids) or False."
+            )
+        else:
+            pools = bool(self.pool_tokens)
+        return TOKEN_STATISTICS if pools else ()
 
     def _resolve_vocabulary_size(self, sequences):
         """The size of the embedding table: the parameter, ``"auto"`` the
@@ -657,6 +684,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         config = dict(self._model_config)
         if config["token_scale_shape"] is not None:
             config["token_scale_shape"] = tuple(config["token_scale_shape"])
+        config["token_statistics"] = tuple(config["token_statistics"])
         return ModelConfig(**config)
 
     def _model(self):
@@ -696,15 +724,13 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         self._check_lengths(sequence_lengths(sequences))
         return sequences
 
-    def _forward_batches(self, sequences, *, pool_tokens=False):
+    def _forward_batches(self, sequences):
         """The fitted model on batches within ``working_memory``: ``(rows,
         tokens, pooled)`` of each (see
         :func:`~skattn._model.evaluate.forward_batches`)."""
         model = self._model()
         params = self._fitted_params(compute_dtype(sequences), model)
-        return forward_batches(
-            model, params, sequences, batch_budget(), pool_tokens=pool_tokens
-        )
+        return forward_batches(model, params, sequences, batch_budget())
 
     def _per_token(self, X, layer=None, max_bytes=None):
         """Per-token outputs, or the attention weights of ``layer`` (checked),

@@ -116,9 +116,11 @@ objective : {"auto", "classification", "regression"} or None, default="auto"
 """,
     "pool_tokens": """
 pool_tokens : bool or "auto", default="auto"
-    Also return the (standardised) tokens' mean, maximum, minimum, first and
-    last token, five columns per token feature. ``"auto"``: for tokens of
-    more than 8 features (:ref:`default-transformer-pool_tokens`).
+    Put the (standardised) tokens' own mean, maximum, minimum, first and last
+    token after the model's pooled vector, five columns per token feature,
+    which the head reads with it. ``"auto"``: for tokens of more than 8
+    features, such as word vectors and encoder states
+    (:ref:`default-transformer-pool_tokens`).
 """,
     "init": """
 init : "random" or dict, default="random"

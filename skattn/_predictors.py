@@ -86,7 +86,7 @@ class AttentionClassifier(ClassifierMixin, BaseAttention):
     -----
     ``predict`` equals ``classes_[argmax(transform(X) @ head_coef_ +
     head_intercept_)]`` of an :class:`AttentionTransformer` fitted with the
-    same parameters, ``objective="classification"`` and ``pool_tokens=False``.
+    same parameters and ``objective="classification"``.
     The parameters that fix the model take effect at the next ``fit``, as in
     :class:`AttentionTransformer`.
 
@@ -127,6 +127,7 @@ class AttentionClassifier(ClassifierMixin, BaseAttention):
         data_format="channels_last",
         scale_tokens=True,
         patch_size="auto",
+        pool_tokens="auto",
         init="random",
         solver="adam",
         max_iter=200,
@@ -162,6 +163,7 @@ class AttentionClassifier(ClassifierMixin, BaseAttention):
         self.data_format = data_format
         self.scale_tokens = scale_tokens
         self.patch_size = patch_size
+        self.pool_tokens = pool_tokens
         self.init = init
         self.solver = solver
         self.max_iter = max_iter
@@ -367,7 +369,7 @@ class AttentionRegressor(RegressorMixin, BaseAttention):
     -----
     ``predict`` equals ``(transform(X) @ head_coef_ + head_intercept_) * scale +
     mean`` of an :class:`AttentionTransformer` fitted with the same
-    parameters, ``objective="regression"`` and ``pool_tokens=False``,
+    parameters and ``objective="regression"``,
     ``mean`` and ``scale`` being the weighted moments of ``y`` in fit.
     ``class_weight`` applies to classification only: any value but None
     raises an error in fit.
@@ -405,6 +407,7 @@ class AttentionRegressor(RegressorMixin, BaseAttention):
         data_format="channels_last",
         scale_tokens=True,
         patch_size="auto",
+        pool_tokens="auto",
         init="random",
         solver="adam",
         max_iter=200,
@@ -440,6 +443,7 @@ class AttentionRegressor(RegressorMixin, BaseAttention):
         self.data_format = data_format
         self.scale_tokens = scale_tokens
         self.patch_size = patch_size
+        self.pool_tokens = pool_tokens
         self.init = init
         self.solver = solver
         self.max_iter = max_iter

@@ -10,8 +10,7 @@ from sklearn.utils.metaestimators import available_if
 from ._base import BaseAttention
 from ._dask import blocked_outputs, is_dask_collection
 from ._docstrings import fill_docstring
-from ._model.pooling import TOKEN_STATISTICS
-from ._model.sequences import SERIES_MAX_FEATURES, compute_dtype
+from ._model.sequences import compute_dtype
 from ._parallel import single_threaded_blas
 from ._validation import StrOptions, _fit_context, check_finite_output
 
@@ -132,9 +131,7 @@ class AttentionTransformer(
     _parameter_constraints: dict = {
         **BaseAttention._parameter_constraints,
         "objective": [StrOptions({"auto", "classification", "regression"}), None],
-        "pool_tokens": ["boolean", StrOptions({"auto"})],
     }
-    _RESOLVED = {**BaseAttention._RESOLVED, "pool_tokens": "auto"}
 
     def __init__(
         self,
@@ -349,8 +346,7 @@ class AttentionTransformer(
             (len(sequences), self._n_features_out), dtype=compute_dtype(sequences)
         )
         with single_threaded_blas():  # once, not per batch
-            batches = self._forward_batches(sequences, pool_tokens=self._pool_tokens)
-            for rows, _, pooled in batches:
+            for rows, _, pooled in self._forward_batches(sequences):
                 X_new[rows] = pooled
         check_finite_output(self, X_new, sequences, self._scales_tokens())
         return X_new
@@ -372,34 +368,18 @@ class AttentionTransformer(
             ``attentiontransformer_tokens_{statistic}_{feature}``.
         """
         names = super().get_feature_names_out(input_features)
-        if not self._pool_tokens:
+        config = self._config()
+        if not config.token_statistics:
             return names
-        width = self._config().n_features
-        n_model = len(names) - len(TOKEN_STATISTICS) * width
+        width = config.n_features
+        n_model = len(names) - len(config.token_statistics) * width
         prefix = type(self).__name__.lower()
         tokens = [
             f"{prefix}_tokens_{name}_{feature}"
-            for name in TOKEN_STATISTICS
+            for name in config.token_statistics
             for feature in range(width)
         ]
         return np.concatenate([names[:n_model], np.asarray(tokens, dtype=object)])
-
-    def _initialize(self, sequences, lengths, train, user_weight):
-        if self.pool_tokens is True and self.vocabulary_size is not None:
-            raise ValueError(
-                "pool_tokens=True puts statistics of the token vectors beside the "
-                "model's outputs, and vocabulary_size reads each token as an "
-                "integer id: leave pool_tokens='auto' (off for ids) or False."
-            )
-        super()._initialize(sequences, lengths, train, user_weight)
-        self._pool_tokens = (
-            self._config().n_features > SERIES_MAX_FEATURES
-            if self.pool_tokens == "auto"
-            else bool(self.pool_tokens)
-        )
-
-    def _structure(self):
-        return {**super()._structure(), "pool_tokens": self._pool_tokens}
 
     @property
     def _n_features_out(self):
@@ -408,9 +388,7 @@ class AttentionTransformer(
         n_features = self.d_model_
         if config.pooling == "flatten":
             n_features = config.n_positions * self.d_model_
-        if self._pool_tokens:
-            n_features += len(TOKEN_STATISTICS) * config.n_features
-        return n_features
+        return n_features + len(config.token_statistics) * config.n_features
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -23,7 +23,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils._param_validation import InvalidParameterError
 from threadpoolctl import threadpool_limits
 
-from skattn import AttentionTransformer
+from skattn import AttentionClassifier, AttentionTransformer
 from skattn._model.evaluate import model_row_bytes
 from skattn._model.sequences import padded_batches
 from skattn._model.units import LAYER_NORM_EPS
@@ -701,10 +701,10 @@ def _token_statistics(X, mean=None, scale=None):
 @pytest.mark.parametrize("scale_tokens", [True, False])
 @pytest.mark.parametrize("kind", ["3d", "ragged", "table"])
 def test_pool_tokens_appends_the_tokens_statistics(kind, scale_tokens):
-    """pool_tokens=True: the model's pooled outputs, unchanged, then the mean,
-    max, min, first and last of the (standardised) valid tokens, feature by
-    feature; each sequence alone gives the same row (padding does not
-    matter)."""
+    """pool_tokens=True: the model's pooled outputs, then the mean, max, min,
+    first and last of the (standardised) valid tokens, feature by feature,
+    which the head reads with them; each sequence alone gives the same row
+    (padding does not matter)."""
     X = {
         "3d": make_3d(n=6, width=3),
         "ragged": make_ragged(width=3),
@@ -719,12 +719,14 @@ def test_pool_tokens_appends_the_tokens_statistics(kind, scale_tokens):
         random_state=0,
     )
     with_tokens = AttentionTransformer(pool_tokens=True, **kwargs).fit(X, y)
-    without = AttentionTransformer(pool_tokens=False, **kwargs).fit(X, y)
     X_new = with_tokens.transform(X)
     width = 2 if kind == "table" else 3
     assert X_new.shape == (len(X), with_tokens.d_model_ + 5 * width)
-    # the same model: training never sees the tokens' columns
-    assert_array_equal(X_new[:, : with_tokens.d_model_], without.transform(X))
+    assert with_tokens.head_coef_.shape == (X_new.shape[1], 2)
+    # the head reads every column: its logits are transform's times its weights
+    logits = X_new @ with_tokens.head_coef_ + with_tokens.head_intercept_
+    clf = AttentionClassifier(pool_tokens=True, **kwargs).fit(X, y)
+    assert_allclose(clf.decision_function(X), logits[:, 1] - logits[:, 0], rtol=1e-6)
     sequences = X.reshape(len(X), 3, 2) if kind == "table" else X
     mean = scale = None
     if scale_tokens:  # per column of a table, per feature of sequences

@@ -14,7 +14,6 @@ estimators give the model, its parameters and the budget.
 import numpy as np
 
 from .._parallel import single_threaded_blas
-from .pooling import TOKEN_STATISTICS, pool_statistics
 from .sequences import (
     compute_dtype,
     map_batches,
@@ -45,7 +44,6 @@ def forward_batches(
     *,
     layer=None,
     weights_out=None,
-    pool_tokens=False,
 ):
     """Run the model on batches of at most ``budget_bytes``, in order.
 
@@ -64,9 +62,6 @@ def forward_batches(
         With ``layer``, the attention weights of all the samples: an array
         of shape (n_samples, H, T', T'), or one array of shape (H, T'_i, T'_i)
         per sample. Each batch writes its rows.
-    pool_tokens : bool, default=False
-        Put the ``TOKEN_STATISTICS`` of the (standardised) tokens after the
-        pooled outputs.
 
     Yields
     ------
@@ -75,7 +70,7 @@ def forward_batches(
     tokens : ndarray of shape (batch, T', E)
         Per-token outputs, padded.
     pooled : ndarray of shape (batch, n_pooled)
-        Pooled outputs (and the tokens' statistics with ``pool_tokens``).
+        Pooled outputs (see ``Model.forward``).
     """
     lengths = sequence_lengths(sequences)
     # the weights go straight to weights_out: a batch holds a block of them
@@ -86,11 +81,6 @@ def forward_batches(
         tokens, pooled, _ = model.forward(
             params, x, lengths[rows], layer=layer, weights_out=rows_out
         )
-        if pool_tokens:
-            statistics = pool_statistics(
-                model.standardise(params, x), lengths[rows], TOKEN_STATISTICS
-            )
-            pooled = np.concatenate([pooled, statistics], axis=1)
         return rows, tokens, pooled
 
     rows = np.arange(len(lengths))

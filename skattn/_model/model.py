@@ -38,7 +38,7 @@ import numpy as np
 
 from .encoder import EncoderLayer
 from .head import LinearHead
-from .pooling import Pooling
+from .pooling import Pooling, pool_statistics
 from .units import (
     ClassToken,
     Context,
@@ -91,6 +91,9 @@ class ModelConfig:
     vocabulary_size : int or None
         Tokens are integer ids below it, looked up in a learned table (None:
         tokens are vectors, of ``n_features``).
+    token_statistics : tuple of str
+        Statistics (of ``TOKEN_STATISTICS``) of the standardised input tokens
+        put after the pooled outputs, which the head reads with them.
     """
 
     n_features: int
@@ -111,6 +114,7 @@ class ModelConfig:
     patch_stride: int | None = None
     n_outputs: int = 0
     vocabulary_size: int | None = None
+    token_statistics: tuple = ()
 
     def replace(self, **changes):
         """A copy with ``changes``."""
@@ -171,7 +175,10 @@ def build_model(config):
     pooling = Pooling(config.pooling, config.d_model, config.n_positions)
     head = None
     if config.n_outputs:
-        head = LinearHead(pooling.n_features_out, config.n_outputs)
+        width = (
+            pooling.n_features_out + len(config.token_statistics) * config.n_features
+        )
+        head = LinearHead(width, config.n_outputs)
     return Model(config, units, pooling, head, scaler=scaler, read_units=read_units)
 
 
@@ -429,13 +436,6 @@ class Model:
     # Passes
     # ------
 
-    def standardise(self, params, x):
-        """The tokens as the model standardises them (``x`` without
-        ``scale_tokens``): a new array."""
-        if self.scaler is None:
-            return x
-        return self.scaler.forward(params, x, None)[0]
-
     def forward(
         self,
         params,
@@ -477,7 +477,8 @@ class Model:
             Per-token outputs of the last layer; ``T' = T + 1`` with a class
             token, which follows each sequence's last token.
         pooled : ndarray of shape (N, F)
-            Pooled representation.
+            Pooled representation (then the statistics of the standardised
+            input tokens, with ``config.token_statistics``).
         trace : dict
             ``"caches"``: one per unit and the pooling, when ``training``.
         """
@@ -489,15 +490,20 @@ class Model:
             weights_out=weights_out,
         )
         caches = []
-        h = x
+        h = tokens = x
         for prefix, unit, names in self._steps[: len(self.units)]:
             h, cache = unit.forward(_local(params, prefix, names), h, context)
             context = context.with_lengths(unit.lengths(context.lengths))
+            if unit is self.scaler:
+                tokens = h  # the standardised tokens, for their statistics
             if training:
                 caches.append(cache)
         _, pooling, names = self._steps[len(self.units)]
         pooled, cache = pooling.forward(_local(params, "", names), h, context)
         caches.append(cache)
+        if self.config.token_statistics:  # data: their gradient stops here
+            statistics = pool_statistics(tokens, lengths, self.config.token_statistics)
+            pooled = np.concatenate([pooled, statistics], axis=1)
         return h, pooled, {"caches": caches}
 
     def head_forward(self, params, pooled):
@@ -523,7 +529,7 @@ class Model:
             by global name.
         """
         grads = {}
-        d = d_pooled
+        d = d_pooled[:, : self.pooling.n_features_out]  # not the tokens' statistics
         steps = self._steps[: len(self.units) + 1]
         for (prefix, unit, names), cache in zip(
             reversed(steps), reversed(trace["caches"]), strict=True

