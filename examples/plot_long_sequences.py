@@ -111,12 +111,12 @@ plt.show()
 # ---------------
 # Up to a thousand tokens both hold all their scores (the tiled kernel's first
 # tile is the whole matrix); beyond, the tiled kernel's peak grows only with the
-# inputs and output (10 MiB at 2048 tokens, 14 MiB at 8192), the naive one's
-# with ``T**2`` (257 MiB at 4096 tokens, printed above on a 2-core VM). Time
-# grows as ``T**2`` for both: tiling saves memory, not work (doubling ``T``
-# multiplies the time by about 4). The tiled kernel was also a little faster
-# here at every length (0.21 s against 0.31 s at 4096 tokens): its tiles stay in
-# the CPU's caches. For long series the estimators also read patches of tokens
+# inputs and output, plus one tile of scores for each thread that computes
+# tiles side by side, while the naive one's grows with ``T**2`` (257 MiB at
+# 4096 tokens). Time grows as ``T**2`` for both: tiling saves memory, not work
+# (doubling ``T`` multiplies the time by about 4). The tiled kernel was also
+# faster in the table above from 512 tokens on: its tiles stay in the CPU's
+# caches. For long series the estimators also read patches of tokens
 # (``patch_size``), which divides the number of tokens by the patch size, and
 # the work by its square.
 #

@@ -90,8 +90,8 @@ print(f"head 0, wine 0: the most attended column is {display.token_labels[most]!
 plt.show()
 
 # %%
-# The standardised logistic regression is both more accurate (by about five
-# points) and fifty times faster. A table of 13 informative, nearly linearly
+# The standardised logistic regression is both more accurate (by five points)
+# and many times faster. A table of 13 informative, nearly linearly
 # separable measurements leaves a learned attention nothing to find, and 142
 # training wines per fold are few to learn its weights from. Tables as tokens
 # pay off, if at all, on larger tables whose columns interact; try a

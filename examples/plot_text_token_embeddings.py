@@ -163,7 +163,8 @@ plt.show()
 # %%
 # Attention solves the task and the average of the word vectors cannot: the
 # mean scores near chance because the label depends on two words together. On
-# the negated sentence drawn above, every word of head 0 attends to "not".
+# the negated sentence drawn above, head 0 puts half of its weight on "not"
+# and most of the rest on the adjective, the two words that decide the label.
 # That is the case for attention; on tasks where the bag of words decides
 # (topic, most sentiment without negation), the mean vector and a linear model
 # are as good and far cheaper.

@@ -126,4 +126,4 @@ measure(
 # linear model on the pixels by two images but not the MLP, at ten times its
 # cost: on images this small it has little to add. It pays off on longer
 # sequences whose order matters (time series read in patches, sentences given
-# as word vectors): see the real-data benchmark in ``benchmarks/README.md``.
+# as word vectors): see the real-data benchmark, :ref:`benchmarks`.

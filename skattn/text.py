@@ -292,7 +292,7 @@ class StaticTokenEmbeddings(_TextTransformer):
 
         Returns
         -------
-        tokens : list of ndarray of shape (n_tokens_i, n_features_out_)
+        tokens : list of ndarray of shape (n_tokens_i, ``n_features_out_``)
             In the dtype of the vectors (float64 for integer ones).
         """
         check_is_fitted(self)
@@ -577,7 +577,7 @@ class TokenEmbeddings(_TextTransformer):
 
         Returns
         -------
-        tokens : list of ndarray of shape (n_tokens_i, n_features_out_)
+        tokens : list of ndarray of shape (n_tokens_i, ``n_features_out_``)
             float32 token states, one array per text.
         """
         check_is_fitted(self, "n_features_out_")

@@ -505,8 +505,8 @@ class ClassToken(Unit):
     """A learned token put right after the last valid token of each sequence.
 
     After the sequence rather than before it, so that with a causal mask the
-    class token still attends to every token (as every token to it: see
-    ``causal``). Adds one to each length.
+    class token still attends to every token (and no token to it, as torch's
+    causal mask has it for a last token). Adds one to each length.
     """
 
     def __init__(self, d_model):
