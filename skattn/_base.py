@@ -18,6 +18,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
@@ -80,6 +81,12 @@ AUTO_PATCH_MIN_LENGTH = 64
 # early_stopping="auto" holds out validation_fraction of training sets of at
 # least this many samples.
 AUTO_EARLY_STOPPING_SAMPLES = 2000
+
+# pool_tokens: the head that reads the tokens' statistics is fitted, once the
+# model is trained, with the penalty of scikit-learn's LogisticRegression(C=1)
+# and Ridge(alpha=1) (user guide, "How the defaults were chosen").
+HEAD_ALPHA = 1.0
+HEAD_MAX_ITER = 1000
 
 # Default limit of the size of what attention_weights returns (its max_bytes):
 # 1 GiB, as scikit-learn's default working_memory.
@@ -593,18 +600,27 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         return math.ceil(median / AUTO_PATCHES)
 
     def _train(self, train, validation, incremental, tasks):
-        """Train the fitted model on ``train`` with the solver."""
-        model = self._model()
+        """Train the fitted model on ``train`` with the solver.
+
+        With the tokens' statistics (``pool_tokens``) the head reads the pooled
+        vector alone while the model trains; ``fit`` then fits the whole head,
+        statistics included (:meth:`_fit_head`).
+        """
+        config = self._config()
+        # the model as it trains: its head on the pooled vector only
+        model = build_model(config.replace(token_statistics=()))
         input_dtype = compute_dtype(train.sequences)
         dtype = training_dtype(self.solver, input_dtype)
-        train = train.astype(dtype)
+        fitted_train, train = train, train.astype(dtype)
         if validation is not None:
             validation = validation.astype(dtype)
         params = self._fitted_params(dtype, model, copy=True)
+        n_pooled = model.head.param_specs()["head_coef"].shape[0]
+        params["head_coef"] = params["head_coef"][:n_pooled].copy()
         history = History.read(self)
         name = type(self).__name__
-        tasks.to_attributes = lambda params: model.to_attributes(
-            self._trained_params(params, model, input_dtype)
+        tasks.to_attributes = lambda params: self._full_model().to_attributes(
+            self._with_full_head(self._trained_params(params, model, input_dtype))
         )
         start = time.time()
         if self.verbose:
@@ -648,8 +664,60 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
                 )
         if self.verbose:
             print(f"[{name}] Training took {time.time() - start:.2f}s.")
-        self._store_params(self._trained_params(params, model, input_dtype), model)
+        trained = self._with_full_head(self._trained_params(params, model, input_dtype))
+        self._store_params(trained, self._full_model())
         history.write(self)
+        if config.token_statistics and not incremental:
+            self._fit_head(fitted_train)
+
+    def _full_model(self):
+        return build_model(self._config())
+
+    def _with_full_head(self, params):
+        """Trained parameters whose head covers the pooled vector only, with
+        the fitted head's rows of the tokens' statistics after it."""
+        coef = params["head_coef"]
+        if len(coef) == len(self.head_coef_):
+            return params
+        full = self.head_coef_.astype(coef.dtype)  # a copy
+        full[: len(coef)] = coef
+        return {**params, "head_coef": full}
+
+    def _fit_head(self, train):
+        """Fit the head on the trained model's pooled vectors and the tokens'
+        statistics: a logistic regression (classes) or a ridge regression
+        (targets) of penalty ``HEAD_ALPHA``, to convergence.
+
+        The penalty is that of scikit-learn's defaults, ``LogisticRegression(
+        C=1)`` and ``Ridge(alpha=1)``: ``HEAD_ALPHA`` times half the squared
+        weights against the summed losses, the sample weights scaled to a mean
+        of 1 (their scale does not matter, only their ratios).
+        """
+        model = self._model()
+        params = self._fitted_params(compute_dtype(train.sequences), model)
+        features = np.empty((len(train), model.head.n_features))
+        with single_threaded_blas():
+            for rows, _, pooled in forward_batches(
+                model, params, train.sequences, batch_budget()
+            ):
+                features[rows] = pooled
+        weight = train.sample_weight / np.mean(train.sample_weight)
+        if train.task == "classification":
+            head = LogisticRegression(C=1 / HEAD_ALPHA, max_iter=HEAD_MAX_ITER)
+            head.fit(features, train.y, sample_weight=weight)
+            coef, intercept = head.coef_.T, head.intercept_
+            if coef.shape[1] == 1:  # two classes: the log-odds of the second
+                coef = np.hstack([np.zeros_like(coef), coef])
+                intercept = np.array([0.0, intercept[0]])
+        else:
+            head = Ridge(alpha=HEAD_ALPHA)
+            head.fit(features, train.y, sample_weight=weight)
+            n_outputs = train.y.shape[1]
+            coef = np.reshape(head.coef_, (n_outputs, -1)).T
+            intercept = np.reshape(head.intercept_, n_outputs)
+        dtype = self.head_coef_.dtype
+        self.head_coef_ = np.ascontiguousarray(coef, dtype=dtype)
+        self.head_intercept_ = np.asarray(intercept, dtype=dtype)
 
     def _adam_settings(self, incremental):
         """The solver's hyper-parameters, ``"auto"`` resolved."""

@@ -117,10 +117,13 @@ objective : {"auto", "classification", "regression"} or None, default="auto"
     "pool_tokens": """
 pool_tokens : bool or "auto", default="auto"
     Put the (standardised) tokens' own mean, maximum, minimum, first and last
-    token after the model's pooled vector, five columns per token feature,
-    which the head reads with it. ``"auto"``: for tokens of more than 8
-    features, such as word vectors and encoder states
-    (:ref:`default-transformer-pool_tokens`).
+    token after the model's pooled vector, five columns per token feature.
+    The model trains with a head on the pooled vector; ``fit`` then fits the
+    head on both, a logistic regression (ridge for targets) with
+    scikit-learn's default penalty, so that it knows at least what a linear
+    model on the tokens' statistics knows (``partial_fit`` leaves that part
+    of the head). ``"auto"``: for tokens of more than 8 features, such as word
+    vectors and encoder states (:ref:`default-transformer-pool_tokens`).
 """,
     "init": """
 init : "random" or dict, default="random"

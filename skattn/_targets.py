@@ -41,7 +41,7 @@ class TrainingSet:
     sample_weight : ndarray of shape (n_samples,)
         Weights of the loss (times the class weights), normalised.
     alpha : float
-        The L2 penalty for these weights (see :func:`skattn._targets.penalty`).
+        The L2 penalty for these weights (see :func:`penalty`).
     task : {"classification", "regression"}
         Picks the loss.
     """

@@ -136,3 +136,66 @@ def test_regressor_refuses_class_labels_and_classifier_continuous():
         AttentionClassifier(**PARAMS).fit(X, signal)
     with pytest.raises(ValueError, match="numeric"):
         AttentionRegressor(**PARAMS).fit(X, np.array(["a", "b"] * 30))
+
+
+def _wide_task(n=80, n_classes=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 5, 12))
+    y = np.digitize(X[:, :, 0].mean(axis=1), [-0.2, 0.2])[:n] % n_classes
+    return X, y
+
+
+def test_head_with_token_statistics_is_a_logistic_regression_of_transform():
+    """pool_tokens: once the model is trained, the head is the logistic
+    regression (C=1) of the pooled vector and the tokens' statistics."""
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = _wide_task()
+    kwargs = dict(n_heads=2, head_dim=4, max_iter=3, random_state=0)
+    clf = AttentionClassifier(**kwargs).fit(X, y)  # "auto": 12 features
+    transformer = AttentionTransformer(**kwargs).fit(X, y)
+    Z = transformer.transform(X)
+    assert Z.shape[1] == 8 + 5 * 12 == clf.head_coef_.shape[0]
+    np.testing.assert_array_equal(transformer.head_coef_, clf.head_coef_)
+    reference = LogisticRegression(max_iter=1000).fit(Z, y)
+    np.testing.assert_allclose(clf.head_coef_, reference.coef_.T, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(
+        clf.predict_proba(X), reference.predict_proba(Z), atol=1e-6
+    )
+
+
+def test_head_of_two_classes_is_the_log_odds_of_the_second():
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = _wide_task(n_classes=2)
+    transformer = AttentionTransformer(n_heads=2, head_dim=4, max_iter=2).fit(X, y)
+    reference = LogisticRegression(max_iter=1000).fit(transformer.transform(X), y)
+    np.testing.assert_array_equal(transformer.head_coef_[:, 0], 0)
+    np.testing.assert_allclose(
+        transformer.head_coef_[:, 1], reference.coef_[0], rtol=1e-4, atol=1e-6
+    )
+
+
+def test_head_with_token_statistics_is_a_ridge_of_the_standardised_target():
+    from sklearn.linear_model import Ridge
+
+    X, _ = _wide_task()
+    y = X[:, :, :2].mean(axis=1) * 3 + 5  # two targets
+    kwargs = dict(n_heads=2, head_dim=4, max_iter=3, random_state=0)
+    reg = AttentionRegressor(**kwargs).fit(X, y)
+    Z = AttentionTransformer(**kwargs).fit(X, y).transform(X)
+    standardised = (y - y.mean(axis=0)) / y.std(axis=0)
+    reference = Ridge(alpha=1.0).fit(Z, standardised)
+    np.testing.assert_allclose(reg.head_coef_, reference.coef_.T, rtol=1e-6, atol=1e-9)
+    prediction = reference.predict(Z) * y.std(axis=0) + y.mean(axis=0)
+    np.testing.assert_allclose(reg.predict(X), prediction, rtol=1e-6)
+
+
+def test_partial_fit_trains_the_model_and_leaves_the_statistics_head():
+    X, y = _wide_task()
+    clf = AttentionClassifier(n_heads=2, head_dim=4, max_iter=2, random_state=0)
+    clf.fit(X, y)
+    head = clf.head_coef_.copy()
+    clf.partial_fit(X, y)
+    np.testing.assert_array_equal(clf.head_coef_[8:], head[8:])  # statistics
+    assert not np.array_equal(clf.head_coef_[:8], head[:8])  # the pooled vector
