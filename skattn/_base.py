@@ -79,7 +79,7 @@ AUTO_PATCHES = 32
 AUTO_PATCH_MIN_LENGTH = 64
 
 # early_stopping="auto" holds out validation_fraction of training sets of at
-# least this many samples.
+# least this many samples, and of any size for wide tokens.
 AUTO_EARLY_STOPPING_SAMPLES = 2000
 
 # pool_tokens: the head that reads the tokens' statistics is fitted, once the
@@ -214,7 +214,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         if X_val is not None:
             validation = self._validation_set(X_val, y_val, train, first_pass)
         self.early_stopping_ = self._uses_early_stopping(
-            task, incremental, validation, len(sequences)
+            task, incremental, validation, sequences
         )
         tasks.start(
             "partial_fit" if incremental else "fit",
@@ -423,13 +423,26 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
             dtype=training_dtype(self.solver, compute_dtype(sequences)),
         )
 
-    def _uses_early_stopping(self, task, incremental, validation, n_samples):
-        """Whether this call holds out a validation set (``early_stopping_``)."""
+    def _uses_early_stopping(self, task, incremental, validation, sequences):
+        """Whether this call holds out a validation set (``early_stopping_``).
+
+        ``"auto"``: with ``X_val``, for training sets of
+        ``AUTO_EARLY_STOPPING_SAMPLES`` or more, and for tokens of more than
+        ``SERIES_MAX_FEATURES`` features (word vectors, encoder states)
+        whatever their number.
+        """
         if task is None or incremental:
             return False
-        if self.early_stopping == "auto":
-            return validation is not None or n_samples >= AUTO_EARLY_STOPPING_SAMPLES
-        return bool(self.early_stopping)
+        if self.early_stopping != "auto":
+            return bool(self.early_stopping)
+        wide = (
+            input_format(self)["kind"] != IDS
+            and token_width(sequences) > SERIES_MAX_FEATURES
+        )
+        n_samples = len(sequences)
+        return (
+            validation is not None or wide or n_samples >= AUTO_EARLY_STOPPING_SAMPLES
+        )
 
     def _max_subtasks(self, task, incremental):
         """The most subtasks of the fit, for scikit-learn's callbacks."""

@@ -168,7 +168,9 @@ tol : float, default=1e-4
 early_stopping : bool or "auto", default="auto"
     Adam: hold out ``validation_fraction`` (stratified), stop when the
     validation score stalls, keep the best weights. ``"auto"``: from 2,000
-    samples, or with ``X_val`` (:ref:`default-transformer-early_stopping`).
+    samples, for tokens of more than 8 features (word vectors, encoder
+    states) whatever their number, and with ``X_val``
+    (:ref:`default-transformer-early_stopping`).
 """,
     "validation_fraction": """
 validation_fraction : float, default=0.1

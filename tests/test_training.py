@@ -640,3 +640,12 @@ def test_warm_start_cannot_change_the_task():
     msg = "asks for regression, but AttentionTransformer was fitted"
     with pytest.raises(ValueError, match=msg):
         est.fit(X, y + 0.5)
+
+
+@pytest.mark.parametrize("width, n_samples, on", [(9, 40, True), (8, 40, False)])
+def test_auto_early_stopping_is_on_for_wide_tokens_of_any_number(width, n_samples, on):
+    X = np.random.default_rng(0).standard_normal((n_samples, 4, width))
+    y = np.arange(n_samples) % 2
+    est = AttentionTransformer(n_heads=2, max_iter=2, random_state=0).fit(X, y)
+    assert est.early_stopping_ is on
+    assert (est.validation_scores_ is not None) is on
