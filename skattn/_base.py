@@ -12,81 +12,57 @@ docstrings and the methods of their kind.
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-import math
 import time
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ._callbacks import CALLBACK_BASES, FitTasks
 from ._dask import blocked_fit, blocked_outputs, is_dask_collection
+from ._input import CHANNELS_FIRST, CHANNELS_LAST, IDS, TABLE, check_input, input_format
 from ._model.encoder import ACTIVATIONS
 from ._model.evaluate import forward_batches, per_token_outputs
 from ._model.model import ModelConfig, build_model
-from ._model.pooling import POOLINGS, TOKEN_STATISTICS
+from ._model.pooling import POOLINGS
 from ._model.sequences import (
     SERIES_MAX_FEATURES,
     compute_dtype,
     sequence_lengths,
-    series_median_length,
     token_moments,
     token_width,
 )
-from ._model.units import patch_count
 from ._parallel import single_threaded_blas
+from ._resolve import check_structure, fitted_structure, resolve_config
 from ._targets import TargetEncoding, check_classes, training_set, validation_set
 from ._training import (
     AdamSettings,
     History,
     fit_adam,
     fit_lbfgs,
+    fit_linear_head,
     new_optimizer,
     resolve_learning_rate,
     resolve_patience,
     training_dtype,
 )
 from ._validation import (
-    CHANNELS_FIRST,
-    CHANNELS_LAST,
-    IDS,
-    TABLE,
     Interval,
     StrOptions,
     batch_budget,
     check_finite_output,
     check_init,
-    check_input,
     check_sample_weight,
     check_target,
-    input_format,
 )
 
 _STOCHASTIC_SOLVERS = ("adam",)
 
-# head_dim=None: a model 64 wide, as the one-layer torch encoder of the
-# benchmark, whatever the width of the tokens (user guide, "How the defaults
-# were chosen").
-DEFAULT_D_MODEL = 64
-
-# patch_size="auto": series (tokens of at most SERIES_MAX_FEATURES features)
-# whose median length exceeds AUTO_PATCH_MIN_LENGTH are read in about
-# AUTO_PATCHES patches.
-AUTO_PATCHES = 32
-AUTO_PATCH_MIN_LENGTH = 64
-
 # early_stopping="auto" holds out validation_fraction of training sets of at
 # least this many samples, and of any size for wide tokens.
 AUTO_EARLY_STOPPING_SAMPLES = 2000
-
-# pool_tokens: the head that reads the tokens' statistics is fitted, once the
-# model is trained, with the penalty of scikit-learn's LogisticRegression(C=1)
-# and Ridge(alpha=1) (user guide, "How the defaults were chosen").
-HEAD_ALPHA = 1.0
-HEAD_MAX_ITER = 1000
 
 # Default limit of the size of what attention_weights returns (its max_bytes):
 # 1 GiB, as scikit-learn's default working_memory.
@@ -201,7 +177,8 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         if X_val is not None or y_val is not None:
             self._check_validation_request(X_val, y_val)
         if not first_pass:  # from here on, the model is the fitted one
-            self._check_structure(incremental)
+            structure = fitted_structure(self._config(), input_format(self))
+            check_structure(self.get_params(), structure, incremental)
         sequences = check_input(self, X, reset=first_pass)
         lengths = sequence_lengths(sequences)
         self._check_lengths(lengths, reset=first_pass)
@@ -245,67 +222,6 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
             raise ValueError(
                 f"X_val and y_val are the validation set of early stopping, "
                 f"which needs solver='adam' (got {self.solver!r})."
-            )
-
-    def _structure(self):
-        """The parameters that fix the model, with the values the fitted model
-        has (what ``"auto"`` and None resolved to)."""
-        config = self._config()
-        fitted_format = input_format(self)
-        structure = {
-            "n_heads": config.n_heads,
-            "head_dim": config.d_model // config.n_heads,
-            "n_layers": config.n_layers,
-            "ff_dim": config.ff_dim,
-            "activation": config.activation,
-            "layer_norm": config.layer_norm,
-            "residual": config.residual,
-            "causal": config.causal,
-            "positional_encoding": config.positional_encoding,
-            "pooling": config.pooling,
-            "vocabulary_size": config.vocabulary_size,
-            "patch_size": config.patch_size,
-            "features_per_token": fitted_format["features_per_token"],
-            "data_format": fitted_format["data_format"],
-            "pool_tokens": bool(config.token_statistics),
-        }
-        if config.vocabulary_size is None:  # ids are not standardised
-            structure["scale_tokens"] = config.token_scale_shape is not None
-        return structure
-
-    # the parameters whose "auto" (or None) resolved from the data or init:
-    # continuing training, that value means the fitted one
-    _RESOLVED = {
-        "head_dim": None,
-        "patch_size": "auto",
-        "vocabulary_size": "auto",
-        "pool_tokens": "auto",
-    }
-
-    def _check_structure(self, incremental):
-        """Refuse to continue training a model whose structure a parameter changed.
-
-        A parameter continues the fitted model when it has the fitted value,
-        or is the ``"auto"`` (or None) that resolved to it.
-
-        Raises
-        ------
-        ValueError
-            Naming the first parameter that differs from the fitted model,
-            both values, and the remedies.
-        """
-        for name, fitted in self._structure().items():
-            value = getattr(self, name)
-            if name in self._RESOLVED and _is_value(value, self._RESOLVED[name]):
-                continue
-            if _is_value(value, fitted):
-                continue
-            call = "partial_fit" if incremental else "fit with warm_start=True"
-            raise ValueError(
-                f"Cannot continue training ({call}) with {name}={value!r}: the "
-                f"model was fitted with {name}={fitted!r}, which fixes its "
-                "structure. Call fit with warm_start=False to fit a new model, "
-                f"or set it back with set_params({name}={fitted!r})."
             )
 
     def _check_lengths(self, lengths, reset=False):
@@ -467,7 +383,10 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
             n_outputs = (
                 len(self.classes_) if task == "classification" else train.y.shape[1]
             )
-        config = self._resolve_config(sequences, lengths, user_weight, init, n_outputs)
+        kind = input_format(self)["kind"]
+        config = resolve_config(
+            self.get_params(), kind, sequences, lengths, user_weight, init, n_outputs
+        )
         self._model_config = config.as_dict()
         self.n_heads_ = config.n_heads
         self.head_dim_ = config.d_model // config.n_heads
@@ -488,129 +407,6 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
             history.start_validation()
         history.write(self)
         self._optimizer_state = None
-
-    def _resolve_config(self, sequences, lengths, user_weight, init, n_outputs):
-        """The model this fit builds, with its ``"auto"`` values resolved."""
-        vocabulary_size = self._resolve_vocabulary_size(sequences)
-        patch_size = self._resolve_patch_size(sequences, lengths, user_weight)
-        n_features = token_width(sequences)
-        read_width = n_features * (patch_size or 1)  # of the model's tokens
-        n_heads = self.n_heads
-        d_model = n_heads * self._resolve_head_dim(init)
-        n_tokens = int(lengths.max())
-        token_scale_shape = None
-        if self.scale_tokens and vocabulary_size is None:  # per feature, column
-            token_scale_shape = (n_features,)
-            if input_format(self)["kind"] == TABLE:
-                token_scale_shape = (n_tokens, n_features)
-        return ModelConfig(
-            n_features=n_features,
-            n_heads=n_heads,
-            d_model=d_model,
-            n_layers=self.n_layers,
-            ff_dim=self.ff_dim,
-            activation=self.activation,
-            layer_norm=self.layer_norm,
-            residual=self.residual,
-            causal=self.causal,
-            positional_encoding=self.positional_encoding,
-            pooling=self.pooling,
-            n_positions=int(patch_count(n_tokens, patch_size))
-            if patch_size
-            else n_tokens,
-            projects_input=vocabulary_size is None
-            and ("input" in init or read_width != d_model),
-            token_scale_shape=token_scale_shape,
-            patch_size=patch_size,
-            n_outputs=n_outputs,
-            vocabulary_size=vocabulary_size,
-            token_statistics=self._resolve_token_statistics(
-                n_features, vocabulary_size
-            ),
-        )
-
-    def _resolve_token_statistics(self, n_features, vocabulary_size):
-        """The statistics of the tokens after the pooled outputs: those of
-        ``pool_tokens`` (``"auto"``: for tokens of more than
-        ``SERIES_MAX_FEATURES`` features)."""
-        if self.pool_tokens == "auto":
-            pools = vocabulary_size is None and n_features > SERIES_MAX_FEATURES
-        elif self.pool_tokens and vocabulary_size is not None:
-            raise ValueError(
-                "pool_tokens=True puts statistics of the token vectors beside the "
-                "model's outputs, and vocabulary_size reads each token as an "
-                "integer id: leave pool_tokens='auto' (off for ids) or False."
-            )
-        else:
-            pools = bool(self.pool_tokens)
-        return TOKEN_STATISTICS if pools else ()
-
-    def _resolve_vocabulary_size(self, sequences):
-        """The size of the embedding table: the parameter, ``"auto"`` the
-        largest id plus one; None for tokens that are vectors."""
-        if input_format(self)["kind"] != IDS:
-            return None
-        largest = max(int(ids.max()) for ids in sequences)
-        if self.vocabulary_size == "auto":
-            return largest + 1
-        if largest >= self.vocabulary_size:
-            raise ValueError(
-                f"X holds the token id {largest}, but vocabulary_size="
-                f"{self.vocabulary_size} reads ids from 0 to "
-                f"{self.vocabulary_size - 1}: pass a larger vocabulary_size, or "
-                "'auto' (the largest id of fit plus one)."
-            )
-        return self.vocabulary_size
-
-    def _resolve_head_dim(self, init):
-        """Head width: the parameter, else the width ``init`` implies, else the rule."""
-        if self.head_dim is not None:
-            return self.head_dim
-        first_layer = init.get("layers", [init])[0]
-        named = [
-            (first_layer, key, f"init[{key!r}]")
-            for key in ("query", "key", "value", "output")
-        ]
-        if "layers" in init:
-            named = [
-                (first_layer, key, f"init['layers'][0][{key!r}]")
-                for key in ("query", "key", "value", "output")
-            ]
-        named += [
-            (init, "input", "init['input']"),
-            (init, "embeddings", "init['embeddings']"),
-        ]
-        for source, key, label in named:
-            if key in source:
-                width = source[key].shape[-1]
-                if width % self.n_heads:
-                    raise ValueError(
-                        f"{label} has {width} columns, which n_heads="
-                        f"{self.n_heads} does not divide; its width sets the model "
-                        "width n_heads * head_dim."
-                    )
-                return width // self.n_heads
-        return math.ceil(DEFAULT_D_MODEL / self.n_heads)
-
-    def _resolve_patch_size(self, sequences, lengths, sample_weight):
-        """Tokens per patch: the parameter, or the "auto" rule (from the
-        median length, weighted); None for none."""
-        if input_format(self)["kind"] == IDS:
-            if self.patch_size not in ("auto", None):
-                raise ValueError(
-                    f"patch_size={self.patch_size} reads token vectors side by "
-                    "side, and vocabulary_size reads each token as an id: leave "
-                    "patch_size='auto' (no patches for ids) or None."
-                )
-            return None
-        if self.patch_size != "auto":
-            return self.patch_size
-        median = None
-        if input_format(self)["kind"] != TABLE:
-            median = series_median_length(sequences, lengths, sample_weight)
-        if median is None or median <= AUTO_PATCH_MIN_LENGTH:
-            return None
-        return math.ceil(median / AUTO_PATCHES)
 
     def _train(self, train, validation, incremental, tasks):
         """Train the fitted model on ``train`` with the solver.
@@ -698,14 +494,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
 
     def _fit_head(self, train):
         """Fit the head on the trained model's pooled vectors and the tokens'
-        statistics: a logistic regression (classes) or a ridge regression
-        (targets) of penalty ``HEAD_ALPHA``, to convergence.
-
-        The penalty is that of scikit-learn's defaults, ``LogisticRegression(
-        C=1)`` and ``Ridge(alpha=1)``: ``HEAD_ALPHA`` times half the squared
-        weights against the summed losses, the sample weights scaled to a mean
-        of 1 (their scale does not matter, only their ratios).
-        """
+        statistics (see :func:`~skattn._training.fit_linear_head`)."""
         model = self._model()
         params = self._fitted_params(compute_dtype(train.sequences), model)
         features = np.empty((len(train), model.head.n_features))
@@ -714,20 +503,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
                 model, params, train.sequences, batch_budget()
             ):
                 features[rows] = pooled
-        weight = train.sample_weight / np.mean(train.sample_weight)
-        if train.task == "classification":
-            head = LogisticRegression(C=1 / HEAD_ALPHA, max_iter=HEAD_MAX_ITER)
-            head.fit(features, train.y, sample_weight=weight)
-            coef, intercept = head.coef_.T, head.intercept_
-            if coef.shape[1] == 1:  # two classes: the log-odds of the second
-                coef = np.hstack([np.zeros_like(coef), coef])
-                intercept = np.array([0.0, intercept[0]])
-        else:
-            head = Ridge(alpha=HEAD_ALPHA)
-            head.fit(features, train.y, sample_weight=weight)
-            n_outputs = train.y.shape[1]
-            coef = np.reshape(head.coef_, (n_outputs, -1)).T
-            intercept = np.reshape(head.intercept_, n_outputs)
+        coef, intercept = fit_linear_head(features, train)
         dtype = self.head_coef_.dtype
         self.head_coef_ = np.ascontiguousarray(coef, dtype=dtype)
         self.head_intercept_ = np.asarray(intercept, dtype=dtype)
@@ -934,20 +710,6 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.three_d_array = True
         return tags
-
-
-def _is_value(value, expected):
-    """Whether a parameter's ``value`` is ``expected``: equal and of the same
-    kind (None, a bool, a string or a number: True is not 1 here)."""
-    return _kind(value) == _kind(expected) and value == expected
-
-
-def _kind(value):
-    if value is None:
-        return "none"
-    if isinstance(value, (bool, np.bool_)):
-        return "bool"
-    return "str" if isinstance(value, str) else "number"
 
 
 def _check_max_bytes(max_bytes):

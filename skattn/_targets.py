@@ -17,6 +17,7 @@ import math
 from numbers import Real
 
 import numpy as np
+from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_array
 from sklearn.utils.class_weight import compute_class_weight
@@ -416,3 +417,73 @@ def penalty(alpha, sample_weight, weight_exponent, dtype):
             "alpha=0."
         )
     return scaled
+
+
+def validation_split(data, fraction, rng, *, setting, classes=None):
+    """Training and validation rows of early stopping, as ``train_test_split``.
+
+    A ``fraction`` of the samples, stratified with at least one sample of each
+    class for classification.
+
+    Parameters
+    ----------
+    data : TrainingSet
+    fraction : float
+        ``validation_fraction``.
+    rng : numpy.random.RandomState
+    setting : bool or str
+        The estimator's ``early_stopping`` (True, or "auto" on), for messages.
+    classes : ndarray or None, default=None
+        The class labels of classification, for messages.
+
+    Raises
+    ------
+    ValueError
+        Naming ``early_stopping`` and ``validation_fraction`` when the split
+        cannot be made (``train_test_split`` names its own ``test_size``), or
+        when the training rows all weigh zero.
+    """
+    y, n_samples = data.y, len(data)
+    n_validation = math.ceil(fraction * n_samples)  # as train_test_split rounds
+    stratify, test_size = None, fraction
+    setting = f"early_stopping={setting!r}"
+    remedy = "pass more samples, lower validation_fraction or set early_stopping=False"
+    if data.task == "classification":
+        # stratified, with at least one validation sample per class
+        stratify = y
+        labels, counts = np.unique(y, return_counts=True)
+        single = classes[labels[counts < 2]]
+        if len(single):
+            raise ValueError(
+                f"{setting} holds out a validation split (validation_fraction="
+                f"{fraction}) stratified by class, which needs two "
+                f"samples of every class; the class(es) {single.tolist()} of y "
+                "have only one sample. Pass more samples of them or set "
+                "early_stopping=False."
+            )
+        test_size = n_validation = max(n_validation, len(classes))
+        n_train = n_samples - n_validation
+        if n_train < len(labels):
+            raise ValueError(
+                f"{setting} holds out {n_validation} of the {n_samples} "
+                f"samples (validation_fraction={fraction}, and at least one sample "
+                f"of each of the {len(classes)} classes), which leaves "
+                f"{max(n_train, 0)} to train on, fewer than the {len(labels)} "
+                f"classes of y: {remedy}."
+            )
+    elif n_samples - n_validation < 1:
+        raise ValueError(
+            f"{setting} holds out {n_validation} of the {n_samples} "
+            f"sample(s) (validation_fraction={fraction}), which leaves no sample "
+            f"to train on: {remedy}."
+        )
+    train, validation = train_test_split(
+        np.arange(n_samples), test_size=test_size, random_state=rng, stratify=stratify
+    )
+    if not data.sample_weight[train].sum() > 0:
+        raise ValueError(
+            f"{setting} held out every sample of non-zero sample_weight for "
+            f"validation (validation_fraction={fraction}): the training "
+            f"samples all weigh zero. Give weight to more samples, or {remedy}."
+        )
+    return train, validation

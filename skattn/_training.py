@@ -23,8 +23,8 @@ import warnings
 import numpy as np
 import scipy.optimize
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.metrics import accuracy_score, r2_score
-from sklearn.model_selection import train_test_split
 from sklearn.utils import gen_batches
 
 from ._model.encoder import DropoutStreams
@@ -33,6 +33,7 @@ from ._model.head import LOSS_FUNCTIONS
 from ._model.sequences import map_batches
 from ._model.units import SparseRows
 from ._optimizers import AdamOptimizer
+from ._targets import validation_split
 from ._validation import batch_budget
 
 
@@ -466,76 +467,6 @@ def fit_adam(
         warn_if_diverged(history, optimizer.state["learning_rate_init"], stacklevel=5)
 
 
-def validation_split(data, fraction, rng, *, setting, classes=None):
-    """Training and validation rows of early stopping, as ``train_test_split``.
-
-    A ``fraction`` of the samples, stratified with at least one sample of each
-    class for classification.
-
-    Parameters
-    ----------
-    data : TrainingSet
-    fraction : float
-        ``validation_fraction``.
-    rng : numpy.random.RandomState
-    setting : bool or str
-        The estimator's ``early_stopping`` (True, or "auto" on), for messages.
-    classes : ndarray or None, default=None
-        The class labels of classification, for messages.
-
-    Raises
-    ------
-    ValueError
-        Naming ``early_stopping`` and ``validation_fraction`` when the split
-        cannot be made (``train_test_split`` names its own ``test_size``), or
-        when the training rows all weigh zero.
-    """
-    y, n_samples = data.y, len(data)
-    n_validation = math.ceil(fraction * n_samples)  # as train_test_split rounds
-    stratify, test_size = None, fraction
-    setting = f"early_stopping={setting!r}"
-    remedy = "pass more samples, lower validation_fraction or set early_stopping=False"
-    if data.task == "classification":
-        # stratified, with at least one validation sample per class
-        stratify = y
-        labels, counts = np.unique(y, return_counts=True)
-        single = classes[labels[counts < 2]]
-        if len(single):
-            raise ValueError(
-                f"{setting} holds out a validation split (validation_fraction="
-                f"{fraction}) stratified by class, which needs two "
-                f"samples of every class; the class(es) {single.tolist()} of y "
-                "have only one sample. Pass more samples of them or set "
-                "early_stopping=False."
-            )
-        test_size = n_validation = max(n_validation, len(classes))
-        n_train = n_samples - n_validation
-        if n_train < len(labels):
-            raise ValueError(
-                f"{setting} holds out {n_validation} of the {n_samples} "
-                f"samples (validation_fraction={fraction}, and at least one sample "
-                f"of each of the {len(classes)} classes), which leaves "
-                f"{max(n_train, 0)} to train on, fewer than the {len(labels)} "
-                f"classes of y: {remedy}."
-            )
-    elif n_samples - n_validation < 1:
-        raise ValueError(
-            f"{setting} holds out {n_validation} of the {n_samples} "
-            f"sample(s) (validation_fraction={fraction}), which leaves no sample "
-            f"to train on: {remedy}."
-        )
-    train, validation = train_test_split(
-        np.arange(n_samples), test_size=test_size, random_state=rng, stratify=stratify
-    )
-    if not data.sample_weight[train].sum() > 0:
-        raise ValueError(
-            f"{setting} held out every sample of non-zero sample_weight for "
-            f"validation (validation_fraction={fraction}): the training "
-            f"samples all weigh zero. Give weight to more samples, or {remedy}."
-        )
-    return train, validation
-
-
 def check_finite(params, loss, n_iter, *, optimizer=None, alpha=None):
     """Raise, as MLPClassifier does, when the loss or a weight is not finite.
 
@@ -597,6 +528,52 @@ def warn_if_diverged(history, learning_rate, *, stacklevel):
             ConvergenceWarning,
             stacklevel=stacklevel,
         )
+
+
+# pool_tokens: the head that reads the tokens' statistics is fitted, once the
+# model is trained, with the penalty of scikit-learn's LogisticRegression(C=1)
+# and Ridge(alpha=1) (user guide, "How the defaults were chosen").
+HEAD_ALPHA = 1.0
+HEAD_MAX_ITER = 1000
+
+
+def fit_linear_head(features, data):
+    """The linear head of fixed features: a logistic regression (classes) or a
+    ridge regression (targets) of penalty ``HEAD_ALPHA``, to convergence.
+
+    The penalty of scikit-learn's defaults, ``LogisticRegression(C=1)`` and
+    ``Ridge(alpha=1)``: ``HEAD_ALPHA`` times half the squared weights against
+    the summed losses, the sample weights scaled to a mean of 1 (their scale
+    does not matter, only their ratios).
+
+    Parameters
+    ----------
+    features : ndarray of shape (n_samples, n_features)
+        The model's pooled outputs of the training samples.
+    data : TrainingSet
+        Their targets and weights.
+
+    Returns
+    -------
+    coef : ndarray of shape (n_features, n_outputs)
+    intercept : ndarray of shape (n_outputs,)
+        The head, ``features @ coef + intercept``: the logits of every class
+        (for two, 0 and the log-odds of the second), or the standardised
+        targets.
+    """
+    weight = data.sample_weight / np.mean(data.sample_weight)
+    if data.task == "classification":
+        head = LogisticRegression(C=1 / HEAD_ALPHA, max_iter=HEAD_MAX_ITER)
+        head.fit(features, data.y, sample_weight=weight)
+        coef, intercept = head.coef_.T, head.intercept_
+        if coef.shape[1] == 1:  # two classes: the log-odds of the second
+            coef = np.hstack([np.zeros_like(coef), coef])
+            intercept = np.array([0.0, intercept[0]])
+        return coef, intercept
+    head = Ridge(alpha=HEAD_ALPHA).fit(features, data.y, sample_weight=weight)
+    n_outputs = data.y.shape[1]
+    coef = np.reshape(head.coef_, (n_outputs, -1)).T
+    return coef, np.reshape(head.intercept_, n_outputs)
 
 
 def fit_lbfgs(

@@ -184,6 +184,17 @@ class TokenIds(_TextTransformer):
         self.vocabulary_ = {word: index + 1 for index, word in enumerate(words)}
         return self
 
+    def build_analyzer(self):
+        """The callable that splits a text into the words ``transform`` reads
+        (before ``max_length``), as ``CountVectorizer.build_analyzer``.
+
+        Returns
+        -------
+        analyzer : callable
+            Text to list of str.
+        """
+        return _analyzer(self.tokenizer, self.lowercase)
+
     def transform(self, X):
         """The ids of each text's words.
 
@@ -198,7 +209,7 @@ class TokenIds(_TextTransformer):
             One array per text, at least one id each.
         """
         check_is_fitted(self)
-        analyzer = _analyzer(self.tokenizer, self.lowercase)
+        analyzer = self.build_analyzer()
         vocabulary = self.vocabulary_
         out = []
         for text in check_texts(X, "TokenIds"):

@@ -20,7 +20,10 @@ LAYERS = [
     ("infrastructure", {"_parallel"}),
     ("kernels", {"_kernels"}),
     ("model", {"_model"}),
-    ("estimator support", {"_validation", "_targets", "_optimizers", "_callbacks"}),
+    (
+        "estimator support",
+        {"_validation", "_input", "_resolve", "_targets", "_optimizers", "_callbacks"},
+    ),
     ("training", {"_training"}),
     ("integrations", {"_dask", "_docstrings", "datasets"}),
     ("random features", {"_random_features"}),

@@ -24,6 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._callbacks import CALLBACK_BASES, FitTasks
 from .._dask import blocked_outputs, is_dask_collection
+from .._input import CHANNELS_FIRST, CHANNELS_LAST, TABLE, check_input, input_format
 from .._model.model import ModelConfig, build_model
 from .._model.pooling import STATISTICS
 from .._model.sequences import (
@@ -37,17 +38,12 @@ from .._model.sequences import (
 )
 from .._parallel import single_threaded_blas
 from .._validation import (
-    CHANNELS_FIRST,
-    CHANNELS_LAST,
-    TABLE,
     Interval,
     StrOptions,
     _fit_context,
     batch_budget,
     check_finite_output,
-    check_input,
     check_sample_weight,
-    input_format,
 )
 from .configs import (
     THRESHOLDED,

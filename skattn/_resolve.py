@@ -1,0 +1,244 @@
+"""From the estimator's parameters and the data to the model's description.
+
+:func:`resolve_config` turns the parameters of an attention estimator (as
+``get_params`` gives them) and the checked training data into the
+:class:`~skattn._model.model.ModelConfig` that ``fit`` builds, every
+``"auto"`` resolved. :func:`fitted_structure` says, parameter by parameter,
+what a fitted model is; :func:`check_structure` refuses to continue training
+(``partial_fit``, a warm start) with a parameter that would change it. Plain
+functions of explicit values: nothing here reads or writes an estimator.
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import math
+
+import numpy as np
+
+from ._input import IDS, TABLE
+from ._model.model import ModelConfig
+from ._model.pooling import TOKEN_STATISTICS
+from ._model.sequences import SERIES_MAX_FEATURES, series_median_length, token_width
+from ._model.units import patch_count
+
+# head_dim=None: a model 64 wide, as the one-layer torch encoder of the
+# benchmark, whatever the width of the tokens (user guide, "How the defaults
+# were chosen").
+DEFAULT_D_MODEL = 64
+
+# patch_size="auto": series (tokens of at most SERIES_MAX_FEATURES features)
+# whose median length exceeds AUTO_PATCH_MIN_LENGTH are read in about
+# AUTO_PATCHES patches.
+AUTO_PATCHES = 32
+AUTO_PATCH_MIN_LENGTH = 64
+
+# The parameters whose "auto" (or None) resolves from the data or init:
+# continuing training, that value means the fitted one.
+RESOLVED = {
+    "head_dim": None,
+    "patch_size": "auto",
+    "vocabulary_size": "auto",
+    "pool_tokens": "auto",
+}
+
+
+def resolve_config(params, kind, sequences, lengths, user_weight, init, n_outputs):
+    """The model a fit builds, its ``"auto"`` values resolved.
+
+    Parameters
+    ----------
+    params : dict
+        The estimator's parameters.
+    kind : {"table", "sequences", "ids"}
+        How X was read (see ``skattn._input.input_format``).
+    sequences, lengths
+        The checked training sequences and their lengths.
+    user_weight : ndarray or None
+        The caller's sample weights (for the median length).
+    init : dict
+        The checked ``init`` arrays (``{}`` for "random").
+    n_outputs : int
+        Outputs of the training head; 0 for none.
+
+    Returns
+    -------
+    ModelConfig
+    """
+    vocabulary_size = _vocabulary_size(params["vocabulary_size"], kind, sequences)
+    patch_size = _patch_size(
+        params["patch_size"], kind, sequences, lengths, user_weight
+    )
+    n_features = token_width(sequences)
+    read_width = n_features * (patch_size or 1)  # of the model's tokens
+    n_heads = params["n_heads"]
+    d_model = n_heads * _head_dim(params["head_dim"], n_heads, init)
+    n_tokens = int(lengths.max())
+    token_scale_shape = None
+    if params["scale_tokens"] and kind != IDS:  # per feature, or per column
+        token_scale_shape = (n_tokens, n_features) if kind == TABLE else (n_features,)
+    n_positions = int(patch_count(n_tokens, patch_size)) if patch_size else n_tokens
+    return ModelConfig(
+        n_features=n_features,
+        n_heads=n_heads,
+        d_model=d_model,
+        n_layers=params["n_layers"],
+        ff_dim=params["ff_dim"],
+        activation=params["activation"],
+        layer_norm=params["layer_norm"],
+        residual=params["residual"],
+        causal=params["causal"],
+        positional_encoding=params["positional_encoding"],
+        pooling=params["pooling"],
+        n_positions=n_positions,
+        projects_input=kind != IDS and ("input" in init or read_width != d_model),
+        token_scale_shape=token_scale_shape,
+        patch_size=patch_size,
+        n_outputs=n_outputs,
+        vocabulary_size=vocabulary_size,
+        token_statistics=_token_statistics(params["pool_tokens"], kind, n_features),
+    )
+
+
+def _token_statistics(pool_tokens, kind, n_features):
+    """The statistics of the tokens after the pooled outputs: those of
+    ``pool_tokens`` (``"auto"``: for tokens of more than
+    ``SERIES_MAX_FEATURES`` features)."""
+    if pool_tokens == "auto":
+        pools = kind != IDS and n_features > SERIES_MAX_FEATURES
+    elif pool_tokens and kind == IDS:
+        raise ValueError(
+            "pool_tokens=True puts statistics of the token vectors beside the "
+            "model's outputs, and vocabulary_size reads each token as an "
+            "integer id: leave pool_tokens='auto' (off for ids) or False."
+        )
+    else:
+        pools = bool(pool_tokens)
+    return TOKEN_STATISTICS if pools else ()
+
+
+def _vocabulary_size(vocabulary_size, kind, sequences):
+    """The size of the embedding table: the parameter, ``"auto"`` the largest
+    id plus one; None for tokens that are vectors."""
+    if kind != IDS:
+        return None
+    largest = max(int(ids.max()) for ids in sequences)
+    if vocabulary_size == "auto":
+        return largest + 1
+    if largest >= vocabulary_size:
+        raise ValueError(
+            f"X holds the token id {largest}, but vocabulary_size="
+            f"{vocabulary_size} reads ids from 0 to {vocabulary_size - 1}: pass "
+            "a larger vocabulary_size, or 'auto' (the largest id of fit plus one)."
+        )
+    return vocabulary_size
+
+
+def _head_dim(head_dim, n_heads, init):
+    """Head width: the parameter, else the width ``init`` implies, else the rule."""
+    if head_dim is not None:
+        return head_dim
+    first_layer = init.get("layers", [init])[0]
+    place = "init['layers'][0]" if "layers" in init else "init"
+    named = [
+        (first_layer, key, f"{place}[{key!r}]")
+        for key in ("query", "key", "value", "output")
+    ]
+    named += [(init, key, f"init[{key!r}]") for key in ("input", "embeddings")]
+    for source, key, label in named:
+        if key in source:
+            width = source[key].shape[-1]
+            if width % n_heads:
+                raise ValueError(
+                    f"{label} has {width} columns, which n_heads={n_heads} does "
+                    "not divide; its width sets the model width n_heads * head_dim."
+                )
+            return width // n_heads
+    return math.ceil(DEFAULT_D_MODEL / n_heads)
+
+
+def _patch_size(patch_size, kind, sequences, lengths, sample_weight):
+    """Tokens per patch: the parameter, or the "auto" rule (from the median
+    length, weighted); None for none."""
+    if kind == IDS:
+        if patch_size not in ("auto", None):
+            raise ValueError(
+                f"patch_size={patch_size} reads token vectors side by side, and "
+                "vocabulary_size reads each token as an id: leave "
+                "patch_size='auto' (no patches for ids) or None."
+            )
+        return None
+    if patch_size != "auto":
+        return patch_size
+    median = None
+    if kind != TABLE:
+        median = series_median_length(sequences, lengths, sample_weight)
+    if median is None or median <= AUTO_PATCH_MIN_LENGTH:
+        return None
+    return math.ceil(median / AUTO_PATCHES)
+
+
+def fitted_structure(config, input_format):
+    """The parameters that fix a fitted model, with the values it has (what
+    ``"auto"`` and None resolved to)."""
+    structure = {
+        "n_heads": config.n_heads,
+        "head_dim": config.d_model // config.n_heads,
+        "n_layers": config.n_layers,
+        "ff_dim": config.ff_dim,
+        "activation": config.activation,
+        "layer_norm": config.layer_norm,
+        "residual": config.residual,
+        "causal": config.causal,
+        "positional_encoding": config.positional_encoding,
+        "pooling": config.pooling,
+        "vocabulary_size": config.vocabulary_size,
+        "patch_size": config.patch_size,
+        "features_per_token": input_format["features_per_token"],
+        "data_format": input_format["data_format"],
+        "pool_tokens": bool(config.token_statistics),
+    }
+    if config.vocabulary_size is None:  # ids are not standardised
+        structure["scale_tokens"] = config.token_scale_shape is not None
+    return structure
+
+
+def check_structure(params, structure, incremental):
+    """Refuse to continue training a model whose structure a parameter changed.
+
+    A parameter continues the fitted model when it has the fitted value, or is
+    the ``"auto"`` (or None) that resolved to it.
+
+    Raises
+    ------
+    ValueError
+        Naming the first parameter that differs from the fitted model, both
+        values, and the remedies.
+    """
+    for name, fitted in structure.items():
+        value = params[name]
+        if name in RESOLVED and _is_value(value, RESOLVED[name]):
+            continue
+        if _is_value(value, fitted):
+            continue
+        call = "partial_fit" if incremental else "fit with warm_start=True"
+        raise ValueError(
+            f"Cannot continue training ({call}) with {name}={value!r}: the "
+            f"model was fitted with {name}={fitted!r}, which fixes its "
+            "structure. Call fit with warm_start=False to fit a new model, "
+            f"or set it back with set_params({name}={fitted!r})."
+        )
+
+
+def _is_value(value, expected):
+    """Whether a parameter's ``value`` is ``expected``: equal and of the same
+    kind (None, a bool, a string or a number: True is not 1 here)."""
+    return _kind(value) == _kind(expected) and value == expected
+
+
+def _kind(value):
+    if value is None:
+        return "none"
+    if isinstance(value, (bool, np.bool_)):
+        return "bool"
+    return "str" if isinstance(value, str) else "number"
