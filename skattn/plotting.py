@@ -13,6 +13,8 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from ._input import IDS, input_format
+
 __all__ = ["AttentionDisplay"]
 
 # A token of a table of at most this many tokens, or a patch, gets a tick each;
@@ -267,7 +269,9 @@ class AttentionDisplay:
             per column of a table (or, as they are, one per token the model
             sees). None: the positions of a sequence's tokens (``0``, ``1``,
             ...), or the column names of a table (a DataFrame's columns, else
-            ``x0``, ``x1``, ...). A token that holds several of them (a token of
+            ``x0``, ``x1``, ...), or the words of a text read by a
+            transformer of :mod:`skattn.text` just before the estimator in a
+            Pipeline. A token that holds several of them (a token of
             ``features_per_token`` columns, a patch of a series) is labelled by
             their range, ``"first-last"``; the class token of ``pooling="cls"``
             (the last token) is ``"[CLS]"``.
@@ -324,8 +328,11 @@ class AttentionDisplay:
         >>> plt.close("all")
         """
         _check_matplotlib("AttentionDisplay.from_estimator")
-        estimator, X = _attention_step(estimator, X)
-        x_sample, n_units, is_table = _select_sample(X, sample)
+        estimator, X, words = _attention_step(estimator, X)
+        ids = input_format(estimator)["kind"] == IDS
+        x_sample, n_units, is_table = _select_sample(X, sample, ids=ids)
+        if token_labels is None and words is not None:
+            token_labels = words(_check_sample(sample, len(X)))
         weights = estimator.attention_weights(x_sample, layer=layer)[0]
         n_heads = weights.shape[0]
         if head is not None:
@@ -449,16 +456,21 @@ def _check_head(head, n_heads):
 
 
 def _attention_step(estimator, X):
-    """The fitted estimator with ``attention_weights``, and X as it reads it.
+    """The fitted estimator with ``attention_weights``, X as it reads it, and
+    the tokens' words.
 
     For a Pipeline: its last step with ``attention_weights`` and ``X``
-    transformed by the steps before it; else ``estimator`` and ``X``.
+    transformed by the steps before it; else ``estimator`` and ``X``. The
+    words: a function of a sample's index that gives the words of its
+    tokens, when the step just before is a transformer of texts (one with
+    ``tokens``, as those of :mod:`skattn.text`); else None.
 
     Raises
     ------
     TypeError
         For an estimator (or pipeline) without attention weights.
     """
+    words = None
     if hasattr(estimator, "steps"):  # a Pipeline
         check_is_fitted(estimator)
         with_attention = [
@@ -469,7 +481,9 @@ def _attention_step(estimator, X):
         if with_attention:
             index = with_attention[-1]
             if index:
-                X = estimator[:index].transform(X)
+                texts = estimator[: index - 1].transform(X) if index > 1 else X
+                X = estimator.steps[index - 1][1].transform(texts)
+                words = _words_of(estimator.steps[index - 1][1], texts)
             estimator = estimator.steps[index][1]
     if not callable(getattr(estimator, "attention_weights", None)):
         name = type(estimator).__name__
@@ -488,11 +502,22 @@ def _attention_step(estimator, X):
             f"Pipeline with one; got {name}.{hint}"
         )
     check_is_fitted(estimator)
-    return estimator, X
+    return estimator, X, words
 
 
-def _select_sample(X, sample):
+def _words_of(step, texts):
+    """The words of sample ``i``'s tokens, as ``step.tokens`` gives them, or
+    None for a step that has no ``tokens``."""
+    if not callable(getattr(step, "tokens", None)):
+        return None
+    return lambda index: step.tokens([list(texts)[index]])[0]
+
+
+def _select_sample(X, sample, *, ids=False):
     """X's sample ``sample`` alone, as input of the same kind.
+
+    ``ids``: X holds token ids (``vocabulary_size``), a 2D array or a list of
+    1-D arrays of one id per token.
 
     Returns
     -------
@@ -514,7 +539,7 @@ def _select_sample(X, sample):
                 "a 3D array of sequences or a list of 2D sequences."
             )
         index = _check_sample(sample, len(X))
-        return X[index : index + 1], X.shape[1], X.ndim == 2
+        return X[index : index + 1], X.shape[1], X.ndim == 2 and not ids
     if not hasattr(X, "__len__") or not hasattr(X, "__getitem__"):
         raise TypeError(
             "X must be a table, a 3D array or a list of sequences, got "
@@ -526,8 +551,8 @@ def _select_sample(X, sample):
         row = row.to_numpy()
     x_sample = [row]
     shape = np.shape(row)
-    if len(shape) == 1:  # a table given as a list of rows
-        return x_sample, shape[0], True
+    if len(shape) == 1:  # a table given as a list of rows, or token ids
+        return x_sample, shape[0], not ids
     return x_sample, shape[0], False
 
 

@@ -143,6 +143,32 @@ def test_layer(sequences):
     )
 
 
+def test_text_pipelines_label_the_tokens_with_their_words():
+    from sklearn.pipeline import make_pipeline
+
+    from skattn import AttentionClassifier
+    from skattn.text import StaticTokenEmbeddings, TokenIds
+
+    texts = ["a good film", "not a good film", "bad", "not bad at all", "?"] * 2
+    y = [1, 0, 0, 1, 0] * 2
+    ids = AttentionClassifier(vocabulary_size="auto", max_iter=2, random_state=0)
+    model = make_pipeline(TokenIds(), ids).fit(texts, y)
+    display = AttentionDisplay.from_estimator(model, texts, sample=1, head=0)
+    assert display.weights.shape == (4, 3, 3)
+    assert tick_texts(display.ax_.get_yticklabels()) == ["not", "good", "film"]
+    last = AttentionDisplay.from_estimator(model, texts, sample=-1, head=0)
+    assert last.token_labels == ["[UNK]"]
+    # token ids without a pipeline are sequences, labelled by position
+    token_ids = model[0].transform(texts)
+    alone = AttentionDisplay.from_estimator(model[-1], token_ids, sample=3)
+    assert alone.token_labels == ["0", "1", "2", "3"]
+    vectors = {"good": np.ones(3), "film": np.zeros(3), "bad": -np.ones(3)}
+    static = AttentionClassifier(max_iter=2, random_state=0)
+    model = make_pipeline(StaticTokenEmbeddings(vectors), static).fit(texts, y)
+    shown = AttentionDisplay.from_estimator(model, texts, sample=1, head=0)
+    assert shown.token_labels == ["good", "film"]
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [

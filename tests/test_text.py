@@ -87,6 +87,38 @@ def test_text_transformers_read_strings_only(transformer):
         transformer.fit_transform(["a text", 3])
 
 
+@pytest.mark.parametrize(
+    "transformer", [TokenIds(), StaticTokenEmbeddings({"film": np.ones(2)})]
+)
+def test_text_transformers_refuse_a_table_of_texts(transformer):
+    pd = pytest.importorskip("pandas")
+    for X in (pd.DataFrame({"text": TEXTS}), np.array(TEXTS)[:, None]):
+        with pytest.raises(ValueError, match=r"1-D collection.*shape \(4, 1\)"):
+            transformer.fit_transform(X)
+    out = transformer.fit_transform(pd.Series(TEXTS))  # a column is a collection
+    assert len(out) == len(TEXTS)
+
+
+def test_tokens_name_what_each_token_stands_for():
+    ids = TokenIds(min_df=2, max_length=3).fit(TEXTS)
+    texts = ["The plot was good, very good", "?"]
+    assert ids.tokens(texts) == [["the", "plot", "was"], ["[UNK]"]]
+    assert [x.tolist() for x in ids.transform(texts)] == [[3, 0, 4], [0]]
+    vectors = {"good": np.ones(2), "plot": np.zeros(2)}
+    static = StaticTokenEmbeddings(vectors).fit()
+    assert static.tokens(texts) == [["plot", "good", "good"], ["[UNK]"]]
+    assert [len(x) for x in static.transform(texts)] == [3, 1]
+    # a word spelt as the marker is a word: its id, its vector
+    marker = TokenIds(tokenizer=str.split, lowercase=False).fit(["[UNK] a"])
+    assert [x.tolist() for x in marker.transform(["[UNK]", ""])] == [[1], [0]]
+    marked = StaticTokenEmbeddings(
+        {"[UNK]": np.ones(2)}, tokenizer=str.split, lowercase=False
+    )
+    out = marked.fit().transform(["[UNK]", ""])
+    assert_array_equal(out[0], [[1, 1]])
+    assert_array_equal(out[1], [[0, 0]])
+
+
 def test_ids_model_learns_the_word_order_that_tfidf_cannot():
     texts, y = order_texts()
     X_train, X_test, y_train, y_test = train_test_split(texts, y, random_state=0)
@@ -320,9 +352,14 @@ def test_token_embeddings_equal_the_encoders_token_states(model_path):
             assert states.dtype == np.float32
             assert_allclose(states, reference.numpy(), rtol=1e-5, atol=1e-6)
     assert embed.n_features_out_ == 384
+    words = embed.tokens(texts)  # one word piece per token state
+    assert words[0] == ["[CLS]", "a", "good", "film", "[SEP]"]
+    assert [len(w) for w in words] == [len(o) for o in out]
     # max_length cuts the word pieces, and the given encoder is left as it was
     cut = TokenEmbeddings(encoder, max_length=4, cache=False).fit().transform(texts)
     assert [o.shape[0] for o in cut] == [4, 4, 4]
+    cutter = TokenEmbeddings(encoder, max_length=4).fit()
+    assert cutter.tokens(texts[:1]) == [["[CLS]", "a", "good", "[SEP]"]]
     assert encoder.max_seq_length == 256
 
 

@@ -1,0 +1,331 @@
+"""Texts to the token states of a pretrained sentence-transformers encoder."""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import contextlib
+import os
+import threading
+import uuid
+import weakref
+from collections import OrderedDict, namedtuple
+from numbers import Integral
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from .._validation import Interval, _fit_context
+from ._words import _TextTransformer, check_texts
+
+# The token states TokenEmbeddings computed, by model, length and text: a
+# grid search re-embeds no text its folds and candidates share. At most
+# CACHE_BYTES in all; the texts used least recently go first.
+CACHE_BYTES = 2**30
+
+
+CacheInfo = namedtuple("CacheInfo", "hits misses n_texts n_bytes max_bytes")
+
+
+class _TokenStateCache:
+    """A process-wide cache of token states, bounded in bytes (LRU)."""
+
+    def __init__(self, max_bytes):
+        self.max_bytes = max_bytes
+        self._entries = OrderedDict()  # (namespace, text) -> array
+        self._n_bytes = 0
+        self.hits = self.misses = 0
+        self._lock = threading.Lock()
+        self._object_keys = weakref.WeakKeyDictionary()  # model object -> key
+
+    def namespace(self, model, max_length):
+        """The key of a model (its name or path, or the object) and length."""
+        if isinstance(model, (str, os.PathLike)):
+            return ("path", os.fspath(model), max_length)
+        with self._lock:
+            key = self._object_keys.setdefault(model, uuid.uuid4().hex)
+        return ("object", key, max_length)
+
+    def get(self, namespace, text):
+        with self._lock:
+            value = self._entries.get((namespace, text))
+            if value is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+                self._entries.move_to_end((namespace, text))
+            return value
+
+    def put(self, namespace, text, value):
+        if value.nbytes > self.max_bytes:
+            return
+        with self._lock:
+            key = (namespace, text)
+            if key in self._entries:
+                return
+            self._entries[key] = value
+            self._n_bytes += value.nbytes
+            while self._n_bytes > self.max_bytes:
+                _, old = self._entries.popitem(last=False)
+                self._n_bytes -= old.nbytes
+
+    def clear(self):
+        with self._lock:
+            self._entries.clear()
+            self._n_bytes = 0
+            self.hits = self.misses = 0
+
+    def info(self):
+        with self._lock:
+            return CacheInfo(
+                self.hits, self.misses, len(self._entries), self._n_bytes,
+                self.max_bytes,
+            )  # fmt: skip
+
+
+_CACHE = _TokenStateCache(CACHE_BYTES)
+
+# Texts encoded at once by TokenEmbeddings: the model's token states are
+# turned into numpy arrays a chunk at a time.
+ENCODE_CHUNK = 1024
+
+
+class TokenEmbeddings(_TextTransformer):
+    """Texts to the token states of a pretrained sentence-transformers encoder.
+
+    Each text becomes the ``(n_tokens_i, D)`` float32 array of its word
+    pieces' last-layer states, as ``SentenceTransformer.encode(texts,
+    output_value="token_embeddings")`` returns them (with the encoder's
+    special tokens, such as ``[CLS]`` first and ``[SEP]`` last). Needs the
+    optional ``[text]`` extra (``pip install "skattn[text]"``).
+
+    Nothing is loaded when the transformer is made (so ``clone``, a grid
+    search's copies and ``get_params`` never load a model): ``fit`` loads it,
+    and a pickle of a transformer whose ``model`` is a name or a path holds
+    that name, not the weights (it loads them again when it next transforms).
+
+    Parameters
+    ----------
+    model : str, path or SentenceTransformer
+        The encoder: a model name of the Hugging Face hub, a local directory
+        (read offline), or a loaded ``SentenceTransformer`` (never modified).
+
+    max_length : int or None, default=None
+        Word pieces read per text at most (longer texts are cut); None: the
+        model's ``max_seq_length``.
+
+    batch_size : int, default=32
+        Texts the encoder reads at once: the memory of the encoding.
+
+    cache : bool, default=True
+        Keep the token states computed in this process (at most 1 GiB, the
+        least recently used first out), by model name or path (or model
+        object), ``max_length`` and text, so that the folds and candidates of a
+        grid search embed each text once (see :meth:`cache_info`). A model
+        object is copied with each clone of the transformer (scikit-learn
+        clones deep-copy such parameters): give a name or a path to share the
+        cache across clones.
+
+    device : str or None, default=None
+        Where the encoder runs (``"cpu"``, ``"cuda"``); None: the
+        sentence-transformers default.
+
+    verbose : bool, default=False
+        Show the encoder's progress bar.
+
+    Attributes
+    ----------
+    n_features_out_ : int
+        Width of a token state.
+
+    See Also
+    --------
+    TokenIds : Integer ids, for a learned embedding table.
+    StaticTokenEmbeddings : Word vectors looked up in a table.
+
+    Examples
+    --------
+    >>> from skattn.text import TokenEmbeddings
+    >>> embed = TokenEmbeddings("sentence-transformers/all-MiniLM-L6-v2")
+    >>> embed.get_params()["max_length"] is None  # nothing loaded yet
+    True
+    """
+
+    _parameter_constraints: dict = {
+        "model": "no_validation",
+        "max_length": [Interval(Integral, 1, None, closed="left"), None],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "cache": ["boolean"],
+        "device": [str, None],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self, model, *, max_length=None, batch_size=32, cache=True, device=None,
+        verbose=False,
+    ):  # fmt: skip
+        self.model = model
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.cache = cache
+        self.device = device
+        self.verbose = verbose
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X=None, y=None):
+        """Load the encoder (the texts are not needed).
+
+        Parameters
+        ----------
+        X : list or array of str, default=None
+            Texts; only checked.
+
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : TokenEmbeddings
+        """
+        if X is not None:
+            check_texts(X, "TokenEmbeddings")
+        self.model_ = _load(self.model, self.device)
+        dimension = getattr(self.model_, "get_embedding_dimension", None)
+        if dimension is None:  # sentence-transformers before 6
+            dimension = self.model_.get_sentence_embedding_dimension
+        self.n_features_out_ = dimension()
+        return self
+
+    def transform(self, X):
+        """The token states of each text.
+
+        Parameters
+        ----------
+        X : list or array of str
+            Texts.
+
+        Returns
+        -------
+        tokens : list of ndarray of shape (n_tokens_i, ``n_features_out_``)
+            float32 token states, one array per text.
+        """
+        check_is_fitted(self, "n_features_out_")
+        texts = check_texts(X, "TokenEmbeddings")
+        model = self._loaded_model()
+        namespace = _CACHE.namespace(self.model, self.max_length)
+        out = [_CACHE.get(namespace, text) if self.cache else None for text in texts]
+        missing = [t for t, o in zip(texts, out, strict=True) if o is None]
+        missing = list(dict.fromkeys(missing))  # each text once, in order
+        encoded = {}
+        for start in range(0, len(missing), ENCODE_CHUNK):
+            chunk = missing[start : start + ENCODE_CHUNK]
+            for text, states in zip(chunk, self._encode(model, chunk), strict=True):
+                encoded[text] = states
+                if self.cache:
+                    _CACHE.put(namespace, text, states)
+        return [
+            (encoded[text] if states is None else states).copy()
+            for text, states in zip(texts, out, strict=True)
+        ]
+
+    def tokens(self, X):
+        """The word pieces each token state of ``transform`` stands for.
+
+        Parameters
+        ----------
+        X : list or array of str
+            Texts.
+
+        Returns
+        -------
+        tokens : list of list of str
+            The encoder tokenizer's pieces of each text, its special tokens
+            included (such as ``"[CLS]"`` first and ``"[SEP]"`` last), cut at
+            ``max_length`` as ``transform`` cuts them.
+        """
+        check_is_fitted(self, "n_features_out_")
+        texts = check_texts(X, "TokenEmbeddings")
+        model = self._loaded_model()
+        with self._max_length(model):
+            features = model.tokenize(texts)
+        ids, mask = features["input_ids"], features["attention_mask"]
+        tokenizer = model.tokenizer
+        return [
+            tokenizer.convert_ids_to_tokens(row[row_mask.bool()].tolist())
+            for row, row_mask in zip(ids, mask, strict=True)
+        ]
+
+    @staticmethod
+    def cache_info():
+        """The cache of token states of this process, as ``functools.lru_cache``
+        reports its own.
+
+        Returns
+        -------
+        info : CacheInfo
+            ``hits`` and ``misses`` (texts found and encoded since the last
+            :meth:`cache_clear`), ``n_texts`` and ``n_bytes`` held, and
+            ``max_bytes``.
+        """
+        return _CACHE.info()
+
+    @staticmethod
+    def cache_clear():
+        """Empty the cache of token states of this process (see ``cache``)."""
+        _CACHE.clear()
+
+    def _encode(self, model, texts):
+        """The encoder's token states of ``texts``, as float32 arrays."""
+        with self._max_length(model):
+            states = model.encode(
+                texts,
+                output_value="token_embeddings",
+                batch_size=self.batch_size,
+                show_progress_bar=bool(self.verbose),
+                convert_to_numpy=False,
+            )
+        return [np.asarray(s.detach().cpu().numpy(), dtype=np.float32) for s in states]
+
+    @contextlib.contextmanager
+    def _max_length(self, model):
+        """The model reading at most ``max_length`` word pieces, then as found."""
+        saved = model.max_seq_length
+        if self.max_length is not None:
+            model.max_seq_length = self.max_length
+        try:
+            yield
+        finally:
+            model.max_seq_length = saved
+
+    def _loaded_model(self):
+        """The fitted encoder, loaded again after unpickling if needed."""
+        model = self.__dict__.get("model_")
+        if model is None:
+            model = self.model_ = _load(self.model, self.device)
+        return model
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        if isinstance(self.model, (str, os.PathLike)):
+            state = {**state, "model_": None}  # the name or path, not the weights
+        return state
+
+
+def _load(model, device):
+    """A SentenceTransformer from a name, a path or itself."""
+    if not isinstance(model, (str, os.PathLike)):
+        if not callable(getattr(model, "encode", None)):
+            raise TypeError(
+                "model must be a sentence-transformers model name, a path to one, "
+                f"or a SentenceTransformer; got {type(model).__name__}."
+            )
+        return model
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as error:
+        raise ImportError(
+            "TokenEmbeddings needs sentence-transformers, the optional [text] "
+            'extra of skattn: pip install "skattn[text]".'
+        ) from error
+    path = os.fspath(model)
+    local = os.path.isdir(path)
+    return SentenceTransformer(path, device=device, local_files_only=local)
