@@ -396,6 +396,15 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         model = build_model(config)
         flat, _ = model.flat_init(init)
         params = model.init_params(self._random_state, compute_dtype(sequences), flat)
+        if (
+            config.token_statistics
+            and "head_coef" in params
+            and "head_coef" not in flat
+        ):
+            # the statistics' rows of the head wait at zero until fit fits
+            # them: the model without them is the one that trains
+            pooled = build_model(config.replace(token_statistics=())).head.n_features
+            params["head_coef"][pooled:] = 0
         if config.token_scale_shape is not None:
             weight = user_weight if train is None else train.sample_weight
             params["token_mean"], params["token_scale"] = token_moments(
@@ -440,25 +449,42 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
             print(f"[{name}] {'-' * len(header)}")
         # one BLAS thread: on the small matrix products of a minibatch, two
         # threads ran many times slower on a busy 2-core machine
-        with single_threaded_blas():
-            if self.solver == "lbfgs":
-                fit_lbfgs(
-                    model,
-                    params,
-                    train,
-                    max_iter=self.max_iter,
-                    tol=self.tol,
-                    alpha=self.alpha,
-                    history=history,
-                    tasks=tasks,
-                    verbose=self.verbose,
-                    name=name,
+        try:
+            with single_threaded_blas():
+                self._solve(
+                    model, params, train, validation, incremental, history, tasks
                 )
-            else:
-                settings = self._adam_settings(incremental)
-                state = self._optimizer_state if incremental else None
-                optimizer = new_optimizer(params, model, settings, state)
-                self._optimizer_state = optimizer.state
+        finally:  # trained, or as far as an interrupted fit went (one epoch's state)
+            trained = self._trained_params(params, model, input_dtype)
+            self._store_params(self._with_full_head(trained), self._full_model())
+            history.write(self)
+        if self.verbose:
+            print(f"[{name}] Training took {time.time() - start:.2f}s.")
+        if config.token_statistics and not incremental:
+            self._fit_head(fitted_train)
+
+    def _solve(self, model, params, train, validation, incremental, history, tasks):
+        """Run the solver on ``params`` and ``history`` (in place)."""
+        name = type(self).__name__
+        if self.solver == "lbfgs":
+            fit_lbfgs(
+                model,
+                params,
+                train,
+                max_iter=self.max_iter,
+                tol=self.tol,
+                alpha=self.alpha,
+                history=history,
+                tasks=tasks,
+                verbose=self.verbose,
+                name=name,
+            )
+        else:
+            settings = self._adam_settings(incremental)
+            state = self._optimizer_state if incremental else None
+            optimizer = new_optimizer(params, model, settings, state)
+            n_iter = history.n_iter
+            try:
                 fit_adam(
                     model,
                     params,
@@ -471,13 +497,9 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
                     validation=validation,
                     classes=getattr(self, "classes_", None),
                 )
-        if self.verbose:
-            print(f"[{name}] Training took {time.time() - start:.2f}s.")
-        trained = self._with_full_head(self._trained_params(params, model, input_dtype))
-        self._store_params(trained, self._full_model())
-        history.write(self)
-        if config.token_statistics and not incremental:
-            self._fit_head(fitted_train)
+            finally:  # interrupted before its first epoch ended: as it was
+                if history.n_iter > n_iter:
+                    self._optimizer_state = optimizer.state
 
     def _full_model(self):
         return build_model(self._config())

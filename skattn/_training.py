@@ -103,6 +103,11 @@ class History:
             validation_loss_curve=_copy_list(self.validation_loss_curve),
         )
 
+    def assign(self, other):
+        """Make this history a copy of ``other`` (in place)."""
+        for field in dataclasses.fields(self):
+            setattr(self, field.name, getattr(other.copy(), field.name))
+
     def start_validation(self):
         """Record validation scores from now on (early stopping is on)."""
         if self.validation_scores is None:
@@ -335,6 +340,42 @@ def validation_metrics(model, params, data, rows):
     return score, loss
 
 
+class _Moment:
+    """The training at the end of an epoch: the parameters, Adam's state, the
+    history and the best epoch's parameters so far, copied.
+
+    An interrupted fit (a callback that raises, ``KeyboardInterrupt``) goes
+    back to the last of these, so that weights, history and optimizer always
+    describe the same epoch.
+    """
+
+    def __init__(self, params, optimizer, history, best_params):
+        self.take(params, optimizer, history, best_params)
+
+    def take(self, params, optimizer, history, best_params):
+        """Copy the training as it is now."""
+        self.params = {name: value.copy() for name, value in params.items()}
+        state = optimizer.state
+        self.t = state["t"]
+        self.ms = {name: m.copy() for name, m in state["ms"].items()}
+        self.vs = {name: v.copy() for name, v in state["vs"].items()}
+        self.history = history.copy()
+        self.best_params = best_params
+
+    def restore(self, params, optimizer, history):
+        """Put this moment back into ``params``, ``optimizer`` and ``history``
+        (in place), with the best epoch's parameters as a stopped fit keeps
+        them; returns nothing."""
+        for name, value in (self.best_params or self.params).items():
+            params[name][...] = value
+        state = optimizer.state
+        state["t"] = self.t
+        for name in state["ms"]:
+            state["ms"][name][...] = self.ms[name]
+            state["vs"][name][...] = self.vs[name]
+        history.assign(self.history)
+
+
 def fit_adam(
     model,
     params,
@@ -350,7 +391,12 @@ def fit_adam(
 ):
     """Adam on shuffled minibatches, with early stopping (like MLP's).
 
-    A minibatch whose samples all weigh zero holds no sample: it takes no step.
+    With early stopping the best epoch's weights are kept; a warm start's
+    weights count as its first candidate, scored on this fit's validation
+    set. Interrupted (by an exception, ``KeyboardInterrupt`` included), the
+    training goes back to the end of its last epoch, as a fit stopped there
+    would leave it, and the exception goes on: ``params``, ``optimizer`` and
+    ``history`` always describe the same epoch.
 
     Parameters
     ----------
@@ -402,69 +448,99 @@ def fit_adam(
     else:
         batch_size = min(settings.batch_size, n_train)
     best_params = None
-    start = time.time()
-    for _ in range(settings.max_iter):
-        epoch = tasks.begin("epoch")
-        if settings.shuffle:
-            train = rng.permutation(train)
-        epoch_loss = 0.0
-        for batch in gen_batches(n_train, batch_size):
-            rows = train[batch]
-            if not data.sample_weight[rows].sum() > 0:
-                continue  # no sample, no step: its mean loss is 0 / 0
-            dropout = None
-            if settings.dropout:  # one seed per step, drawn only when dropping
-                seed = int(rng.randint(np.iinfo(np.int64).max))
-                dropout = (settings.dropout, seed)
-            loss, grads = loss_gradients(model, params, data, rows, dropout=dropout)
-            optimizer.update_params(params, grads)
-            epoch_loss += loss * float(data.sample_weight[rows].sum())
-        loss = epoch_loss / float(data.sample_weight[train].sum())
-        check_finite(
-            params, loss, history.n_iter + 1, optimizer=optimizer, alpha=settings.alpha
+    if validation_rows is not None and math.isfinite(history.best_validation_score):
+        # a warm start: the weights it starts from are the best so far, on
+        # this fit's validation set, until an epoch beats them
+        best_params = {k: v.copy() for k, v in params.items()}
+        history.best_validation_score, _ = validation_metrics(
+            model, params, validation, validation_rows
         )
-        score = validation_loss = None
-        if validation_rows is not None:
-            score, validation_loss = validation_metrics(
-                model, params, validation, validation_rows
+    moment = _Moment(params, optimizer, history, best_params)
+    start = time.time()
+    try:
+        n_iter = 0  # epochs of this fit
+        for _ in range(settings.max_iter):
+            epoch = tasks.begin("epoch")
+            if settings.shuffle:
+                train = rng.permutation(train)
+            loss = adam_epoch(
+                model, params, data, train, batch_size, optimizer, rng, settings.dropout
             )
-        if history.end_epoch(loss, n_train, settings.tol, score, validation_loss):
-            best_params = {k: v.copy() for k, v in params.items()}
-        stop = tasks.end(epoch, params, train_rows)
-        if validation_rows is not None:
-            stop |= tasks.validate(params, held_out)
-        if settings.verbose:
-            print_iteration(settings.name, history.n_iter, loss, start, score)
-        if settings.incremental:
-            break
-        if stop:
-            if settings.verbose:
-                print(f"[{settings.name}] A callback asked to stop. Stopping.")
-            break
-        if history.no_improvement_count > settings.patience:
-            if settings.verbose:
-                criterion = (
-                    "Validation score"
-                    if validation_rows is not None
-                    else "Training loss"
-                )
-                print(
-                    f"[{settings.name}] {criterion} did not improve more "
-                    f"than tol={settings.tol} for {settings.patience} "
-                    "consecutive epochs. Stopping."
-                )
-            break
-        if history.n_iter == settings.max_iter:
-            warnings.warn(
-                f"Stochastic optimizer: maximum iterations ({settings.max_iter}) "
-                "reached and the optimization hasn't converged yet.",
-                ConvergenceWarning,
-                stacklevel=4,
+            check_finite(
+                params,
+                loss,
+                history.n_iter + 1,
+                optimizer=optimizer,
+                alpha=settings.alpha,
             )
+            score = validation_loss = None
+            if validation_rows is not None:
+                score, validation_loss = validation_metrics(
+                    model, params, validation, validation_rows
+                )
+            if history.end_epoch(loss, n_train, settings.tol, score, validation_loss):
+                best_params = {k: v.copy() for k, v in params.items()}
+            n_iter += 1
+            moment.take(params, optimizer, history, best_params)
+            stop = tasks.end(epoch, params, train_rows)
+            if validation_rows is not None:
+                stop |= tasks.validate(params, held_out)
+            if settings.verbose:
+                print_iteration(settings.name, history.n_iter, loss, start, score)
+            if settings.incremental:
+                break
+            if stop:
+                if settings.verbose:
+                    print(f"[{settings.name}] A callback asked to stop. Stopping.")
+                break
+            if history.no_improvement_count > settings.patience:
+                if settings.verbose:
+                    criterion = (
+                        "Validation score"
+                        if validation_rows is not None
+                        else "Training loss"
+                    )
+                    print(
+                        f"[{settings.name}] {criterion} did not improve more "
+                        f"than tol={settings.tol} for {settings.patience} "
+                        "consecutive epochs. Stopping."
+                    )
+                break
+            if n_iter == settings.max_iter:
+                warnings.warn(
+                    f"Stochastic optimizer: maximum iterations ({settings.max_iter}) "
+                    "reached and the optimization hasn't converged yet.",
+                    ConvergenceWarning,
+                    stacklevel=5,
+                )
+    except BaseException:  # back to the end of the last epoch, then raise
+        moment.restore(params, optimizer, history)
+        raise
     if best_params is not None:
         params.update(best_params)
     if not settings.incremental:
-        warn_if_diverged(history, optimizer.state["learning_rate_init"], stacklevel=5)
+        warn_if_diverged(history, optimizer.state["learning_rate_init"], stacklevel=6)
+
+
+def adam_epoch(model, params, data, train, batch_size, optimizer, rng, dropout):
+    """One pass of Adam over the samples ``train``, in their order, in
+    minibatches of ``batch_size``; returns the epoch's mean loss.
+
+    A minibatch whose samples all weigh zero holds no sample: it takes no
+    step. With ``dropout``, each step draws its seed from ``rng``.
+    """
+    epoch_loss = 0.0
+    for batch in gen_batches(len(train), batch_size):
+        rows = train[batch]
+        if not data.sample_weight[rows].sum() > 0:
+            continue  # no sample, no step: its mean loss is 0 / 0
+        step_dropout = None
+        if dropout:  # one seed per step, drawn only when dropping
+            step_dropout = (dropout, int(rng.randint(np.iinfo(np.int64).max)))
+        loss, grads = loss_gradients(model, params, data, rows, dropout=step_dropout)
+        optimizer.update_params(params, grads)
+        epoch_loss += loss * float(data.sample_weight[rows].sum())
+    return epoch_loss / float(data.sample_weight[train].sum())
 
 
 def check_finite(params, loss, n_iter, *, optimizer=None, alpha=None):
@@ -614,9 +690,12 @@ def fit_lbfgs(
     first_iteration = history.n_iter  # n_iter counts this fit's only at its end
     n_losses = len(history.loss_curve)
     task, stopped = tasks.begin("iteration"), False
+    last = None  # the last iteration's weights and loss
 
     def callback(intermediate_result):
-        nonlocal task, stopped
+        nonlocal task, stopped, last
+        # a copy: scipy's line search goes on in the same array
+        last = intermediate_result.x.copy(), float(intermediate_result.fun)
         history.loss_curve.append(float(intermediate_result.fun))
         if verbose:
             iteration = first_iteration + len(history.loss_curve) - n_losses
@@ -629,14 +708,22 @@ def fit_lbfgs(
         task = tasks.begin("iteration")
 
     theta = np.concatenate([params[name].ravel() for name in names])
-    result = scipy.optimize.minimize(
-        loss_grad,
-        theta.astype(np.float64),
-        method="L-BFGS-B",
-        jac=True,
-        callback=callback,
-        options={"maxiter": max_iter, "gtol": tol},
-    )
+    try:
+        result = scipy.optimize.minimize(
+            loss_grad,
+            theta.astype(np.float64),
+            method="L-BFGS-B",
+            jac=True,
+            callback=callback,
+            options={"maxiter": max_iter, "gtol": tol},
+        )
+    except BaseException:  # interrupted: the weights of the last iteration
+        if last is not None:
+            params.update(unpack(last[0]))
+            history.n_iter += len(history.loss_curve) - n_losses
+            history.loss = last[1]
+            history.best_loss = min(history.best_loss, history.loss)
+        raise
     tasks.end(task)  # the iteration begun last, which did not run (None if stopped)
     if stopped:  # by a callback, not a failure to converge
         history.n_iter += result.nit
@@ -656,7 +743,7 @@ def lbfgs_iterations(result, max_iter):
             f"{result.status}): {result.message}. Increase max_iter (now "
             f"{max_iter}) or tol.",
             ConvergenceWarning,
-            stacklevel=5,
+            stacklevel=6,
         )
     return min(result.nit, max_iter)  # scipy's count may pass maxiter
 

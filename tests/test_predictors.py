@@ -26,10 +26,11 @@ def head(transformer, X):
     )
 
 
+@pytest.mark.parametrize("width", [3, 12])  # 12: with the tokens' statistics
 @pytest.mark.parametrize("solver", ["lbfgs", "adam"])
 @pytest.mark.parametrize("n_classes", [2, 3])
-def test_classifier_agrees_with_transformer_head(solver, n_classes):
-    X, signal = make_data()
+def test_classifier_agrees_with_transformer_head(solver, n_classes, width):
+    X, signal = make_data(width=width)
     y = np.digitize(signal, np.quantile(signal, np.linspace(0, 1, n_classes + 1)[1:-1]))
     labels = np.array(["a", "b", "c"])[y]
     clf = AttentionClassifier(solver=solver, **PARAMS).fit(X, labels)
@@ -49,10 +50,11 @@ def test_classifier_agrees_with_transformer_head(solver, n_classes):
     )
 
 
+@pytest.mark.parametrize("width", [3, 12])
 @pytest.mark.parametrize("solver", ["lbfgs", "adam"])
 @pytest.mark.parametrize("n_outputs", [None, 2])
-def test_regressor_agrees_with_transformer_head(solver, n_outputs):
-    X, signal = make_data()
+def test_regressor_agrees_with_transformer_head(solver, n_outputs, width):
+    X, signal = make_data(width=width)
     y = 100 + 7 * signal
     if n_outputs:
         y = np.column_stack([y, -3 * signal])
@@ -64,6 +66,19 @@ def test_regressor_agrees_with_transformer_head(solver, n_outputs):
     y_pred = reg.predict(X)
     assert y_pred.shape == y.shape  # 1-D for a 1-D y
     np.testing.assert_allclose(y_pred, expected.reshape(y.shape), rtol=1e-12, atol=0)
+
+
+def test_partial_fit_leaves_the_statistics_out_of_the_head():
+    """partial_fit trains the model and its head on the pooled vector: the
+    head's rows of the tokens' statistics stay zero (fit fits them)."""
+    X, signal = make_data(width=12)
+    y = (signal > 0).astype(int)
+    clf = AttentionClassifier(**PARAMS).partial_fit(X, y, classes=[0, 1])
+    n_pooled = clf.d_model_
+    assert clf.head_coef_.shape[0] == n_pooled + 5 * 12
+    assert not clf.head_coef_[n_pooled:].any() and clf.head_coef_[:n_pooled].any()
+    clf.fit(X, y)
+    assert clf.head_coef_[n_pooled:].any()
 
 
 def test_classifier_proba_and_score():

@@ -3,6 +3,7 @@
 import math
 import re
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -649,3 +650,133 @@ def test_auto_early_stopping_is_on_for_wide_tokens_of_any_number(width, n_sample
     est = AttentionTransformer(n_heads=2, max_iter=2, random_state=0).fit(X, y)
     assert est.early_stopping_ is on
     assert (est.validation_scores_ is not None) is on
+
+
+def test_warm_start_with_early_stopping_keeps_weights_that_score_the_best_score():
+    """When no epoch of a warm start beats the weights it started from, those
+    are kept: the kept weights score best_validation_score_ on the validation
+    set, as after the first fit."""
+    from skattn import AttentionClassifier
+
+    X, y = order_task(n=200)
+    X_val, y_val = order_task(n=100, seed=1)
+    clf = AttentionClassifier(
+        n_heads=2, early_stopping=True, max_iter=3, random_state=0
+    ).fit(X, y, X_val=X_val, y_val=y_val)
+    assert clf.score(X_val, y_val) == clf.best_validation_score_ > 0.8
+    first = clf.best_validation_score_
+    # a step size that wrecks every epoch: no epoch beats the start
+    clf.set_params(warm_start=True, learning_rate_init=0.3, max_iter=6)
+    clf.fit(X, y, X_val=X_val, y_val=y_val)
+    assert len(clf.validation_scores_) > 3 and max(clf.validation_scores_[3:]) < first
+    assert clf.score(X_val, y_val) == clf.best_validation_score_ == first
+
+
+class Interrupt(BaseException):
+    """Raised by the patched training step, as KeyboardInterrupt would be."""
+
+
+def interrupt_at_step(monkeypatch, step):
+    """Make the ``step``-th minibatch gradient (from 1) raise Interrupt."""
+    import skattn._training
+
+    loss_gradients = skattn._training.loss_gradients
+    calls = []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == step:
+            raise Interrupt
+        return loss_gradients(*args, **kwargs)
+
+    monkeypatch.setattr(skattn._training, "loss_gradients", interrupted)
+
+
+def assert_same_training_state(a, b):
+    assert a.n_iter_ == b.n_iter_ and a.t_ == b.t_
+    assert a.loss_curve_ == b.loss_curve_ and a.loss_ == b.loss_
+    assert_array_equal(a.layers_[0]["query"], b.layers_[0]["query"])
+    assert_array_equal(a.head_coef_, b.head_coef_)
+    assert a.layers_[0]["query"].dtype == b.layers_[0]["query"].dtype
+    state_a, state_b = a._optimizer_state, b._optimizer_state
+    assert state_a["t"] == state_b["t"]
+    for name in state_a["ms"]:
+        assert_array_equal(state_a["ms"][name], state_b["ms"][name])
+        assert_array_equal(state_a["vs"][name], state_b["vs"][name])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("early_stopping", [False, True])
+def test_an_interrupted_fit_is_the_fit_stopped_after_its_last_epoch(
+    monkeypatch, dtype, early_stopping
+):
+    """Interrupted in the middle of epoch 3, the estimator is the one of two
+    epochs: weights, history and Adam's state, for either input dtype."""
+    X, y = order_task(n=40)
+    X = X.astype(dtype)
+    params = dict(
+        n_heads=2, batch_size=10, early_stopping=early_stopping, random_state=0
+    )
+    two_epochs = AttentionTransformer(max_iter=2, n_iter_no_change=50, **params)
+    two_epochs.fit(X, y)
+    interrupt_at_step(monkeypatch, 2 * 4 + 2)  # 40 or 36 samples: 4 batches
+    est = AttentionTransformer(max_iter=10, n_iter_no_change=50, **params)
+    with pytest.raises(Interrupt):
+        est.fit(X, y)
+    assert est.n_iter_ == 2
+    assert_same_training_state(est, two_epochs)
+    if early_stopping:
+        assert est.validation_scores_ == two_epochs.validation_scores_
+
+
+def test_an_interrupted_partial_fit_or_warm_start_leaves_the_estimator_as_it_was(
+    monkeypatch,
+):
+    X, y = order_task(n=40)
+    params = dict(n_heads=2, batch_size=10, random_state=0)
+    before = AttentionTransformer(**params).partial_fit(X, y, classes=[0, 1])
+    est = clone(before).partial_fit(X, y, classes=[0, 1])
+    interrupt_at_step(monkeypatch, 2)
+    with pytest.raises(Interrupt):
+        est.partial_fit(X, y)
+    assert_same_training_state(est, before)
+    warm = AttentionTransformer(max_iter=2, warm_start=True, **params).fit(X, y)
+    expected = clone(warm).fit(X, y)
+    interrupt_at_step(monkeypatch, 3)
+    with pytest.raises(Interrupt):
+        warm.fit(X, y)
+    assert_same_training_state(warm, expected)
+
+
+def test_an_interrupted_lbfgs_fit_keeps_its_last_iteration(monkeypatch):
+    """L-BFGS's iterates do not depend on max_iter: interrupted during
+    iteration k + 1, the estimator is the fit of max_iter=k."""
+    X, y = order_task(n=40)
+    interrupt_at_step(monkeypatch, 8)
+    est = AttentionTransformer(n_heads=2, solver="lbfgs", random_state=0)
+    with pytest.raises(Interrupt):
+        est.fit(X, y)
+    assert est.n_iter_ >= 1 and len(est.loss_curve_) == est.n_iter_
+    monkeypatch.undo()
+    short = AttentionTransformer(
+        n_heads=2, solver="lbfgs", max_iter=est.n_iter_, random_state=0
+    ).fit(X, y)
+    assert est.loss_curve_ == short.loss_curve_ and est.loss_ == short.loss_
+    assert_array_equal(est.layers_[0]["query"], short.layers_[0]["query"])
+
+
+def test_a_warm_start_that_runs_max_iter_epochs_warns():
+    X, y = order_task(n=40)
+    est = AttentionTransformer(n_heads=2, max_iter=2, tol=0, warm_start=True)
+    with pytest.warns(ConvergenceWarning, match=r"maximum iterations \(2\)"):
+        est.fit(X, y)
+    with pytest.warns(ConvergenceWarning, match=r"maximum iterations \(2\)"):
+        est.fit(X, y)  # epochs 3 and 4: this fit's two
+
+
+@pytest.mark.parametrize("solver", ["adam", "lbfgs"])
+def test_convergence_warnings_point_at_the_estimators_method(solver):
+    X, y = order_task(n=40)
+    with pytest.warns(ConvergenceWarning) as record:
+        AttentionTransformer(solver=solver, max_iter=1, tol=0).fit(X, y)
+    assert {Path(w.filename).name for w in record} == {"_transformer.py"}
