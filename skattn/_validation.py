@@ -23,8 +23,6 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_non_negative
 
-from ._parallel import CACHE_BYTES
-
 __all__ = [
     "Interval",
     "StrOptions",
@@ -111,9 +109,9 @@ def check_finite_output(estimator, out, sequences, scale_tokens):
 
 
 def batch_budget():
-    """Bytes a batch may use: scikit-learn's ``working_memory`` setting, and
-    a cache-sized batch at most."""
-    return min(get_config()["working_memory"] * 2**20, CACHE_BYTES)
+    """Bytes a batch may use: scikit-learn's ``working_memory`` setting (the
+    batches themselves are cache-sized, see ``batch_indices``)."""
+    return get_config()["working_memory"] * 2**20
 
 
 def check_init(init, n_layers):

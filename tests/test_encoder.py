@@ -318,6 +318,7 @@ def test_dropout_fits_are_reproducible_and_change_training():
     assert not np.allclose(plain.layers_[1]["linear1"], first.layers_[1]["linear1"])
 
 
+@pytest.mark.filterwarnings("ignore:Could not adhere to working_memory")
 @pytest.mark.parametrize("ragged", [False, True])
 def test_dropout_does_not_depend_on_threads_or_batches(ragged):
     """The masks depend on the seed, the sample and the site only: fits on one

@@ -8,6 +8,7 @@ its output before computing it, and needs little more memory than its output.
 
 import re
 import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
@@ -219,6 +220,42 @@ def test_attention_weights_checks_its_output_size_first():
     for wrong in (0, -1.0, "1GB", True):
         with pytest.raises((ValueError, TypeError), match="max_bytes must be"):
             est.attention_weights(X, max_bytes=wrong)
+
+
+@pytest.mark.parametrize("integer", [np.int16, np.int32, np.int64])
+def test_sizes_given_as_numpy_integers_are_python_ints_once_fitted(integer):
+    """n_heads=np.int32(4) made the size check of attention_weights overflow
+    (an 11.9 GiB request passed with a RuntimeWarning; int16 raised an
+    OverflowError): the fitted sizes are Python ints."""
+    X = make_3d(n=4, n_tokens=6, width=2)
+    est = AttentionTransformer(
+        n_heads=integer(4), head_dim=integer(2), ff_dim=integer(8), random_state=0
+    ).fit(X, [0, 1, 0, 1])
+    assert {type(v) for v in (est.n_heads_, est.head_dim_, est.d_model_)} == {int}
+    long = [make_ragged(lengths=(20_000,), width=2)[0]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(ValueError, match=r"11.9 GiB .* max_bytes=1073741824 "):
+            est.attention_weights(long)
+
+
+def test_one_sequence_above_working_memory_warns_with_the_remedy():
+    """At working_memory=1 (MiB) one sequence of 8,192 tokens traced 34 MiB
+    without a word; scikit-learn warns in the same case."""
+    from sklearn import config_context
+
+    est = AttentionTransformer(objective=None, random_state=0)
+    est.fit(make_3d(n=4, n_tokens=6, width=2))
+    long = [make_ragged(lengths=(8192,), width=2)[0]]
+    message = (
+        r"Could not adhere to working_memory config: one sequence of 8192 "
+        r"tokens needs .* MiB, more than working_memory=1 MiB.*patch_size"
+    )
+    with config_context(working_memory=1), pytest.warns(UserWarning, match=message):
+        est.transform(long)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est.transform(long)  # within the default 1 GiB
 
 
 @pytest.mark.parametrize("kind", ["3d", "list"])

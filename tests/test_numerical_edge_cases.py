@@ -139,8 +139,8 @@ def test_token_moments_scale_exactly_with_a_power_of_two(power, differences):
     from subnormal-squared to overflowing-squared magnitudes (the scaled and
     the plain paths of token_moments agree), over the valid tokens of ragged
     sequences (NumPy's mean and standard deviation of the stacked tokens),
-    with one feature at another magnitude than the others. A scale below
-    1e-12 (an absolute floor) counts as a constant feature: scale 1."""
+    with one feature at another magnitude than the others. Tiny scales are
+    kept: constancy is relative to the feature's mean, as in scikit-learn."""
     from skattn._model.sequences import token_moments
 
     rng = np.random.default_rng(0)
@@ -153,9 +153,7 @@ def test_token_moments_scale_exactly_with_a_power_of_two(power, differences):
         [x * factor for x in X], differences=differences
     )
     np.testing.assert_array_equal(big_mean, mean * factor)
-    floor = scale * factor <= 1e-12 * np.maximum(np.abs(mean * factor), 1.0)
-    assert floor.any() == (power < 0)
-    np.testing.assert_array_equal(big_scale, np.where(floor, 1.0, scale * factor))
+    np.testing.assert_array_equal(big_scale, scale * factor)
     if not differences:
         tokens = np.vstack(X)
         np.testing.assert_allclose(mean, tokens.mean(axis=0), rtol=1e-14)
@@ -166,6 +164,22 @@ def test_token_moments_scale_exactly_with_a_power_of_two(power, differences):
         token_moments(X3, differences=differences),
         token_moments(list(X3), differences=differences),
     )
+
+
+@pytest.mark.parametrize("factor", [1e-13, 1e-200])
+def test_tiny_tokens_are_standardised_as_any_others(factor):
+    """Features of standard deviation below 1e-12 counted as constant: scale
+    1, and outputs that differed by 1e-14 between samples. Their scale is
+    kept, as StandardScaler keeps it; a constant feature still gets 1."""
+    X = np.random.default_rng(0).standard_normal((6, 4))
+    X[:, 3] = 0.3  # constant
+    model = AttentionTransformer(objective=None, random_state=0)
+    expected = model.fit(X).transform(X)
+    tiny = model.fit(X * factor).transform(X * factor)
+    np.testing.assert_allclose(tiny, expected, rtol=1e-10, atol=1e-12)
+    scale = model.token_scale_.ravel()
+    np.testing.assert_allclose(scale[:3] / factor, X[:, :3].std(axis=0), rtol=1e-12)
+    assert scale[3] == 1.0
 
 
 def test_random_features_float64_tokens_beyond_float32():

@@ -430,6 +430,7 @@ def test_sample_weight_zero_equals_dropping_samples_with_lbfgs():
     )
 
 
+@pytest.mark.filterwarnings("ignore:Could not adhere to working_memory")
 def test_sample_weight_zero_on_a_batch_of_its_own_with_adam():
     """A long sequence of weight zero, which the memory budget puts in a batch
     of its own: it adds nothing (its batch's mean loss was 0 / 0, NaN)."""
@@ -569,6 +570,7 @@ def test_sample_weight_is_checked():
     assert_array_equal(number, weights)
 
 
+@pytest.mark.filterwarnings("ignore:Could not adhere to working_memory")
 def test_ragged_training_ignores_padding():
     """Training on a ragged batch equals training on the same sequences whatever
     the padding (lbfgs, full batch)."""

@@ -277,6 +277,7 @@ def test_padding_invariance_attention_weights(
 # -------------------------------------------
 
 
+@pytest.mark.filterwarnings("ignore:Could not adhere to working_memory")
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("kind", ["3d", "ragged"])
 def test_small_working_memory_gives_same_result_in_several_batches(kind, method):

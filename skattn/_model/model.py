@@ -33,6 +33,7 @@ Shape legend: N samples, T tokens (padded length), D token width, E model width
 
 import dataclasses
 import math
+import numbers
 
 import numpy as np
 
@@ -115,6 +116,17 @@ class ModelConfig:
     n_outputs: int = 0
     vocabulary_size: int | None = None
     token_statistics: tuple = ()
+
+    def __post_init__(self):
+        # Python ints: sizes given as numpy integers (n_heads=np.int32(4))
+        # would overflow in the products of shapes and byte counts
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+                object.__setattr__(self, field.name, int(value))
+        if self.token_scale_shape is not None:
+            shape = tuple(int(n) for n in self.token_scale_shape)
+            object.__setattr__(self, "token_scale_shape", shape)
 
     def replace(self, **changes):
         """A copy with ``changes``."""

@@ -9,9 +9,11 @@ the length of each row. Pure numpy.
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import warnings
+
 import numpy as np
 
-from .._parallel import even_chunks, map_in_groups
+from .._parallel import CACHE_BYTES, even_chunks, map_in_groups
 
 # Tokens of at most this many features are channels of a series (measurements),
 # which patch_size="auto" reads in patches; wider tokens (word vectors, encoder
@@ -136,7 +138,8 @@ def batch_indices(lengths, row_bytes, budget_bytes):
     """Split samples into batches whose activations fit in ``budget_bytes``.
 
     Samples are grouped by length (shortest first) so that ragged batches carry
-    little padding; a batch padded to ``T`` tokens costs ``row_bytes(T)`` per row.
+    little padding; a batch padded to ``T`` tokens costs ``row_bytes(T)`` per
+    row, and at most ``CACHE_BYTES`` (a batch that stays in the CPU's caches).
 
     Parameters
     ----------
@@ -145,13 +148,18 @@ def batch_indices(lengths, row_bytes, budget_bytes):
     row_bytes : callable
         ``row_bytes(n_tokens)`` gives the memory one padded row needs.
     budget_bytes : float
-        Memory allowed per batch; a batch holds at least one row.
+        Memory allowed per batch (scikit-learn's ``working_memory``); a batch
+        holds at least one row, and a row above it warns that the memory
+        cannot be kept within it.
 
     Returns
     -------
     batches : list of ndarray of int
         Indices of the samples of each batch; together, each index once.
     """
+    if len(lengths):
+        _warn_if_over_budget(lengths.max(), row_bytes, budget_bytes)
+    budget_bytes = min(budget_bytes, CACHE_BYTES)
     order = np.argsort(lengths, kind="stable")
     if len(lengths) and lengths.min() == lengths.max():  # one length: equal batches
         chunks = even_chunks(len(order), row_bytes(lengths[0]), budget_bytes)
@@ -169,6 +177,23 @@ def batch_indices(lengths, row_bytes, budget_bytes):
         batches.append(order[start:stop])
         start = stop
     return batches
+
+
+def _warn_if_over_budget(n_tokens, row_bytes, budget_bytes):
+    """Warn, as scikit-learn's ``get_chunk_n_rows`` does, when one sequence
+    alone needs more than ``budget_bytes``."""
+    needed = row_bytes(n_tokens)
+    if needed > budget_bytes:
+        warnings.warn(
+            f"Could not adhere to working_memory config: one sequence of "
+            f"{n_tokens} tokens needs {needed / 2**20:.3g} MiB, more than "
+            f"working_memory={budget_bytes / 2**20:.4g} MiB. It is computed "
+            "alone; to stay within the limit, pass shorter sequences (or "
+            "patches of them, patch_size) or raise working_memory "
+            "(sklearn.set_config).",
+            UserWarning,
+            stacklevel=2,
+        )
 
 
 def padded_batches(sequences, lengths, rows, row_bytes, budget_bytes):
@@ -282,7 +307,9 @@ def token_moments(
     -------
     mean, scale : ndarray of shape (n_features,) or (n_tokens, n_features)
         In the dtype of the sequences; a feature that does not vary gets scale
-        1, as in :class:`~sklearn.preprocessing.StandardScaler`.
+        1, as in :class:`~sklearn.preprocessing.StandardScaler` (a variance
+        within the rounding of its mean's sums; a feature of tiny values that
+        vary keeps its tiny scale).
     """
     n_samples = len(sequences)
     weights = np.ones(n_samples) if sample_weight is None else sample_weight
@@ -347,8 +374,12 @@ def token_moments(
     count = np.sum(weights) if per_position else np.sum(weights * lengths)
     mean = total / count  # of the scaled tokens
     variance = sum(weighted_sum((block - mean) ** 2, w) for block, w in scaled_blocks())
-    scale = np.sqrt(variance / count)
-    constant = scale <= 1e-12 * np.maximum(np.abs(mean), 2.0**-exponent)
+    variance /= count
+    # constant: a variance within the rounding of the sums of a constant
+    # feature, relative to its mean (scikit-learn's _is_constant_feature)
+    eps = np.finfo(np.float64).eps
+    constant = variance <= count * eps * variance + (count * mean * eps) ** 2
+    scale = np.sqrt(variance)
     mean, scale = np.ldexp(mean, exponent), np.ldexp(scale, exponent)
     scale[constant] = 1.0
     dtype = sequences_dtype(sequences)

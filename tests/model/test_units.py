@@ -88,8 +88,20 @@ def test_batch_indices_respect_budget_and_cover_every_sample():
         assert len(batch) == 1 or len(batch) * row_bytes(lengths[batch].max()) <= 200
     # shortest first, so the padding per batch stays small
     assert_array_equal(np.concatenate(batches), np.argsort(lengths, kind="stable"))
-    # a budget below one row still makes progress, one row at a time
-    assert len(batch_indices(lengths, row_bytes, budget_bytes=1)) == 8
+    # a budget below one row still makes progress, one row at a time, and
+    # says that it cannot keep to the budget
+    message = r"one sequence of 9 tokens needs 8.58e-05 MiB, more than working_mem"
+    with pytest.warns(UserWarning, match=message):
+        assert len(batch_indices(lengths, row_bytes, budget_bytes=1)) == 8
+
+
+def test_batches_are_cache_sized_whatever_the_budget():
+    """A budget above CACHE_BYTES still cuts cache-sized batches."""
+    from skattn._parallel import CACHE_BYTES
+
+    row = CACHE_BYTES // 4  # four rows per cache-sized batch
+    batches = batch_indices(np.full(10, 3), lambda n_tokens: row, budget_bytes=2**40)
+    assert [len(batch) for batch in batches] == [4, 4, 2]
 
 
 def test_batch_indices_split_equal_lengths_evenly():
