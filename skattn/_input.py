@@ -320,6 +320,8 @@ def check_input(estimator, X, *, reset):
             f"sequences of width {n_features} were passed. Leave "
             "features_per_token=None for sequence input."
         )
+    if reset and not first:
+        _warn_if_channels_first(sequences, n_features)
     _check_kind(estimator, SEQUENCES, reset, features_per_token, data_format)
     # feature_names_in_ only: ensure_2d=False skips n_features_in_, which for
     # sequences is the token width, set below
@@ -433,6 +435,39 @@ def _warn_if_ids(X, estimator):
         UserWarning,
         stacklevel=4,
     )
+
+
+# A 3D array of at most this many tokens, each this many times as wide as the
+# sequence is long, looks like an (n_samples, n_channels, n_timepoints) panel.
+PANEL_MAX_CHANNELS, PANEL_WIDTH_RATIO = 8, 10
+
+
+def _warn_if_channels_first(sequences, n_features):
+    """Warn when channels-last sequences look like a channels-first panel
+    (aeon's and sktime's layout): every sequence one token, or a 3D array of
+    a few tokens far wider than the sequence is long."""
+    if isinstance(sequences, np.ndarray):
+        n_tokens = sequences.shape[1]
+        looks_transposed = n_tokens == 1 or (
+            n_tokens <= PANEL_MAX_CHANNELS
+            and n_features >= PANEL_WIDTH_RATIO * n_tokens
+        )
+        shape = f"of shape {sequences.shape}"
+    else:
+        n_tokens = 1
+        looks_transposed = all(len(sequence) == 1 for sequence in sequences)
+        shape = "a list of (1, n_features) arrays"
+    if looks_transposed:
+        warnings.warn(
+            f"X ({shape}) is read as sequences of {n_tokens} token(s) of "
+            f"{n_features} features (data_format='channels_last'): attention "
+            "runs over the tokens, here only that few. If X is a panel of time "
+            "series stored as (n_samples, n_channels, n_timepoints), as aeon and "
+            "sktime store them, pass data_format='channels_first' to read the "
+            "time points as the tokens.",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 def _check_not_nested(X):

@@ -9,6 +9,8 @@ sktime's ``nested_univ`` DataFrame, a column per channel with a
 ``pd.Series`` of the time points in each cell.
 """
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -193,12 +195,27 @@ def test_data_format_is_a_validated_parameter():
             est.set_params(data_format="NCT").fit(aeon_panel())
 
 
-def test_nothing_is_guessed_from_the_shapes():
-    # 3 "tokens" of 100 features look transposed, but are read as given
+def test_nothing_is_guessed_from_the_shapes_but_a_panel_shape_warns():
+    """3 "tokens" of 100 features look transposed: read as given, with a
+    warning that names channels_first; so does a sequence of one token (an
+    aeon panel of one channel read as one token of 150 features trained
+    attention over a single token, silently)."""
+    message = r"sequences of 3 token\(s\) of 100 features.*data_format='channels_f"
     panel = aeon_panel(n=6, n_channels=3, n_timepoints=100)
-    est = AttentionTransformer(**FAST).fit(panel)
+    with pytest.warns(UserWarning, match=message):
+        est = AttentionTransformer(**FAST).fit(panel)
     assert est.n_features_in_ == 100
     assert est.transform_sequences(panel).shape == (6, 3, 8)
+    univariate = aeon_panel(n=6, n_channels=1, n_timepoints=150)
+    for est in (AttentionTransformer(**FAST), RandomAttentionFeatures(n_models=2)):
+        with pytest.warns(UserWarning, match=r"1 token\(s\) of 150 features"):
+            est.fit(univariate)
+    with pytest.warns(UserWarning, match=r"1 token\(s\)"):
+        AttentionTransformer(**FAST).fit([np.ones((1, 3)), np.zeros((1, 3))])
+    with warnings.catch_warnings():  # read as they are meant: no warning
+        warnings.simplefilter("error")
+        AttentionTransformer(data_format="channels_first", **FAST).fit(panel)
+        AttentionTransformer(**FAST).fit(panel.transpose(0, 2, 1))
 
 
 def test_channels_first_with_a_table():

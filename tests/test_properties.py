@@ -14,6 +14,7 @@ large (huge scores in float32), the comparison is loose and only finiteness,
 the range of the weights and their row sums are exact properties."""
 
 import numpy as np
+import pytest
 from helpers import reference_batched
 from hypothesis import given
 from hypothesis import strategies as st
@@ -214,6 +215,7 @@ def ragged_inputs(draw):
     return X, params
 
 
+@pytest.mark.filterwarnings("ignore:X \\(a list of:UserWarning")  # one token each
 @given(ragged_inputs())
 def test_transform_of_ragged_input_is_finite_and_padding_invariant(case):
     """transform of seeded models on random ragged lists: finite, of the

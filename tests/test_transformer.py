@@ -778,6 +778,7 @@ def test_pool_tokens_dtype_and_float32():
 # ----------------------
 
 
+@pytest.mark.filterwarnings("ignore:X \\(of shape:UserWarning")
 @pytest.mark.parametrize(
     "width, n_heads, head_dim",
     [(1, 4, 16), (20, 4, 16), (384, 4, 16), (64, 4, 16), (9, 1, 64), (3, 3, 22)],
@@ -876,6 +877,7 @@ def test_init_unknown_key():
         est.fit(make_3d())
 
 
+@pytest.mark.filterwarnings("ignore:X \\(of shape:UserWarning")
 @pytest.mark.parametrize(
     "width, n_heads, head_dim, init_input, has_input",
     [
