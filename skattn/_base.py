@@ -179,7 +179,8 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         if not first_pass:  # from here on, the model is the fitted one
             structure = fitted_structure(self._config(), input_format(self))
             check_structure(self.get_params(), structure, incremental)
-        sequences = check_input(self, X, reset=first_pass)
+        role = "partial_fit" if incremental else "warm_start"
+        sequences = check_input(self, X, reset=first_pass, role=role)
         lengths = sequence_lengths(sequences)
         self._check_lengths(lengths, reset=first_pass)
         task, y = check_target(self, y, len(sequences))
@@ -317,7 +318,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
                 "or drop X_val and y_val."
             )
         try:
-            sequences = check_input(self, X_val, reset=False)
+            sequences = check_input(self, X_val, reset=False, role="X_val")
         except ValueError as exc:
             raise ValueError(f"X_val: {exc}") from exc
         lengths = sequence_lengths(sequences)

@@ -98,6 +98,7 @@ def blocked_outputs(est, method, X, **kwargs):
     import dask.bag as db
 
     check_is_fitted(est)
+    _check_default_output(est, method)
     est = copy.deepcopy(est)
     # one copy of the model in the graph, shared by its tasks
     model = dask.delayed(est, pure=True)
@@ -121,6 +122,7 @@ def blocked_outputs(est, method, X, **kwargs):
         method,
         kwargs,
         _config(),
+        probe[:0],
         chunks=(X.chunks[0], *((n,) for n in probe.shape[1:])),
         dtype=probe.dtype,
         meta=probe[:0],
@@ -128,10 +130,32 @@ def blocked_outputs(est, method, X, **kwargs):
     )
 
 
-def _block_outputs(block, est, method, kwargs, config):
-    """The method on one block (a task on a worker)."""
+def _block_outputs(block, est, method, kwargs, config, empty):
+    """The method on one block (a task on a worker); ``empty`` for a block of
+    no sample."""
+    if len(block) == 0:
+        return empty
     with config_context(**config):
         return getattr(est, method)(block, **kwargs)
+
+
+def _check_default_output(est, method):
+    """Refuse ``set_output`` containers for a lazy transform: a DataFrame of
+    pandas or polars holds its data in memory."""
+    if method != "transform":
+        return
+    from sklearn.utils._set_output import _get_output_config
+
+    container = _get_output_config("transform", est)["dense"]
+    if container != "default":
+        raise ValueError(
+            f"{type(est).__name__}.transform of a dask array is a lazy dask array, "
+            f"and set_output(transform={container!r}) (of the estimator or "
+            "sklearn.set_config) asks for an in-memory DataFrame. Compute X first "
+            "(X.compute()), or keep the output lazy: est.set_output("
+            "transform='default'), then dask.dataframe.from_dask_array(est."
+            "transform(X), columns=est.get_feature_names_out())."
+        )
 
 
 def _partition_outputs(partition, est, method, kwargs, config):
@@ -143,8 +167,9 @@ def _partition_outputs(partition, est, method, kwargs, config):
         return list(getattr(est, method)(sequences, **kwargs))
 
 
-def _check_array(X, call):
-    """A dask array of sequences or a table, chunked along the samples only.
+def _check_array(X, call, *, bags=True):
+    """A dask array of sequences or a table, chunked along the samples only
+    (``bags``: the caller reads dask bags too, for the message).
 
     Raises
     ------
@@ -159,10 +184,22 @@ def _check_array(X, call):
     import dask.array as da
 
     if not isinstance(X, da.Array):
+        import dask.bag as db
+
+        if isinstance(X, db.Bag) and not bags:
+            raise TypeError(
+                f"{call} streams the blocks of a dask array through Adam and "
+                "cannot train on a dask bag. Fit on its sequences in memory "
+                "(X.compute(), a list of arrays), or on a 3D dask array of "
+                "sequences of one length; a fitted model transforms and "
+                "predicts a bag."
+            )
+        reads = "dask arrays chunked along the samples"
+        if bags:
+            reads += " and dask bags of sequences"
         raise TypeError(
-            f"{call} reads dask arrays chunked along the samples and dask bags "
-            f"of sequences; got {type(X).__module__}.{type(X).__name__}. Convert "
-            "a dask dataframe with .to_dask_array(lengths=True)."
+            f"{call} reads {reads}; got {type(X).__module__}.{type(X).__name__}. "
+            "Convert a dask dataframe with .to_dask_array(lengths=True)."
         )
     if X.ndim not in (2, 3):
         raise ValueError(
@@ -202,11 +239,9 @@ def blocked_fit(
         Fitted, with ``n_iter_`` counting epochs and ``loss_curve_`` one loss
         per epoch: the blocks' losses weighted by their summed sample weight.
     """
-    import dask.array as da
-
     name = type(est).__name__
     call = f"{name}.{'partial_fit' if incremental else 'fit'}"
-    _check_array(X, call)
+    _check_array(X, call, bags=False)
     if est.solver != "adam":
         raise ValueError(
             f"{call} of a dask array streams its blocks through Adam, and "
@@ -240,6 +275,9 @@ def blocked_fit(
         )
     y_blocks = _aligned(y, X, "y", call)
     weight_blocks = _aligned(sample_weight, X, "sample_weight", call)
+    blocks = [index for index, n in enumerate(X.chunks[0]) if n]  # not empty
+    if not blocks:
+        raise ValueError(f"{call}: X has no samples (shape {X.shape}).")
 
     fitted = hasattr(est, "layers_")
     fresh = not fitted or not (est.warm_start or incremental)
@@ -247,23 +285,33 @@ def blocked_fit(
     if not fresh and not incremental:
         # fit with warm_start: Adam's moments start afresh, as in memory
         work._optimizer_state = None
-    task = _task(est, y_blocks)
+    task, labels = _task(est, y, y_blocks, fresh)
     if task == "classification" and classes is None and fresh:
-        # partial_fit needs every class at its first call; the labels are small
-        labels = da.concatenate(y_blocks)  # y may be a numpy array
-        classes = np.unique(da.unique(_as_1d(labels)).compute())
+        # partial_fit needs every class at its first call
+        classes = np.unique(labels)
+    if task is not None and "objective" in work.get_params():
+        # each block's partial_fit learns the task of the whole y, not of its
+        # own block's targets (whole numbers in one block of a continuous y)
+        work.set_params(objective=task)
     if task is None:  # nothing is learned: the model is seeded on one block
-        work = _fit_step(work, X.blocks[0], None, None, None, False)
+        work = _fit_step(work, X.blocks[blocks[0]], None, None, None, False)
         return _copy_fitted(work, est, fresh)
 
     block_weights = np.asarray(X.chunks[0], dtype=np.float64)
     if sample_weight is not None:
-        block_weights = np.array([_block_sum(w) for w in weight_blocks]).astype(float)
+        block_weights = np.array(
+            [
+                _block_sum(w) if n else 0.0
+                for w, n in zip(weight_blocks, X.chunks[0], strict=True)
+            ]
+        )
     n_epochs = 1 if incremental else est.max_iter
     n_iter_no_change = resolve_patience(est.n_iter_no_change, validating=False)
     orders = [np.arange(n_blocks)] * n_epochs
     if not incremental and est.shuffle:
         orders = block_orders(est.random_state, n_blocks, n_epochs)
+    sizes = np.asarray(X.chunks[0])
+    orders = [order[sizes[order] > 0] for order in orders]  # no empty block
     stopped = False
     for order in orders:
         # one entry of the history per epoch, not one per block's partial_fit
@@ -359,11 +407,13 @@ def _aligned(values, X, name, call):
         return [None] * n_blocks
     if not isinstance(values, da.Array):
         values = np.asarray(values)
-        values = da.from_array(values, chunks=(X.chunks[0], *values.shape[1:]))
-    if values.shape[0] != X.shape[0]:
+    if values.ndim == 0 or values.shape[0] != X.shape[0]:
+        n_values = values.shape[0] if values.ndim else "a scalar"
         raise ValueError(
-            f"{call}: X has {X.shape[0]} samples but {name} has {values.shape[0]}."
+            f"{call}: X has {X.shape[0]} samples but {name} has {n_values}."
         )
+    if not isinstance(values, da.Array):
+        values = da.from_array(values, chunks=(X.chunks[0], *values.shape[1:]))
     # the same rows as X's blocks (a 1-D array rechunks cheaply)
     values = values.rechunk({0: X.chunks[0], **{a: -1 for a in range(1, values.ndim)}})
     return [values.blocks[index] for index in range(n_blocks)]
@@ -374,18 +424,25 @@ def _as_1d(y):
     return y[:, 0] if y.ndim == 2 else y
 
 
-def _task(est, y_blocks):
-    """What the estimator learns from y: as ``check_target`` decides."""
-    import dask
+def _task(est, y, y_blocks, fresh):
+    """What the estimator learns from y, as ``check_target`` decides it for
+    the whole y in memory, and y's labels (None when they are not needed).
 
-    if est.objective is None or y_blocks[0] is None:
-        return None
-    if est.objective != "auto":
-        return est.objective
-    # the first block's type, as partial_fit's first call decides
-    (first,) = dask.compute(y_blocks[0])
-    kind = type_of_target(first, input_name="y")
-    return "classification" if kind in ("binary", "multiclass") else "regression"
+    The targets are small beside X (one number per sample): they are
+    computed once, here, when the task or the classes depend on them.
+    """
+    import dask.array as da
+
+    if est.objective is None or y is None:
+        return None, None
+    if est.objective == "regression" or (est.objective != "auto" and not fresh):
+        return est.objective, None
+    labels = np.asarray(da.concatenate(y_blocks).compute())
+    if est.objective == "classification":
+        return "classification", _as_1d(labels)
+    kind = type_of_target(labels, input_name="y")
+    task = "classification" if kind in ("binary", "multiclass") else "regression"
+    return task, _as_1d(labels)
 
 
 def _copy_fitted(work, est, fresh):

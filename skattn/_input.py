@@ -211,7 +211,7 @@ def input_format(estimator):
     return estimator._input_format
 
 
-def check_input(estimator, X, *, reset):
+def check_input(estimator, X, *, reset, role="transform"):
     """Validate X and turn it into sequences of tokens.
 
     Sets (``reset=True``) or checks ``n_features_in_``, ``feature_names_in_`` and
@@ -230,6 +230,8 @@ def check_input(estimator, X, *, reset):
         Raw input.
     reset : bool
         True in fit: remember the input's properties; False: check against them.
+    role : {"transform", "partial_fit", "warm_start", "X_val"}, default="transform"
+        What X is for, for the message of an input of another kind than fit's.
 
     Returns
     -------
@@ -252,7 +254,7 @@ def check_input(estimator, X, *, reset):
         reads_ids = input_format(estimator)["kind"] == IDS
     if reads_ids:
         sequences = check_ids(X)
-        _check_kind(estimator, IDS, reset, features_per_token, data_format)
+        _check_kind(estimator, IDS, reset, features_per_token, data_format, role)
         validate_data(estimator, X, reset=reset, skip_check_array=True, ensure_2d=False)
         _check_n_features_per_token(estimator, 1, reset, data_format)
         return sequences
@@ -276,7 +278,7 @@ def check_input(estimator, X, *, reset):
             _explain_nan_padding(X, data_format)
             raise
         if array.ndim == 2:
-            _check_kind(estimator, TABLE, reset, features_per_token, data_format)
+            _check_kind(estimator, TABLE, reset, features_per_token, data_format, role)
             # feature_names_in_ and n_features_in_ (X's width: array's, checked)
             validate_data(estimator, X, reset=reset, skip_check_array=True)
             width = 1 if features_per_token is None else features_per_token
@@ -322,7 +324,7 @@ def check_input(estimator, X, *, reset):
         )
     if reset and not first:
         _warn_if_channels_first(sequences, n_features)
-    _check_kind(estimator, SEQUENCES, reset, features_per_token, data_format)
+    _check_kind(estimator, SEQUENCES, reset, features_per_token, data_format, role)
     # feature_names_in_ only: ensure_2d=False skips n_features_in_, which for
     # sequences is the token width, set below
     validate_data(estimator, X, reset=reset, skip_check_array=True, ensure_2d=False)
@@ -529,19 +531,42 @@ def _explain_nan_padding(X, data_format):
     )
 
 
-def _check_kind(estimator, kind, reset, features_per_token, data_format):
-    """Remember (fit) or check (transform) whether X is a table or sequences."""
+KIND_NAMES = {TABLE: "a table", SEQUENCES: "sequences", IDS: "token ids"}
+
+
+def _check_kind(estimator, kind, reset, features_per_token, data_format, role):
+    """Remember (fit) or check (afterwards) whether X is a table or sequences
+    (``role``: what X is for, see :func:`check_input`)."""
     if reset:
         estimator._input_format = {
             "kind": kind,
             "features_per_token": features_per_token,
             "data_format": data_format,
         }
-    elif kind != input_format(estimator)["kind"]:
-        fitted = "a table" if input_format(estimator)["kind"] == TABLE else "sequences"
-        given = "a table" if kind == TABLE else "sequences"
-        raise ValueError(
-            f"{estimator.__class__.__name__} was fitted on {fitted} and cannot "
-            f"transform {given}: pass the same kind of input as in fit (2D table, "
-            "or 3D array / list of sequences)."
+        return
+    fitted_kind = input_format(estimator)["kind"]
+    if kind == fitted_kind:
+        return
+    name = type(estimator).__name__
+    fitted, given = KIND_NAMES[fitted_kind], KIND_NAMES[kind]
+    layouts = "(a 2D table, or a 3D array or list of sequences)"
+    if role == "X_val":
+        message = (
+            f"it is {given}, and X is {fitted}: pass the validation set in the "
+            f"layout of X {layouts}."
         )
+    elif role in ("partial_fit", "warm_start"):
+        call, fresh = "partial_fit", "fit"
+        if role == "warm_start":
+            call, fresh = "fit with warm_start=True", "warm_start=False"
+        message = (
+            f"{name} was fitted on {fitted}, and {call} goes on training that "
+            f"model: it cannot learn from {given}. Pass the kind of input of "
+            f"the first fit {layouts}, or start a new model ({fresh})."
+        )
+    else:
+        message = (
+            f"{name} was fitted on {fitted} and cannot transform {given}: pass "
+            f"the same kind of input as in fit {layouts}."
+        )
+    raise ValueError(message)

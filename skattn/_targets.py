@@ -441,7 +441,7 @@ def validation_split(data, fraction, rng, *, setting, classes=None):
     ValueError
         Naming ``early_stopping`` and ``validation_fraction`` when the split
         cannot be made (``train_test_split`` names its own ``test_size``), or
-        when the training rows all weigh zero.
+        when the training rows or the validation rows all weigh zero.
     """
     y, n_samples = data.y, len(data)
     n_validation = math.ceil(fraction * n_samples)  # as train_test_split rounds
@@ -485,5 +485,14 @@ def validation_split(data, fraction, rng, *, setting, classes=None):
             f"{setting} held out every sample of non-zero sample_weight for "
             f"validation (validation_fraction={fraction}): the training "
             f"samples all weigh zero. Give weight to more samples, or {remedy}."
+        )
+    if not data.sample_weight[validation].sum() > 0:
+        raise ValueError(
+            f"{setting} held out {len(validation)} sample(s) for validation "
+            f"(validation_fraction={fraction}) that all weigh zero "
+            "(sample_weight or class_weight): their validation loss is "
+            "undefined. Give weight to more samples, raise validation_fraction, "
+            "pass a validation set of your own (X_val, y_val) or set "
+            "early_stopping=False."
         )
     return train, validation

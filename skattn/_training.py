@@ -456,6 +456,7 @@ def fit_adam(
             model, params, validation, validation_rows
         )
     moment = _Moment(params, optimizer, history, best_params)
+    start_scale = largest_weight(params), data
     start = time.time()
     try:
         n_iter = 0  # epochs of this fit
@@ -472,6 +473,7 @@ def fit_adam(
                 history.n_iter + 1,
                 optimizer=optimizer,
                 alpha=settings.alpha,
+                start=start_scale,
             )
             score = validation_loss = None
             if validation_rows is not None:
@@ -543,7 +545,18 @@ def adam_epoch(model, params, data, train, batch_size, optimizer, rng, dropout):
     return epoch_loss / float(data.sample_weight[train].sum())
 
 
-def check_finite(params, loss, n_iter, *, optimizer=None, alpha=None):
+# Weights or tokens beyond this magnitude are named as a cause of non-finite
+# training (the seeded weights are about 1 / sqrt(width), standardised tokens
+# a few units).
+LARGE = 1e4
+
+
+def largest_weight(params):
+    """The largest magnitude among the weights (for :func:`check_finite`)."""
+    return max((float(np.max(np.abs(v))) for v in params.values() if v.size), default=0)
+
+
+def check_finite(params, loss, n_iter, *, optimizer=None, alpha=None, start=None):
     """Raise, as MLPClassifier does, when the loss or a weight is not finite.
 
     Parameters
@@ -556,6 +569,10 @@ def check_finite(params, loss, n_iter, *, optimizer=None, alpha=None):
         Adam's, whose moments are checked too; None for L-BFGS.
     alpha : float or None, default=None
         The estimator's L2 penalty, for the messages.
+    start : tuple of (float, TrainingSet) or None, default=None
+        The largest weight the training started from and its training set:
+        the message names huge weights (``init``, a warm start) or huge
+        tokens the model does not standardise as the cause.
     """
     finite = math.isfinite(loss) and all(
         np.isfinite(value).all() for value in params.values()
@@ -584,11 +601,27 @@ def check_finite(params, loss, n_iter, *, optimizer=None, alpha=None):
             solver, remedy = "adam", f"lower learning_rate_init (now {step})"
         else:
             solver, remedy = "lbfgs", f"lower alpha (now {alpha})"
+        causes = []
+        weight, data = start if start is not None else (0, None)
+        dtype = next(iter(params.values())).dtype
+        beyond = f" (beyond {dtype}, in which {solver!r} trains)"
+        if weight > LARGE:
+            causes.append(
+                f"the weights it started from reach {weight:.3g}"
+                f"{beyond if math.isinf(weight) else ''} (init, or the weights "
+                "of a warm start): start from weights of a usual scale"
+            )
+        if data is not None and "token_scale" not in params:
+            token = max(float(np.max(np.abs(s), initial=0)) for s in data.sequences)
+            if token > LARGE:
+                causes.append(
+                    f"the tokens reach {token:.3g}{beyond if math.isinf(token) else ''}"
+                    " and the model does not standardise them: pass "
+                    "scale_tokens=True (the default) or rescale X"
+                )
         raise ValueError(
             f"Solver produced non-finite parameter weights (loss {loss}) after "
-            f"{n_iter} iteration(s) of {solver!r}. The tokens may hold very "
-            "large values: standardise them (scale_tokens=True, the default) or "
-            f"rescale X; or {remedy}."
+            f"{n_iter} iteration(s) of {solver!r}: {'; '.join(causes + [remedy])}."
         )
 
 
@@ -669,6 +702,7 @@ def fit_lbfgs(
     sizes = [math.prod(shape) for shape in shapes]
     dtype = params[names[0]].dtype
     rows = np.arange(len(data))
+    start_scale = largest_weight(params), data
     start = time.time()
 
     def unpack(theta):
@@ -731,7 +765,7 @@ def fit_lbfgs(
         history.n_iter += lbfgs_iterations(result, max_iter)
     params.update(unpack(result.x))
     history.loss = float(result.fun)
-    check_finite(params, history.loss, history.n_iter, alpha=alpha)
+    check_finite(params, history.loss, history.n_iter, alpha=alpha, start=start_scale)
     history.best_loss = min(history.best_loss, history.loss)
 
 

@@ -13,7 +13,7 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from ._input import IDS, input_format
+from ._input import CHANNELS_FIRST, IDS, input_format
 
 __all__ = ["AttentionDisplay"]
 
@@ -329,8 +329,13 @@ class AttentionDisplay:
         """
         _check_matplotlib("AttentionDisplay.from_estimator")
         estimator, X, words = _attention_step(estimator, X)
-        ids = input_format(estimator)["kind"] == IDS
-        x_sample, n_units, is_table = _select_sample(X, sample, ids=ids)
+        fitted_format = input_format(estimator)
+        x_sample, n_units, is_table = _select_sample(
+            X,
+            sample,
+            ids=fitted_format["kind"] == IDS,
+            channels_first=fitted_format["data_format"] == CHANNELS_FIRST,
+        )
         if token_labels is None and words is not None:
             token_labels = words(_check_sample(sample, len(X)))
         weights = estimator.attention_weights(x_sample, layer=layer)[0]
@@ -513,11 +518,12 @@ def _words_of(step, texts):
     return lambda index: step.tokens([list(texts)[index]])[0]
 
 
-def _select_sample(X, sample, *, ids=False):
+def _select_sample(X, sample, *, ids=False, channels_first=False):
     """X's sample ``sample`` alone, as input of the same kind.
 
     ``ids``: X holds token ids (``vocabulary_size``), a 2D array or a list of
-    1-D arrays of one id per token.
+    1-D arrays of one id per token. ``channels_first``: its sequences are
+    ``(n_channels, n_timepoints)``, whose time points are the tokens.
 
     Returns
     -------
@@ -539,7 +545,9 @@ def _select_sample(X, sample, *, ids=False):
                 "a 3D array of sequences or a list of 2D sequences."
             )
         index = _check_sample(sample, len(X))
-        return X[index : index + 1], X.shape[1], X.ndim == 2 and not ids
+        if X.ndim == 3:
+            return X[index : index + 1], X.shape[2 if channels_first else 1], False
+        return X[index : index + 1], X.shape[1], not ids
     if not hasattr(X, "__len__") or not hasattr(X, "__getitem__"):
         raise TypeError(
             "X must be a table, a 3D array or a list of sequences, got "
@@ -553,7 +561,7 @@ def _select_sample(X, sample, *, ids=False):
     shape = np.shape(row)
     if len(shape) == 1:  # a table given as a list of rows, or token ids
         return x_sample, shape[0], not ids
-    return x_sample, shape[0], False
+    return x_sample, shape[1 if channels_first else 0], False
 
 
 def _check_sample(sample, n_samples):

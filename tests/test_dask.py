@@ -4,6 +4,7 @@ One ``distributed.LocalCluster`` of two worker processes serves the module;
 every result computed on it must equal the in-memory one exactly.
 """
 
+import copy
 import subprocess
 import sys
 import warnings
@@ -327,3 +328,92 @@ def test_blocked_fit_without_target_seeds(client, data):
     expected = AttentionTransformer(**SMALL).fit(X[:20])  # the first block
     np.testing.assert_array_equal(est.token_mean_, expected.token_mean_)
     assert est.target_type_ is None
+
+
+def test_empty_blocks_are_skipped(client, data, fitted):
+    """A block of no sample (chunks (5, 0, 15)) failed in transform, predict
+    and fit with "Found array with 0 sample(s)"; it holds no result and no
+    step."""
+    import dask.array as da
+
+    X, y = data
+    X, y = X[:20], y[:20]
+    with_empty = da.from_array(X, chunks=((5, 0, 15), 5, 3))
+    without = da.from_array(X, chunks=((5, 15), 5, 3))
+    np.testing.assert_array_equal(
+        fitted.transform(with_empty).compute(), fitted.transform(without).compute()
+    )
+    features = RandomAttentionFeatures(n_models=2, random_state=0).fit(X)
+    np.testing.assert_array_equal(
+        features.transform(with_empty).compute(), features.transform(X)
+    )
+    params = dict(max_iter=2, shuffle=False, **SMALL)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = AttentionClassifier(**params).fit(with_empty, y)
+        reference = AttentionClassifier(**params).fit(without, y)
+    np.testing.assert_array_equal(est.head_coef_, reference.head_coef_)
+    assert est.loss_curve_ == reference.loss_curve_
+    np.testing.assert_array_equal(
+        est.predict(with_empty).compute(), reference.predict(X)
+    )
+    seeded = AttentionTransformer(objective=None, **SMALL)
+    first_empty = da.from_array(X, chunks=((0, 20), 5, 3))
+    np.testing.assert_array_equal(
+        seeded.fit(first_empty).token_mean_, clone(seeded).fit(X).token_mean_
+    )
+    with pytest.raises(ValueError, match="X has no samples"):
+        AttentionClassifier(**SMALL).fit(da.zeros((0, 5, 3), chunks=(1, 5, 3)), [])
+
+
+def test_set_output_containers_are_refused_with_the_remedy(data, fitted):
+    """set_output(transform="pandas") on a dask array raised AttributeError:
+    'DataFrame' object has no attribute 'dtype'."""
+    pytest.importorskip("pandas")
+    pytest.importorskip("dask.array", reason="the dask tests need dask[array]")
+    from sklearn import config_context
+
+    X = data[0]
+    features = RandomAttentionFeatures(n_models=2, random_state=0).fit(X)
+    message = r"lazy dask array.*set_output\(transform='pandas'\).*from_dask_array"
+    for est in (fitted, features):
+        with config_context(transform_output="pandas"):  # the global setting
+            with pytest.raises(ValueError, match=message):
+                est.transform(_blocks(X))
+        est = copy.deepcopy(est).set_output(transform="pandas")
+        with pytest.raises(ValueError, match=message):
+            est.transform(_blocks(X))
+        assert est.transform(X).shape == (len(X), len(est.get_feature_names_out()))
+        lazy = est.set_output(transform="default").transform(_blocks(X))
+        np.testing.assert_array_equal(lazy.compute(), est.transform(X))
+    with config_context(transform_output="pandas"):  # no container for these
+        assert fitted.transform_sequences(_blocks(X)).compute().shape == (60, 5, 8)
+
+
+def test_blocked_fit_decides_the_task_from_the_whole_target(client, data):
+    """A continuous y whose first block holds whole numbers is regression, as
+    in memory; the first block's type made it "fitted for classification"."""
+    X = data[0]
+    y = np.random.default_rng(0).standard_normal(60)
+    y[:20] = np.arange(20) % 3  # whole numbers
+    params = dict(max_iter=1, **SMALL)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = AttentionTransformer(**params).fit(_blocks(X), _blocks(y))
+        in_memory = AttentionTransformer(**params).fit(X, y)
+    assert est.target_type_ == in_memory.target_type_ == "regression"
+    assert est.objective == "auto"  # the caller's parameter, unchanged
+
+
+def test_blocked_fit_names_a_wrong_target_and_refuses_a_bag(data):
+    pytest.importorskip("dask.bag", reason="the dask tests need dask[bag]")
+    import dask.bag as db
+
+    X, y = data
+    with pytest.raises(ValueError, match="X has 60 samples but y has 59"):
+        AttentionClassifier(**SMALL).fit(_blocks(X), y[:59])  # a numpy y
+    with pytest.raises(ValueError, match="sample_weight has 61"):
+        AttentionClassifier(**SMALL).fit(_blocks(X), y, sample_weight=np.ones(61))
+    bag = db.from_sequence(list(X), npartitions=2)
+    with pytest.raises(TypeError, match="cannot train on a dask bag.*transforms"):
+        AttentionClassifier(**SMALL).fit(bag, y)

@@ -13,7 +13,7 @@ from helpers import make_3d
 from sklearn.base import clone
 from sklearn.utils._param_validation import InvalidParameterError
 
-from skattn import AttentionTransformer, RandomAttentionFeatures
+from skattn import AttentionClassifier, AttentionTransformer, RandomAttentionFeatures
 
 FAST = dict(max_iter=3, random_state=0)
 
@@ -71,6 +71,28 @@ def test_balanced_class_weight_names_the_missing_class_in_partial_fit():
     est = AttentionTransformer(class_weight="balanced", **FAST)
     with pytest.raises(ValueError, match=r"class_weight='balanced'.*\[1\]"):
         est.partial_fit(X[y == 0], y[y == 0], classes=[0, 1])
+
+
+def test_a_validation_split_of_zero_weight_is_named(monkeypatch):
+    """Early stopping whose held-out samples all weigh zero raised
+    ZeroDivisionError (their validation loss is 0 / 0)."""
+    import skattn._training
+
+    X, y = _classification()
+    picked = []
+    split = skattn._training.validation_split
+
+    def spy(*args, **kwargs):
+        picked.append(split(*args, **kwargs))
+        return picked[-1]
+
+    monkeypatch.setattr(skattn._training, "validation_split", spy)
+    est = AttentionTransformer(early_stopping=True, **FAST).fit(X, y)
+    ((_, validation),) = picked  # the same rows at the next fit: the same seed
+    weight = np.ones(len(y))
+    weight[validation] = 0
+    with pytest.raises(ValueError, match=r"held out \d+ sample\(s\).*all weigh zero"):
+        est.fit(X, y, sample_weight=weight)
 
 
 def test_minibatch_of_zero_weight_is_skipped():
@@ -282,3 +304,20 @@ def test_adam_gradient_overflow_is_an_error():
     est = AttentionTransformer(max_iter=3, random_state=0)
     with pytest.raises(ValueError, match=r"Adam's gradients of \d+ weight array"):
         est.fit(X, y, sample_weight=np.full(40, 1e-30))
+
+
+def test_training_on_another_kind_of_input_says_what_was_asked():
+    """partial_fit, a warm start and X_val of the wrong kind said "cannot
+    transform a table"."""
+    X, y = _classification()
+    table = X.reshape(len(X), -1)
+    est = AttentionClassifier(**FAST).fit(X, y)
+    with pytest.raises(ValueError, match=r"partial_fit goes on training .* \(fit\)"):
+        est.partial_fit(table, y)
+    est.set_params(warm_start=True)
+    with pytest.raises(ValueError, match=r"warm_start=True .*\(warm_start=False\)"):
+        est.fit(table, y)
+    with pytest.raises(ValueError, match="X_val: it is a table, and X is sequences"):
+        AttentionClassifier(**FAST).fit(X, y, X_val=table, y_val=y)
+    with pytest.raises(ValueError, match="cannot transform a table"):
+        est.predict(table)

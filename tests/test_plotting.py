@@ -120,6 +120,33 @@ def test_patches_are_labelled_by_time_range():
     np.testing.assert_allclose(display.im_.get_array(), attn.attention_weights(X)[1][0])
 
 
+@pytest.mark.parametrize("kind", ["3d", "list"])
+def test_channels_first_patches_are_labelled_by_time_range(kind):
+    """With data_format="channels_first" the patches were labelled 0, 1, 2
+    and one label per time point was refused: the channels were counted as
+    the tokens."""
+    rng = np.random.RandomState(4)
+    panel = rng.standard_normal((3, 2, 12))  # 2 channels, 12 time points
+    X = panel if kind == "3d" else [panel[0], panel[1][:, :7], panel[2]]
+    attn = seeded(patch_size=4, data_format="channels_first").fit(X)
+    display = AttentionDisplay.from_estimator(attn, X, sample=0, head=0)
+    assert tick_texts(display.ax_.get_xticklabels()) == [
+        "0\N{EN DASH}3",
+        "4\N{EN DASH}7",
+        "8\N{EN DASH}11",
+    ]
+    times = [f"t{i}" for i in range(12)]
+    labelled = AttentionDisplay.from_estimator(attn, X, token_labels=times, head=0)
+    assert labelled.token_labels == [
+        "t0\N{EN DASH}t3",
+        "t4\N{EN DASH}t7",
+        "t8\N{EN DASH}t11",
+    ]
+    if kind == "list":
+        short = AttentionDisplay.from_estimator(attn, X, sample=1, head=0)
+        assert short.token_labels == ["0\N{EN DASH}3", "4\N{EN DASH}6"]
+
+
 def test_token_labels_of_the_model_tokens(sequences):
     attn = seeded(pooling="cls").fit(sequences)
     labels = list("abcdefg")  # 6 tokens and the class token, as the model sees

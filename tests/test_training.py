@@ -514,6 +514,23 @@ def test_training_to_non_finite_weights_raises(params, remedy):
         est.fit(X, y)
 
 
+@pytest.mark.parametrize("solver", ["adam", "lbfgs"])
+def test_non_finite_training_names_the_cause_it_can_see(solver):
+    """Huge init weights were answered with "rescale X"; the message names
+    the starting weights, or the unstandardised tokens, and never the tokens
+    a model standardises."""
+    X, y = order_task(n=40)
+    kwargs = dict(n_heads=2, max_iter=2, solver=solver, random_state=0)
+    huge = {"input": np.full((X.shape[2], 64), 1e200)}
+    with pytest.raises(ValueError) as error:
+        AttentionTransformer(init=huge, **kwargs).fit(X, y)
+    message = str(error.value)
+    assert "the weights it started from reach" in message and "init" in message
+    assert "tokens" not in message
+    with pytest.raises(ValueError, match=r"the tokens reach .* scale_tokens=True"):
+        AttentionTransformer(scale_tokens=False, **kwargs).fit(X * 1e300, y)
+
+
 def test_divergence_warns_with_the_remedy():
     X, y = order_task(n=60)
     kwargs = dict(n_heads=2, max_iter=10, random_state=0)
