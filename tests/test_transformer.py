@@ -23,7 +23,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils._param_validation import InvalidParameterError
 from threadpoolctl import threadpool_limits
 
-from skattn import AttentionClassifier, AttentionTransformer
+from skattn import AttentionClassifier, AttentionTransformer, RandomAttentionFeatures
 from skattn._model.evaluate import model_row_bytes
 from skattn._model.sequences import padded_batches
 from skattn._model.units import LAYER_NORM_EPS
@@ -1272,3 +1272,28 @@ def test_get_feature_names_out(pooling, n_out):
     names = est.fit(make_3d()).get_feature_names_out()
     assert names.dtype == object
     assert_array_equal(names, [f"attentiontransformer{i}" for i in range(n_out)])
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: AttentionTransformer(objective=None, patch_size=None, random_state=0),
+        lambda: RandomAttentionFeatures(n_models=4, random_state=0),
+    ],
+    ids=["transformer", "random-features"],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_row_is_transformed_as_if_alone(make, dtype):
+    """A row's features are the same, to the bit, alone, in a batch of five or
+    of all thirty (scikit-learn's check_methods_subset_invariance): long
+    series (300 time points) are tiled by the rows of one sequence, not by
+    the batch's; once, a PPV of 1/300 flipped with the batch."""
+    X = (3 * np.random.RandomState(0).uniform(size=(30, 300))).astype(dtype)
+    est = make().fit(X)
+    full = est.transform(X)
+    np.testing.assert_array_equal(
+        np.vstack([est.transform(X[i : i + 1]) for i in range(30)]), full
+    )
+    np.testing.assert_array_equal(
+        np.vstack([est.transform(X[i : i + 5]) for i in range(0, 30, 5)]), full
+    )

@@ -102,6 +102,41 @@ def query_tiles(n_queries, n_keys, batch_shape, tile_elements):
         yield slice(start, min(start + tile_rows, n_queries))
 
 
+def forward_tiles(n_queries, n_keys, batch_shape, tile_elements):
+    """Tiles of about ``tile_elements`` scores: (sequences, query rows).
+
+    The query rows of a tile depend on one sequence's attention only (its
+    rows of every attention beyond the first batch axis), never on how many
+    sequences the batch holds: the products of a sequence, and so its
+    rounding, are the same in any batch. Whole sequences of the first batch
+    axis are grouped to fill a tile.
+
+    Yields
+    ------
+    sequences : slice or None
+        Of the first batch axis (None: no batch axis).
+    rows : slice
+        Query rows.
+    """
+    if not batch_shape:
+        for rows in query_tiles(n_queries, n_keys, (), tile_elements):
+            yield None, rows
+        return
+    n_sequences, per_sequence = batch_shape[0], batch_shape[1:]
+    row_tiles = list(query_tiles(n_queries, n_keys, per_sequence, tile_elements))
+    if not row_tiles:  # no query
+        return
+    if len(row_tiles) > 1:  # a sequence in several tiles
+        for sequence in range(n_sequences):
+            for rows in row_tiles:
+                yield slice(sequence, sequence + 1), rows
+        return
+    scores = max(1, math.prod(per_sequence) * n_keys * n_queries)
+    group = max(1, tile_elements // scores)
+    for start in range(0, n_sequences, group):
+        yield slice(start, min(start + group, n_sequences)), row_tiles[0]
+
+
 def tile_mask(mask, causal, rows, n_keys):
     """Allowed (query, key) pairs of the query rows ``rows``, or None for all."""
     allowed = None if mask is None else mask[..., rows, :]
@@ -388,8 +423,12 @@ def keys_with_ones(k, scale):
     return np.swapaxes(k_aug, -1, -2)
 
 
-def fold_keys_values(k, v, scale):
+def fold_keys_values(k, v, scale, keys=None):
     """Keys and values extended so that one product also shifts, one also sums.
+
+    ``keys``: True for the keys some query may attend to, shape ``(..., Tk)``
+    (None: all); the largest key norm is over them, so that padding does not
+    change it.
 
     Returns
     -------
@@ -403,7 +442,7 @@ def fold_keys_values(k, v, scale):
         scores for either sign of ``scale``).
     """
     v_aug = append_column(v, 1)  # (..., Tk, Dv + 1)
-    k_norm_max = key_norm_max(k)[..., None]
+    k_norm_max = key_norm_max(k, keys)[..., None]
     return keys_with_ones(k, scale), v_aug, k_norm_max * abs(scale)
 
 
@@ -421,9 +460,14 @@ def folds_rows(n_keys, n_dims):
     return n_keys >= FOLD_MIN_KEYS_PER_DIM * (n_dims + 1)
 
 
-def key_norm_max(k):
-    """Largest norm of the keys of each attention, shape ``k.shape[:-2] + (1,)``."""
-    return np.sqrt(np.max(np.einsum("...ij,...ij->...i", k, k), axis=-1))[..., None]
+def key_norm_max(k, keys=None):
+    """Largest norm of the keys of each attention, shape ``k.shape[:-2] + (1,)``
+    (broadcast with ``keys.shape[:-1]``); ``keys``: True where a key counts
+    (None: every key)."""
+    norms = np.einsum("...ij,...ij->...i", k, k)  # (..., Tk)
+    if keys is not None:
+        norms = np.where(keys, norms, 0)
+    return np.sqrt(np.max(norms, axis=-1))[..., None]
 
 
 def attention_tile_shift_folded(q, k_aug_t, v_aug, k_norm_max, allowed, batch_shape):
@@ -437,8 +481,9 @@ def attention_tile_shift_folded(q, k_aug_t, v_aug, k_norm_max, allowed, batch_sh
     scores. An extra column of ones in the values makes the second product
     return each row's sum of exponentials next to its weighted values. The
     only pass over the (tq, Tk) scores is one in-place exponential. A loose
-    bound can make a row's sum underflow: then the tile is left to
-    :func:`attention_tile` (returns None).
+    bound can make a row's sum underflow: such rows are left to
+    :func:`attention_tile`, each on its own, so that no row's path depends on
+    the other rows of its tile.
 
     Parameters
     ----------
@@ -451,8 +496,10 @@ def attention_tile_shift_folded(q, k_aug_t, v_aug, k_norm_max, allowed, batch_sh
 
     Returns
     -------
-    (context, lse, None) or None
-        As :func:`attention_tile`, or None when the tile needs the exact path.
+    context, lse
+        As :func:`attention_tile`.
+    folded : ndarray of bool of shape (..., tq)
+        The rows whose result is right; the others need the exact path.
     """
     q_norm = np.sqrt(np.einsum("...i,...i->...", q, q))[..., None]  # (..., tq, 1)
     shift = q_norm * k_norm_max  # (..., tq, 1): >= every scaled score of a row
@@ -467,12 +514,14 @@ def attention_tile_shift_folded(q, k_aug_t, v_aug, k_norm_max, allowed, batch_sh
         np.exp(scores, out=scores)  # (..., tq, Tk)
         context_sum = np.matmul(scores, v_aug)  # (..., tq, Dv + 1)
     row_sum = context_sum[..., -1:]  # (..., tq, 1)
-    if not np.all((row_sum >= FOLDED_SUM_FLOOR) & (row_sum < np.inf)):
-        return None  # underflow (or an empty row, or overflow): exact path
+    # underflow (or an empty row, or overflow): those rows take the exact path
+    folded = (row_sum >= FOLDED_SUM_FLOOR) & (row_sum < np.inf)
+    if not folded.all():
+        row_sum = np.where(folded, row_sum, 1)
     context = context_sum[..., :-1]
     context /= row_sum
     lse = np.broadcast_to(shift, row_sum.shape) + np.log(row_sum)  # (..., tq, 1)
-    return context, lse[..., 0], None
+    return context, lse[..., 0], folded[..., 0]
 
 
 def attention_forward(
@@ -543,7 +592,9 @@ def attention_forward(
     dropout = check_dropout(dropout, n_keys)
     if dropout is not None:
         batch_shape = np.broadcast_shapes(batch_shape, dropout[1].shape)
+    keys = None  # the keys some query may attend to, before the broadcast
     if mask is not None:
+        keys = mask[..., 0, :] if mask.shape[-2] == 1 else mask.any(axis=-2)
         batch_shape = np.broadcast_shapes(batch_shape, mask.shape[:-2])
         mask = np.broadcast_to(mask, batch_shape + (n_queries, n_keys))
     if scale is None:
@@ -568,46 +619,75 @@ def attention_forward(
     if v_exponent:
         v = np.ldexp(v, -v_exponent)
     k_t = np.swapaxes(k, -1, -2)  # (..., Dk, Tk)
-    # weights and dropout take the exact tile
+    # weights and dropout take the exact tile; so do the rows whose folded
+    # shift underflows, each row on its own, so that a row's result does not
+    # depend on the rows batched or tiled with it
     fold = not return_weights and dropout is None and exponent is None
     fold = fold and folds_rows(n_keys, q.shape[-1])
     if fold:
-        folded = fold_keys_values(k, v, scale)
+        folded_keys = fold_keys_values(k, v, scale, keys)
 
-    def run_tile(rows):
-        allowed = tile_mask(mask, causal, rows, n_keys)
-        tile = None
+    if exponent is not None:
+        exponent = np.broadcast_to(exponent, batch_shape + exponent.shape[-2:])
+    n_batch_axes = len(batch_shape)
+
+    def part(array, sequences):
+        """The sequences of ``array`` (of 2 trailing axes), unless it is
+        broadcast along the first batch axis."""
+        if sequences is None or array is None:
+            return array
+        if array.ndim - 2 < n_batch_axes or array.shape[0] == 1:
+            return array
+        return array[sequences]
+
+    def run_tile(tile):
+        sequences, rows = tile
+        tile_batch = batch_shape
+        if sequences is not None:
+            tile_batch = (sequences.stop - sequences.start,) + batch_shape[1:]
+        q_tile = part(q, sequences)[..., rows, :]
+        allowed = tile_mask(part(mask, sequences), causal, rows, n_keys)
+        folded = None
         if fold:
-            tile = attention_tile_shift_folded(
-                q[..., rows, :], *folded, allowed, batch_shape
+            context, tile_lse, folded = attention_tile_shift_folded(
+                q_tile, *(part(a, sequences) for a in folded_keys), allowed, tile_batch
             )
-        if tile is None:  # not folded, or the folded shift underflowed
+        if folded is None or not folded.all():  # rows the folded shift lost
             multipliers = None
             if dropout is not None:
+                p, keys = dropout
+                keys = np.broadcast_to(keys, batch_shape)
+                if sequences is not None:
+                    keys = keys[sequences]
                 multipliers = dropout_multipliers(
-                    dropout, rows, n_keys, batch_shape, dtype
+                    (p, keys), rows, n_keys, tile_batch, dtype
                 )
-            tile = attention_tile(
-                q[..., rows, :],
-                k_t,
-                v,
+            exact = attention_tile(
+                q_tile,
+                part(k_t, sequences),
+                part(v, sequences),
                 allowed,
                 scale,
-                batch_shape,
+                tile_batch,
                 return_weights=return_weights,
                 multipliers=multipliers,
                 exponent=None
                 if exponent is None
-                else np.broadcast_to(exponent, batch_shape + exponent.shape[-2:])[
-                    ..., rows, :
-                ],
+                else part(exponent, sequences)[..., rows, :],
             )
-        context, tile_lse, tile_weights = tile
-        out[..., rows, :], lse[..., rows] = context, tile_lse
-        if return_weights:
-            weights[..., rows, :] = tile_weights
+            if folded is None:
+                context, tile_lse, tile_weights = exact
+                if return_weights:
+                    part(weights, sequences)[..., rows, :] = tile_weights
+            else:  # the rows of the folded tile that underflowed, exactly
+                context = np.where(folded[..., None], context, exact[0])
+                tile_lse = np.where(folded, tile_lse, exact[1])
+        part(out, sequences)[..., rows, :] = context
+        lse_part = lse if sequences is None else lse[sequences]
+        lse_part[..., rows] = tile_lse
 
-    map_parallel(run_tile, query_tiles(n_queries, n_keys, batch_shape, tile_elements))
+    tiles = forward_tiles(n_queries, n_keys, batch_shape, tile_elements)
+    map_parallel(run_tile, tiles)
     if v_exponent:
         np.ldexp(out, v_exponent, out=out)
     return out, lse, weights

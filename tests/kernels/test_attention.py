@@ -398,15 +398,15 @@ def test_folded_tile_matches_exact_tile(rng):
     exact = attention_tile(
         q, np.swapaxes(k, -1, -2), v, allowed, 0.5, (2, 3), return_weights=False
     )
-    assert folded is not None
+    assert folded[2].all()  # every row folded
     assert_allclose(folded[0], exact[0], rtol=1e-12, atol=1e-15)
     assert_allclose(folded[1], exact[1], rtol=1e-12)
 
 
 def test_underflowing_row_sums_take_the_exact_path(rng):
     """A loose Cauchy-Schwarz shift (one long key orthogonal to the queries)
-    makes every exponential underflow: the folded tile refuses the tile, and
-    the attention is still exact (the tile is redone by attention_tile)."""
+    makes every exponential underflow: the folded tile refuses its rows, and
+    the attention is still exact (the rows are redone by attention_tile)."""
     from skattn._kernels.attention import attention_tile_shift_folded, fold_keys_values
 
     q = np.zeros((5, 3), dtype=np.float32)
@@ -416,11 +416,43 @@ def test_underflowing_row_sums_take_the_exact_path(rng):
     v = rng.standard_normal((12, 2)).astype(np.float32)
     scale = np.float32(1 / math.sqrt(3))
     folded = attention_tile_shift_folded(q, *fold_keys_values(k, v, scale), None, ())
-    assert folded is None  # the folded shift underflowed and was refused
+    assert not folded[2].any()  # the folded shift underflowed: refused
     out = scaled_dot_product_attention(q, k, v)
     expected, _ = reference_batched(q.astype(np.float64), k, v)
     assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
     assert np.all(np.isfinite(out))
+
+
+def test_a_sequence_is_computed_as_if_alone_whatever_its_batch_and_tiles(rng):
+    """A sequence's attention equals, to the bit, its attention alone (the
+    query rows of a tile depend on one sequence's size, never on the batch's),
+    beside a sequence whose folded shift underflows (its rows alone take the
+    exact path); padded among longer sequences, to float rounding (the
+    padding's keys do not change its shift)."""
+    from skattn._kernels.attention import attention_forward
+
+    d = 4
+    q = rng.standard_normal((3, 2, 40, d)).astype(np.float32)
+    k = rng.standard_normal((3, 2, 40, d)).astype(np.float32)
+    v = rng.standard_normal((3, 2, 40, 2)).astype(np.float32)
+    q[1, ..., 0] = 30.0  # queries along the first axis ...
+    q[1, ..., 1:] = 0.0
+    k[1, :, 0] = [0.0, 0.0, 0.0, 1e3]  # ... and an orthogonal long key: underflow
+    for tile_elements in (2**20, 200, 1000):  # whole sequences, or row tiles
+        out, lse, _ = attention_forward(q, k, v, tile_elements=tile_elements)
+        for i in range(3):
+            one = slice(i, i + 1)  # the batch of one sequence (of 2 heads)
+            alone, alone_lse, _ = attention_forward(
+                q[one], k[one], v[one], tile_elements=tile_elements
+            )
+            np.testing.assert_array_equal(out[one], alone)
+            np.testing.assert_array_equal(lse[one], alone_lse)
+    lengths = np.array([40, 40, 25])
+    mask = (np.arange(40) < lengths[:, None])[:, None, None, :]
+    k[2, :, 25:] *= 1e3  # long padded keys
+    out, _, _ = attention_forward(q, k, v, mask=mask)
+    alone, _, _ = attention_forward(q[2, :, :25], k[2, :, :25], v[2, :, :25])
+    np.testing.assert_allclose(out[2, :, :25], alone, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("n_keys", [7, 8])

@@ -67,16 +67,7 @@ CONFIGURATIONS = [
 
 
 def expected_failed_checks(estimator):
-    reason = (
-        "the models compute in float32 for float64 input too: batches of "
-        "other sizes round differently, beyond the check's rtol of 1e-7 "
-        "(test_small_working_memory_gives_same_result_in_several_batches "
-        "checks the invariance to float32 rounding)"
-    )
-    failed = {
-        "check_methods_subset_invariance": reason,
-        "check_methods_sample_order_invariance": reason,
-    }
+    failed = {}
     statistics = estimator.statistics
     thresholded = {"ppv", "lspv"} & set(
         [statistics] if isinstance(statistics, str) else statistics
