@@ -60,7 +60,12 @@ from sklearn.pipeline import make_pipeline, make_union
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
-from skattn import AttentionTransformer, RandomAttentionFeatures
+from skattn import (
+    AttentionClassifier,
+    AttentionRegressor,
+    AttentionTransformer,
+    RandomAttentionFeatures,
+)
 
 CACHE_VARIABLE = "SKATTN_BENCHMARK_CACHE"
 DEFAULT_CACHE = Path.home() / ".cache" / "skattn-benchmarks"
@@ -477,6 +482,14 @@ def attention(data, params, threads):
     return make_pipeline(*table_scaler(data), transformer, linear(data.task))
 
 
+def attention_predictor(data, params, threads):
+    """AttentionClassifier (AttentionRegressor for regression) on its own."""
+    predictor = AttentionRegressor if data.task == "regression" else AttentionClassifier
+    return make_pipeline(
+        *table_scaler(data), predictor(**{"random_state": 0, **params})
+    )
+
+
 def seeded_union(data, params, threads):
     union = make_union(
         *[
@@ -523,6 +536,7 @@ METHODS = {
     "MiniRocket": Method(minirocket, warmup=minirocket_warmup),
     "torch-encoder": Method(torch_encoder),
     "attention": Method(attention, takes_params=True),
+    "attention-predictor": Method(attention_predictor, takes_params=True),
     "seeded-union": Method(seeded_union),
     "random-features": Method(random_features, takes_params=True),
     "random-features-wide-alphas": Method(

@@ -15,8 +15,9 @@ each also as a small set of 1,500 training texts drawn from its training set
   and a ``LogisticRegression``: what a user of sentence-transformers has;
 - ``attention``: ``make_pipeline(TokenEmbeddings(model), AttentionClassifier())``,
   skattn's default on the same model's token states;
-- ``attention-ids``: ``make_pipeline(TokenIds(), AttentionClassifier(
-  vocabulary_size="auto"))``, no pretrained model;
+- ``attention-ids``: ``make_pipeline(TokenIds(max_length=128),
+  AttentionClassifier(vocabulary_size="auto"))``, no pretrained model (the
+  first 128 words, as the encoder reads the first 128 word pieces);
 - ``random-features``: ``TokenEmbeddings``, ``RandomAttentionFeatures``,
   ``StandardScaler`` and ``RidgeClassifierCV``;
 - ``torch-encoder``: a one-layer ``torch.nn.TransformerEncoder`` on the same
@@ -37,6 +38,7 @@ Runs offline after ``--prepare``, in the benchmark environment of
     python benchmarks/text.py --threads 1 --seeds 0,1,2 > text.log
     python benchmarks/text.py --datasets tweets-small --methods attention \\
         --set early_stopping=True
+    python benchmarks/text.py --grid-search --threads 1   # the cache, measured
 """
 
 # Authors: The skattn developers
@@ -229,7 +231,7 @@ def build(method, seed, params):
         return AttentionClassifier(**{"random_state": seed, **params}), "states"
     if method == "attention-ids":
         model = make_pipeline(
-            TokenIds(),
+            TokenIds(max_length=MAX_LENGTH),
             AttentionClassifier(
                 **{"vocabulary_size": "auto", "random_state": seed, **params}
             ),
@@ -321,6 +323,46 @@ def run(method, data, seed, params):
     return score, seconds
 
 
+def grid_search_cache(args):
+    """GridSearchCV over raw texts, TokenEmbeddings' cache on and off: seconds
+    and encodings (two candidates, three folds and the refit)."""
+    from sklearn.model_selection import GridSearchCV
+
+    from skattn.text import TokenEmbeddings
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    warnings.simplefilter("ignore", ConvergenceWarning)  # max_iter=5, on purpose
+    corpus = corpora(cache_dir(args))["tweets"]
+    rng = np.random.default_rng(0)
+    rows = np.sort(rng.choice(len(corpus["texts"]), args.grid_texts, replace=False))
+    texts, y = [corpus["texts"][i] for i in rows], corpus["y"][rows]
+    print(f"# GridSearchCV of {len(texts)} tweets: n_heads 2 or 4, cv=3, refit")
+    print("| cache | seconds | texts encoded | texts read from the cache |")
+    print("|---|---:|---:|---:|")
+    encode = TokenEmbeddings._encode
+    encoded = []
+
+    def counted(self, model, chunk):  # the encoder's calls, counted
+        encoded.append(len(chunk))
+        return encode(self, model, chunk)
+
+    TokenEmbeddings._encode = counted
+    for cache in (True, False):
+        encoded.clear()
+        TokenEmbeddings.cache_clear()
+        model = make_pipeline(
+            TokenEmbeddings(model_path(), max_length=MAX_LENGTH, cache=cache),
+            AttentionClassifier(max_iter=5, random_state=0),
+        )
+        search = GridSearchCV(model, {"attentionclassifier__n_heads": [2, 4]}, cv=3)
+        start = time.perf_counter()
+        search.fit(texts, y)
+        seconds = time.perf_counter() - start
+        hits = TokenEmbeddings.cache_info().hits
+        print(f"| {cache} | {seconds:.1f} | {sum(encoded)} | {hits} |", flush=True)
+    TokenEmbeddings._encode = encode
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
@@ -340,9 +382,21 @@ def main(argv=None):
         metavar="NAME=VALUE",
         help="a parameter of the attention methods' AttentionClassifier",
     )
+    parser.add_argument(
+        "--grid-search",
+        action="store_true",
+        help="time a grid search over raw texts with and without the cache",
+    )
+    parser.add_argument("--grid-texts", type=int, default=300)
     args = parser.parse_args(argv)
     if args.prepare:
         return prepare(args)
+    if args.grid_search:
+        with threadpool_limits(args.threads):
+            import torch
+
+            torch.set_num_threads(args.threads)
+            return grid_search_cache(args)
     params = parse_set(parser, args.set)
     methods = args.methods or [m for m in METHODS if m != "fine-tune"]
     cache = cache_dir(args)
