@@ -29,6 +29,7 @@ import math
 import numpy as np
 
 from .._parallel import map_parallel
+from . import compiled
 from .checks import (
     as_mask,
     check_batch_shapes,
@@ -592,14 +593,25 @@ def attention_forward(
     dropout = check_dropout(dropout, n_keys)
     if dropout is not None:
         batch_shape = np.broadcast_shapes(batch_shape, dropout[1].shape)
+    if scale is None:
+        scale = default_scale(q.shape[-1])
+    scale = dtype.type(scale)  # a float64 scalar would promote float32 arrays
+    # scores beyond the dtype's range: rows computed divided by a power of two,
+    # on the exact path (the folded shift would overflow)
+    exponent = score_exponents(q, k, scale)
+    # values so large that a sum of Tk of them overflows: divided by a power
+    # of two, and the output multiplied back (a weighted mean of them is finite)
+    v_exponent = _value_exponent(v, n_keys)
+    if exponent is None and not v_exponent:
+        lengths = compiled_lengths(q, k, v, mask, batch_shape, dropout, return_weights)
+        if lengths is not None:
+            out, lse = compiled.forward(q, k, v, lengths, causal, scale)
+            return out, lse, None
     keys = None  # the keys some query may attend to, before the broadcast
     if mask is not None:
         keys = mask[..., 0, :] if mask.shape[-2] == 1 else mask.any(axis=-2)
         batch_shape = np.broadcast_shapes(batch_shape, mask.shape[:-2])
         mask = np.broadcast_to(mask, batch_shape + (n_queries, n_keys))
-    if scale is None:
-        scale = default_scale(q.shape[-1])
-    scale = dtype.type(scale)  # a float64 scalar would promote float32 arrays
 
     out = np.empty(batch_shape + (n_queries, v.shape[-1]), dtype=dtype)
     lse = np.empty(batch_shape + (n_queries,), dtype=dtype)
@@ -610,12 +622,6 @@ def attention_forward(
         out[...], lse[...] = 0, np.inf
         return out, lse, weights
 
-    # scores beyond the dtype's range: rows computed divided by a power of two,
-    # on the exact path (the folded shift would overflow)
-    exponent = score_exponents(q, k, scale)
-    # values so large that a sum of Tk of them overflows: divided by a power
-    # of two, and the output multiplied back (a weighted mean of them is finite)
-    v_exponent = _value_exponent(v, n_keys)
     if v_exponent:
         v = np.ldexp(v, -v_exponent)
     k_t = np.swapaxes(k, -1, -2)  # (..., Dk, Tk)
@@ -691,6 +697,18 @@ def attention_forward(
     if v_exponent:
         np.ldexp(out, v_exponent, out=out)
     return out, lse, weights
+
+
+def compiled_lengths(q, k, v, mask, batch_shape, dropout, return_weights):
+    """The valid keys of each attention when the compiled kernels compute it
+    (see :mod:`skattn._kernels.compiled`), else None."""
+    if not compiled.applies(q, k, v, dropout, return_weights):
+        return None
+    if mask is not None and np.broadcast_shapes(batch_shape, mask.shape[:-2]) != (
+        batch_shape
+    ):  # a mask adding batch axes
+        return None
+    return compiled.prefix_lengths(mask, batch_shape, k.shape[-2])
 
 
 def _value_exponent(v, n_keys):

@@ -15,10 +15,12 @@ Reference: Dao et al., "FlashAttention", NeurIPS 2022 (the softmax identity
 import numpy as np
 
 from .._parallel import single_threaded_blas
+from . import compiled
 from .attention import (
     TILE_ELEMENTS,
     append_column,
     check_dropout,
+    compiled_lengths,
     default_scale,
     dropout_multipliers,
     exp_minus_row_max,
@@ -153,12 +155,21 @@ def attention_backward(
     dtype = q.dtype
     n_queries, n_keys = q.shape[-2], k.shape[-2]
     batch_shape = lse.shape[:-1]
-    if mask is not None:
-        mask = np.broadcast_to(mask, batch_shape + (n_queries, n_keys))
     dropout = check_dropout(dropout, n_keys)
     if scale is None:
         scale = default_scale(q.shape[-1])
     scale = dtype.type(scale)
+    # rowsum(dO * O) is rowsum(dP * P), the softmax's correction term
+    delta = np.einsum("...i,...i->...", d_out, out)  # (..., Tq)
+    lengths = compiled_lengths(q, k, v, mask, batch_shape, dropout, False)
+    if lengths is not None and n_keys and d_out.shape == out.shape:
+        neg_lse = -np.where(np.isinf(lse), 0, lse)[..., None]  # (..., Tq, 1)
+        bound = recompute_error_bound(q, k, neg_lse, scale)
+        if not np.any(bound > RECOMPUTE_ERROR_MAX):
+            return compiled.backward(d_out, q, k, v, lse, delta, lengths, causal, scale)
+    delta = delta[..., None]  # (..., Tq, 1)
+    if mask is not None:
+        mask = np.broadcast_to(mask, batch_shape + (n_queries, n_keys))
 
     d_q = np.empty(batch_shape + q.shape[-2:], dtype=dtype)
     d_k = np.zeros(batch_shape + k.shape[-2:], dtype=dtype)
@@ -169,8 +180,6 @@ def attention_backward(
             sum_to_shape(grad, array.shape)
             for grad, array in ((d_q, q), (d_k, k), (d_v, v))
         )
-    # rowsum(dO * O) is rowsum(dP * P), the softmax's correction term
-    delta = np.einsum("...i,...i->...", d_out, out)[..., None]  # (..., Tq, 1)
     # scale * q.k - lse and dP - delta, each one product; a row with no
     # allowed key has lse = inf, and is masked anyway
     fold = dropout is None and folds_rows(n_keys, q.shape[-1])

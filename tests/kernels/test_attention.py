@@ -455,6 +455,7 @@ def test_a_sequence_is_computed_as_if_alone_whatever_its_batch_and_tiles(rng):
     np.testing.assert_allclose(out[2, :, :25], alone, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.numpy_path
 @pytest.mark.parametrize("n_keys", [7, 8])
 def test_forward_folds_only_rows_of_enough_keys(rng, monkeypatch, n_keys):
     """Rows of fewer than 2 (d + 1) keys take the exact tile (folding would

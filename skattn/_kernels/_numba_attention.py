@@ -1,0 +1,344 @@
+"""The numba functions of :mod:`skattn._kernels.compiled` (imported only
+where numba is installed).
+
+Arrays are ``(N, H, T, D)`` of any strides; an attention is one ``(n, h)``,
+taken by its flat index ``n * H + h``. Each attention copies its queries, keys
+and values once into contiguous blocks with an extra column (the rows'
+shifts, or ones), so that one ``np.dot`` (scipy's BLAS) gives a block of
+shifted scores or of weighted values with their row sums.
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import math
+
+import numba
+import numpy as np
+from numba.extending import overload
+
+from .compiled import KEYS, ROWS, SUM_FLOOR
+
+# "contract" lets LLVM fuse a * b + c into one instruction; nothing else of
+# fast-math (no reordering of sums, no assumption that values are finite).
+FASTMATH = {"contract"}
+JIT = dict(nogil=True, cache=True, fastmath=FASTMATH)
+
+
+def exp_inplace(s, scratch):
+    """``s[:] = exp(min(s, 0))``; ``scratch``: an array of the dtype of ``s``,
+    at least as long, overwritten.
+
+    Its arguments are shifted scores: a score minus an upper bound of its row
+    (or minus the row's log-sum-exp), at most 0 but for the rounding of the
+    product, which can reach thousands for scores of 1e10 in float32. Taken
+    as 0, such rounding cannot overflow a row's sum.
+    """
+
+
+# Cephes' expf and exp: x = n ln 2 + r with |r| <= ln 2 / 2 (ln 2 in two parts,
+# so that n ln 2 is exact), a polynomial of r, times 2**n built from its
+# exponent bits. Written as plain loops of arithmetic, which LLVM vectorises
+# (numba's np.exp calls the scalar libm exp without Intel's SVML).
+_LN2_HI_32, _LN2_LO_32 = np.float32(0.693359375), np.float32(-2.12194440e-4)
+_LN2_HI_64, _LN2_LO_64 = 6.93145751953125e-1, 1.42860682030941723212e-6
+
+
+@numba.njit(**JIT)
+def _exp_float32(s, scratch):
+    bits = scratch.view(np.int32)
+    log2e = np.float32(1.44269504088896341)
+    for j in range(s.shape[0]):
+        x = s[j]
+        x = min(max(x, np.float32(-87.0)), np.float32(0.0))  # exp >= 2**-126
+        n = np.floor(x * log2e + np.float32(0.5))
+        x = x - n * _LN2_HI_32
+        x = x - n * _LN2_LO_32
+        p = np.float32(1.9875691500e-4)
+        p = p * x + np.float32(1.3981999507e-3)
+        p = p * x + np.float32(8.3334519073e-3)
+        p = p * x + np.float32(4.1665795894e-2)
+        p = p * x + np.float32(1.6666665459e-1)
+        p = p * x + np.float32(5.0000001201e-1)
+        s[j] = p * x * x + x + np.float32(1.0)
+        bits[j] = (np.int32(n) + np.int32(127)) << np.int32(23)
+    for j in range(s.shape[0]):
+        s[j] *= scratch[j]
+
+
+@numba.njit(**JIT)
+def _exp_float64(s, scratch):
+    bits = scratch.view(np.int64)
+    log2e = 1.4426950408889634
+    for j in range(s.shape[0]):
+        x = s[j]
+        x = min(max(x, -708.0), 0.0)  # exp >= 2**-1022
+        n = np.floor(x * log2e + 0.5)
+        x = x - n * _LN2_HI_64
+        x = x - n * _LN2_LO_64
+        # Taylor to degree 12: below 2e-16 on |r| <= ln 2 / 2
+        p = 1.0 / 479001600.0
+        p = p * x + 1.0 / 39916800.0
+        p = p * x + 1.0 / 3628800.0
+        p = p * x + 1.0 / 362880.0
+        p = p * x + 1.0 / 40320.0
+        p = p * x + 1.0 / 5040.0
+        p = p * x + 1.0 / 720.0
+        p = p * x + 1.0 / 120.0
+        p = p * x + 1.0 / 24.0
+        p = p * x + 1.0 / 6.0
+        p = p * x + 0.5
+        s[j] = p * x * x + x + 1.0
+        bits[j] = (np.int64(n) + np.int64(1023)) << np.int64(52)
+    for j in range(s.shape[0]):
+        s[j] *= scratch[j]
+
+
+@overload(exp_inplace, jit_options=JIT)
+def _exp_inplace(s, scratch):
+    if s.dtype == numba.float32:
+        return lambda s, scratch: _exp_float32(s, scratch)
+    return lambda s, scratch: _exp_float64(s, scratch)
+
+
+@numba.njit(**JIT)
+def exponential(x):
+    """``exp(min(x, 0))`` of a 1-D array, in place, as the kernels compute it."""
+    exp_inplace(x, np.empty_like(x))
+    return x
+
+
+@numba.njit(**JIT)
+def _augmented(x, rows, column, scale):
+    """``[x[:rows] * scale, column]``, contiguous; the squared norms of the
+    rows of ``x[:rows]`` (before the scale) as well."""
+    n_dims = x.shape[1]
+    out = np.empty((rows, n_dims + 1), x.dtype)
+    norms = np.zeros(rows, x.dtype)
+    for i in range(rows):
+        for d in range(n_dims):
+            value = x[i, d]
+            norms[i] += value * value
+            out[i, d] = value * scale
+        out[i, n_dims] = column[i]
+    return out, norms
+
+
+@numba.njit(**JIT)
+def _zero_causal(block_t, j0, i0):
+    """Zero the probabilities of keys after their query: ``block_t`` is
+    (keys, queries) of the block at key ``j0`` and query ``i0``."""
+    n_keys, n_rows = block_t.shape
+    for j in range(max(0, i0 + 1 - j0), n_keys):
+        for r in range(n_rows):
+            if j0 + j > i0 + r:
+                block_t[j, r] = 0.0
+
+
+@numba.njit(**JIT)
+def _rows_pass(q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, bits, acc, tmp):
+    """``acc[:n_rows] = sum over the allowed keys of exp(q_aug . k_aug) v_aug``:
+    the weighted values of rows ``i0:i0 + n_rows`` beside their row sums."""
+    stop = min(n_keys, i0 + n_rows) if causal else n_keys
+    width = acc.shape[1]
+    acc[:n_rows] = 0.0
+    q_block_t = q_aug[i0 : i0 + n_rows].T
+    out = tmp[: n_rows * width].reshape(n_rows, width)
+    for j0 in range(0, stop, KEYS):
+        nk = min(KEYS, stop - j0)
+        scores_t = s[: nk * n_rows].reshape(nk, n_rows)  # (keys, queries)
+        np.dot(k_aug[j0 : j0 + nk], q_block_t, scores_t)
+        exp_inplace(s[: nk * n_rows], bits)
+        if causal and j0 + nk > i0:
+            _zero_causal(scores_t, j0, i0)
+        np.dot(scores_t.T, v_aug[j0 : j0 + nk], out)
+        acc[:n_rows] += out
+
+
+@numba.njit(**JIT)
+def _exact_row(q_row, k_aug, v_aug, n_keys, acc):
+    """One row of queries against its ``n_keys`` keys, shifted by its largest
+    score: ``acc`` gets the weighted values beside the row sum; returns the
+    shift. The scores are computed once, so that the shift and the
+    exponentials see the same rounding."""
+    n_dims = k_aug.shape[1] - 1
+    scores = np.zeros(n_keys, q_row.dtype)
+    for j in range(n_keys):
+        for d in range(n_dims):
+            scores[j] += q_row[d] * k_aug[j, d]
+    best = scores.max()
+    scores -= best
+    exp_inplace(scores, np.empty(n_keys, q_row.dtype))
+    acc[:] = 0.0
+    for j in range(n_keys):
+        for e in range(acc.shape[0]):
+            acc[e] += scores[j] * v_aug[j, e]
+    return best
+
+
+@numba.njit(**JIT)
+def _forward_one(
+    q, k, v, n_keys, causal, scale, row_start, row_stop, out, lse, s, bits, acc, tmp
+):
+    """One attention, queries ``row_start:row_stop``: q (Tq, Dk), k (Tk, Dk),
+    v (Tk, Dv) of any strides; writes out (Tq, Dv) and lse (Tq). ``s``,
+    ``bits``, ``acc``, ``tmp``: scratch space (see :func:`forward`)."""
+    dtype = q.dtype
+    n_dims, n_values = q.shape[1], v.shape[1]
+    if n_keys == 0:
+        out[row_start:row_stop] = 0.0
+        lse[row_start:row_stop] = np.inf
+        return
+    k_aug, k_norms = _augmented(k, n_keys, np.ones(n_keys, dtype), scale)
+    k_max = math.sqrt(k_norms.max()) * abs(scale)
+    v_aug, _ = _augmented(v, n_keys, np.ones(n_keys, dtype), dtype.type(1.0))
+    # queries with minus each row's shift: an upper bound of its scores
+    q_aug, q_norms = _augmented(q, row_stop, np.zeros(row_stop, dtype), 1.0)
+    for i in range(row_start, row_stop):
+        q_aug[i, n_dims] = -math.sqrt(q_norms[i]) * k_max
+    for i0 in range(row_start, row_stop, ROWS):
+        n_rows = min(ROWS, row_stop - i0)
+        _rows_pass(q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, bits, acc, tmp)
+        for r in range(n_rows):
+            i = i0 + r
+            total = acc[r, n_values]
+            if not (total >= SUM_FLOOR and total < np.inf):
+                # the bound was too loose: the row shifted by its largest score
+                stop = min(n_keys, i + 1) if causal else n_keys
+                shift = _exact_row(q_aug[i], k_aug, v_aug, stop, acc[r])
+                q_aug[i, n_dims] = -shift
+                total = acc[r, n_values]
+            for e in range(n_values):
+                out[i, e] = acc[r, e] / total
+            lse[i] = math.log(total) - q_aug[i, n_dims]
+
+
+@numba.njit(**JIT)
+def forward(
+    q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, out, lse
+):
+    """Attentions ``start:stop`` (flat indices) of q, k, v (N, H, T, D)."""
+    n_heads, dtype = q.shape[1], q.dtype
+    s = np.empty(ROWS * KEYS, dtype)
+    bits = np.empty(ROWS * KEYS, dtype)
+    acc = np.empty((ROWS, v.shape[3] + 1), dtype)
+    tmp = np.empty(ROWS * (v.shape[3] + 1), dtype)
+    for a in range(start, stop):
+        n, h = a // n_heads, a % n_heads
+        _forward_one(
+            q[n, h],
+            k[n, h],
+            v[n, h],
+            lengths[n, h],
+            causal,
+            scale,
+            row_start,
+            row_stop,
+            out[n, h],
+            lse[n, h],
+            s,
+            bits,
+            acc,
+            tmp,
+        )
+
+
+@numba.njit(**JIT)
+def _contiguous(x, rows):
+    out = np.empty((rows, x.shape[1]), x.dtype)
+    for i in range(rows):
+        for d in range(x.shape[1]):
+            out[i, d] = x[i, d]
+    return out
+
+
+@numba.njit(**JIT)
+def _backward_one(d_out, q, k, v, lse, delta, n_keys, causal, scale, d_q, d_k, d_v):
+    """Gradients of one attention: every array 2-D (tokens, features) but
+    lse and delta (Tq,); writes d_q, d_k, d_v."""
+    dtype = q.dtype
+    n_queries, n_dims, n_values = q.shape[0], q.shape[1], v.shape[1]
+    d_k[n_keys:] = 0.0
+    d_v[n_keys:] = 0.0
+    if n_keys == 0:
+        d_q[:] = 0.0
+        return
+    neg_lse = np.empty(n_queries, dtype)
+    for i in range(n_queries):
+        neg_lse[i] = -lse[i] if np.isfinite(lse[i]) else 0.0
+    ones = np.ones(n_keys, dtype)
+    q_aug, _ = _augmented(q, n_queries, neg_lse, 1.0)  # [q, -lse]
+    k_aug, _ = _augmented(k, n_keys, ones, scale)  # [scale * k, 1]
+    d_out_aug, _ = _augmented(d_out, n_queries, -delta, 1.0)  # [dO, -delta]
+    v_aug, _ = _augmented(v, n_keys, ones, 1.0)  # [v, 1]
+    q_c = _contiguous(q, n_queries)
+    k_scaled = _contiguous(k_aug, n_keys)[:, :n_dims].copy()
+    d_out_c = _contiguous(d_out, n_queries)
+    d_q_acc = np.zeros((n_queries, n_dims), dtype)
+    probs = np.empty(KEYS * ROWS, dtype)
+    d_scores = np.empty(KEYS * ROWS, dtype)
+    bits = np.empty(KEYS * ROWS, dtype)
+    d_k_block = np.empty((KEYS, n_dims), dtype)
+    d_v_block = np.empty((KEYS, n_values), dtype)
+    tmp_k = np.empty(KEYS * n_dims, dtype)
+    tmp_v = np.empty(KEYS * n_values, dtype)
+    tmp_q = np.empty(ROWS * n_dims, dtype)
+    for j0 in range(0, n_keys, KEYS):
+        nk = min(KEYS, n_keys - j0)
+        d_k_acc, d_v_acc = d_k_block[:nk], d_v_block[:nk]
+        d_k_acc[:] = 0.0
+        d_v_acc[:] = 0.0
+        # with a causal mask, the queries before j0 attend to none of these keys
+        first = (j0 // ROWS) * ROWS if causal else 0
+        for i0 in range(first, n_queries, ROWS):
+            n_rows = min(ROWS, n_queries - i0)
+            p_t = probs[: nk * n_rows].reshape(nk, n_rows)  # (keys, queries)
+            np.dot(k_aug[j0 : j0 + nk], q_aug[i0 : i0 + n_rows].T, p_t)
+            exp_inplace(probs[: nk * n_rows], bits)
+            if causal and j0 + nk > i0:
+                _zero_causal(p_t, j0, i0)
+            ds_t = d_scores[: nk * n_rows].reshape(nk, n_rows)
+            np.dot(v_aug[j0 : j0 + nk], d_out_aug[i0 : i0 + n_rows].T, ds_t)
+            for x in range(nk * n_rows):  # dS = P * (dP - delta)
+                d_scores[x] *= probs[x]
+            out_v = tmp_v[: nk * n_values].reshape(nk, n_values)
+            np.dot(p_t, d_out_c[i0 : i0 + n_rows], out_v)
+            d_v_acc += out_v
+            out_k = tmp_k[: nk * n_dims].reshape(nk, n_dims)
+            np.dot(ds_t, q_c[i0 : i0 + n_rows], out_k)
+            d_k_acc += out_k
+            out_q = tmp_q[: n_rows * n_dims].reshape(n_rows, n_dims)
+            np.dot(ds_t.T, k_scaled[j0 : j0 + nk], out_q)
+            d_q_acc[i0 : i0 + n_rows] += out_q
+        for j in range(nk):
+            for d in range(n_dims):
+                d_k[j0 + j, d] = d_k_acc[j, d] * scale
+            for e in range(n_values):
+                d_v[j0 + j, e] = d_v_acc[j, e]
+    for i in range(n_queries):
+        for d in range(n_dims):
+            d_q[i, d] = d_q_acc[i, d]
+
+
+@numba.njit(**JIT)
+def backward(
+    d_out, q, k, v, lse, delta, lengths, causal, scale, start, stop, d_q, d_k, d_v
+):
+    """Gradients of attentions ``start:stop`` (flat indices), arrays (N, H, T, D)."""
+    n_heads = q.shape[1]
+    for a in range(start, stop):
+        n, h = a // n_heads, a % n_heads
+        _backward_one(
+            d_out[n, h],
+            q[n, h],
+            k[n, h],
+            v[n, h],
+            lse[n, h],
+            delta[n, h],
+            lengths[n, h],
+            causal,
+            scale,
+            d_q[n, h],
+            d_k[n, h],
+            d_v[n, h],
+        )

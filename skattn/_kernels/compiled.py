@@ -1,0 +1,224 @@
+"""Compiled attention: the fused forward and backward passes, with numba.
+
+An optional accelerator (the ``[fast]`` extra). Where numba imports, the
+attention of :func:`skattn._kernels.attention.attention_forward` and
+:func:`skattn._kernels.attention_backward.attention_backward` runs here for
+the cases the model computes (float32 or float64, no broadcast batch axes,
+key padding as a number of valid keys, causal or not, no dropout, no weights
+returned); everything else, and everything without numba, runs the numpy
+path, which stays the reference. Both agree to float rounding.
+
+Why it is faster: the numpy path computes a tile of about a million scores at
+once and passes over it three times (the product, the exponential, the product
+with the values), out of the CPU's caches. Here each block of ``ROWS`` queries
+and ``KEYS`` keys (32 KiB of float32 scores) is multiplied, exponentiated and
+multiplied by the values while it stays in the L1 cache, the two products by
+the BLAS that scipy ships (``np.dot`` in numba), the exponential a vectorised
+polynomial; and a whole batch of attentions is one call that releases the
+GIL, so that threads scale and short sequences pay no Python dispatch.
+
+The forward pass shifts each row by an upper bound of its scores
+(``|scale| |q| max |k|``, as the numpy path's folded tile does), which needs
+no pass over the scores, so that the key blocks of a row simply add up; a row
+whose sum underflows is computed again shifted by its largest score. The
+backward pass recomputes the probabilities from the forward pass's
+log-sum-exp, key block by key block (Dao, "FlashAttention-2", 2023: the
+gradients of a key block accumulate over the query blocks).
+
+Every attention (a sequence's head) is computed by itself, in blocks that
+start at its first query and key, so that its result is the same whatever
+the batch, the threads or the tasks it is split into.
+
+Set the environment variable ``SKATTN_COMPILED=0`` to use the numpy path with
+numba installed.
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import functools
+import math
+import os
+
+import numpy as np
+
+# Query rows and keys of one block: ROWS * KEYS float32 scores are 32 KiB,
+# an L1 cache (measured by benchmarks/speed.py --blocks).
+ROWS = 32
+KEYS = 256
+
+# A row sum of exponentials below this may have lost precision to underflow:
+# the row is computed again, shifted by its largest score (the numpy path's
+# FOLDED_SUM_FLOOR).
+SUM_FLOOR = math.exp(-60.0)
+
+# Set by the tests to run the numpy path with numba installed.
+_DISABLED = False
+
+
+def enabled():
+    """Whether the compiled kernels run: numba imports, and neither
+    ``SKATTN_COMPILED=0`` nor the tests turned them off."""
+    if _DISABLED or os.environ.get("SKATTN_COMPILED", "1") == "0":
+        return False
+    return kernels() is not None
+
+
+@functools.cache
+def kernels():
+    """The compiled functions, or None without numba (compiled on first use,
+    then read from numba's cache)."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return None
+    from . import _numba_attention
+
+    return _numba_attention
+
+
+def prefix_lengths(mask, batch_shape, n_keys):
+    """The number of valid keys of each attention, when ``mask`` is key padding.
+
+    Parameters
+    ----------
+    mask : ndarray of bool or None
+        Broadcastable to ``batch_shape + (Tq, Tk)``.
+    batch_shape : tuple of int
+    n_keys : int
+
+    Returns
+    -------
+    lengths : ndarray of int64 of shape batch_shape, or None
+        When every query of an attention may attend to its first
+        ``lengths`` keys and to no other; None for any other mask.
+    """
+    if mask is None:
+        return np.full(batch_shape, n_keys, dtype=np.int64)
+    if mask.shape[-2] != 1:  # a mask per query: not key padding
+        return None
+    keys = mask[..., 0, :]  # (..., Tk)
+    lengths = keys.sum(axis=-1)
+    if not np.array_equal(keys, np.arange(n_keys) < lengths[..., None]):
+        return None
+    return np.ascontiguousarray(np.broadcast_to(lengths, batch_shape), np.int64)
+
+
+def applies(q, k, v, dropout, return_weights):
+    """Whether a forward (or backward) pass of these arrays runs compiled."""
+    if return_weights or dropout is not None or not enabled():
+        return False
+    if q.dtype not in (np.float32, np.float64) or not q.dtype == k.dtype == v.dtype:
+        return False
+    # no broadcast batch axes; one or two of them (sequences, heads)
+    return q.shape[:-2] == k.shape[:-2] == v.shape[:-2] and 1 <= q.ndim - 2 <= 2
+
+
+def _as_4d(array):
+    """``(N, H, T, D)``: a batch of one axis gets a head axis of 1."""
+    return array if array.ndim == 4 else array[:, None]
+
+
+def _tasks(n_attentions, n_queries, n_workers):
+    """``(attentions, query rows)`` of each task, as slices: ranges of whole
+    attentions, or, with fewer attentions than workers, of whole blocks of
+    ``ROWS`` queries of each."""
+    if n_attentions == 0:
+        return []
+    if n_attentions >= n_workers or n_queries <= ROWS:
+        per_task = -(-n_attentions // n_workers)
+        return [
+            (slice(start, min(start + per_task, n_attentions)), slice(0, n_queries))
+            for start in range(0, n_attentions, per_task)
+        ]
+    n_blocks = -(-n_queries // ROWS)
+    per_task = ROWS * -(-n_blocks // -(-n_workers // n_attentions))
+    return [
+        (slice(a, a + 1), slice(start, min(start + per_task, n_queries)))
+        for a in range(n_attentions)
+        for start in range(0, n_queries, per_task)
+    ]
+
+
+def forward(q, k, v, lengths, causal, scale):
+    """Fused attention forward pass.
+
+    Parameters
+    ----------
+    q, k, v : ndarray of shape (N, [H,] T, D), of one floating dtype
+        Of any strides.
+    lengths : ndarray of int64 of shape (N, [H])
+        Valid keys of each attention (from :func:`prefix_lengths`).
+    causal : bool
+    scale : float
+
+    Returns
+    -------
+    out : ndarray of shape (N, [H,] Tq, Dv)
+    lse : ndarray of shape (N, [H,] Tq)
+        As :func:`skattn._kernels.attention.attention_forward` returns them.
+    """
+    from .._parallel import map_parallel, parallel_workers
+
+    functions = kernels()
+    dtype = q.dtype
+    out = np.empty(q.shape[:-1] + (v.shape[-1],), dtype=dtype)
+    lse = np.empty(q.shape[:-1], dtype=dtype)
+    q4, k4, v4, out4 = (_as_4d(a) for a in (q, k, v, out))
+    lse3 = lse if lse.ndim == 3 else lse[:, None]
+    lengths2 = lengths.reshape(q4.shape[:2])
+    scale = dtype.type(scale)
+
+    def run(task):
+        attentions, rows = task
+        functions.forward(
+            q4, k4, v4, lengths2, causal, scale, attentions.start, attentions.stop,
+            rows.start, rows.stop, out4, lse3,
+        )  # fmt: skip
+
+    n_attentions = q4.shape[0] * q4.shape[1]
+    map_parallel(run, _tasks(n_attentions, q.shape[-2], parallel_workers()))
+    return out, lse
+
+
+def backward(d_out, q, k, v, lse, delta, lengths, causal, scale):
+    """Fused attention backward pass: the gradients of :func:`forward`.
+
+    Parameters
+    ----------
+    d_out : ndarray of shape (N, [H,] Tq, Dv)
+    q, k, v, lengths, causal, scale
+        As given to :func:`forward`.
+    lse : ndarray of shape (N, [H,] Tq)
+        From :func:`forward` (or the numpy path).
+    delta : ndarray of shape (N, [H,] Tq)
+        ``rowsum(d_out * out)``.
+
+    Returns
+    -------
+    d_q, d_k, d_v : ndarray, the shapes of q, k, v
+    """
+    from .._parallel import map_parallel, parallel_workers
+
+    functions = kernels()
+    dtype = q.dtype
+    # a gradient of another dtype (a float64 loss of float32 outputs) is
+    # rounded to the attention's, in which its gradients are returned
+    d_out, lse, delta = (np.asarray(a, dtype=dtype) for a in (d_out, lse, delta))
+    grads = [np.empty(a.shape, dtype=dtype) for a in (q, k, v)]
+    d_out4, q4, k4, v4, d_q4, d_k4, d_v4 = (_as_4d(a) for a in (d_out, q, k, v, *grads))
+    lse3, delta3 = (a if a.ndim == 3 else a[:, None] for a in (lse, delta))
+    lengths2 = lengths.reshape(q4.shape[:2])
+    scale = dtype.type(scale)
+
+    def run(task):
+        attentions, _ = task
+        functions.backward(
+            d_out4, q4, k4, v4, lse3, delta3, lengths2, causal, scale,
+            attentions.start, attentions.stop, d_q4, d_k4, d_v4,
+        )  # fmt: skip
+
+    n_attentions = q4.shape[0] * q4.shape[1]
+    # the gradients of a key accumulate over all queries: whole attentions
+    map_parallel(run, _tasks(n_attentions, 0, parallel_workers()))
+    return tuple(grads)

@@ -1,0 +1,24 @@
+"""The kernel tests run on both paths of the attention kernels: numpy (the
+reference) and compiled (numba, skipped where it is not installed)."""
+
+import pytest
+
+from skattn._kernels import compiled
+
+
+@pytest.fixture(autouse=True, params=["numpy", "compiled"])
+def kernel_path(request, monkeypatch):
+    """The path of the attention kernels this test runs on; tests marked
+    ``numpy_path`` (the numpy path's own tiles) run on numpy only, tests
+    marked ``compiled_path`` (the switch between the paths) once."""
+    if request.param == "numpy" and request.node.get_closest_marker("compiled_path"):
+        pytest.skip("a test of the switch between the paths, run once")
+    if request.param == "compiled":
+        if request.node.get_closest_marker("numpy_path"):
+            pytest.skip("a test of the numpy path's own tiles")
+        if compiled.kernels() is None and not request.node.get_closest_marker(
+            "compiled_path"
+        ):
+            pytest.skip("numba is not installed (the [fast] extra)")
+    monkeypatch.setattr(compiled, "_DISABLED", request.param == "numpy")
+    return request.param

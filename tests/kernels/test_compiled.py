@@ -1,0 +1,159 @@
+"""The switch between the numpy and the compiled attention kernels, and the
+compiled kernels' own pieces. Their results against the reference are the
+tests of test_attention.py and test_attention_gradients.py, which run on both
+paths (conftest.py)."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from threadpoolctl import threadpool_limits
+
+from skattn import AttentionClassifier, AttentionTransformer
+from skattn._kernels import compiled
+from skattn._kernels.attention import attention_forward
+from skattn._kernels.attention_backward import attention_backward
+
+pytestmark = pytest.mark.compiled_path
+
+needs_numba = pytest.mark.skipif(
+    compiled.kernels() is None, reason="numba is not installed (the [fast] extra)"
+)
+
+
+def test_import_skattn_imports_no_numba():
+    code = (
+        "import sys, numpy, skattn\n"
+        "skattn.multi_head_attention(numpy.ones((2, 3, 4)), *[numpy.eye(4)] * 3,"
+        " n_heads=2)\n"
+        "assert 'numba' not in sys.modules, 'import skattn imported numba'\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        env={"SKATTN_COMPILED": "0", "PATH": ""},
+    )
+
+
+def spy_on_forward(monkeypatch):
+    calls = []
+    forward = compiled.forward
+
+    def spy(*args):
+        calls.append(args[0].shape)
+        return forward(*args)
+
+    monkeypatch.setattr(compiled, "forward", spy)
+    return calls
+
+
+@needs_numba
+def test_compiled_path_runs_where_it_applies(monkeypatch):
+    """Key padding and causal masks run compiled; weights, dropout and masks
+    per query take the numpy path."""
+    monkeypatch.setattr(compiled, "_DISABLED", False)
+    calls = spy_on_forward(monkeypatch)
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((3, 2, 6, 4)).astype(np.float32) for _ in range(3))
+    padding = (np.arange(6) < np.array([6, 3, 0])[:, None])[:, None, None, :]
+    attention_forward(q, k, v, mask=padding, causal=True)
+    assert calls == [q.shape]
+    attention_forward(q, k, v, return_weights=True)
+    keys = np.arange(6, dtype=np.uint64).reshape(3, 2)
+    attention_forward(q, k, v, dropout=(0.5, keys))
+    attention_forward(q, k, v, mask=rng.random((3, 2, 6, 6)) < 0.5)
+    not_a_prefix = np.ones((3, 1, 1, 6), dtype=bool)
+    not_a_prefix[0, ..., 2] = False
+    attention_forward(q, k, v, mask=not_a_prefix)
+    attention_forward(q.astype(np.float16), k, v)
+    assert len(calls) == 1
+
+
+@needs_numba
+@pytest.mark.parametrize("switch", ["environment", "tests"])
+def test_compiled_path_can_be_turned_off(monkeypatch, switch):
+    if switch == "environment":
+        monkeypatch.setenv("SKATTN_COMPILED", "0")
+    else:
+        monkeypatch.setattr(compiled, "_DISABLED", True)
+    calls = spy_on_forward(monkeypatch)
+    attention_forward(*(np.ones((2, 3, 4), dtype=np.float32),) * 3)
+    assert not compiled.enabled() and calls == []
+
+
+def test_without_numba_the_numpy_path_runs(monkeypatch):
+    monkeypatch.setattr(compiled, "_DISABLED", False)
+    monkeypatch.setitem(sys.modules, "numba", None)  # import numba fails
+    compiled.kernels.cache_clear()
+    try:
+        assert compiled.kernels() is None and not compiled.enabled()
+        out, _, _ = attention_forward(*(np.ones((2, 3, 4)),) * 3)
+        assert_allclose(out, 1.0)
+    finally:
+        compiled.kernels.cache_clear()
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_exponential_is_accurate_to_a_few_units_in_the_last_place(dtype):
+    """The vectorised exp of the compiled kernels against numpy's, over the
+    normal range of the dtype; arguments above 0 (rounding) are taken as 0,
+    below the normal range as its bottom (negligible beside a row's sum, which
+    is at least exp(-60))."""
+    from skattn._kernels._numba_attention import exponential
+
+    low = {np.float32: -87.0, np.float64: -708.0}[dtype]
+    x = np.linspace(low, 0, 100_001, dtype=dtype)
+    expected = np.exp(x.astype(np.float64))
+    ulp = np.spacing(expected.astype(dtype)).astype(np.float64)
+    assert np.max(np.abs(exponential(x.copy()) - expected) / ulp) <= 2
+    outside = np.array([0, 1e-3, 50, low - 1, -np.inf], dtype=dtype)
+    assert_allclose(exponential(outside), [1, 1, 1, np.exp(low), np.exp(low)])
+
+
+def random_attention(rng, dtype, shape=(3, 2, 70, 8)):
+    q, k, v, d_out = (rng.standard_normal(shape).astype(dtype) for _ in range(4))
+    lengths = np.array([70, 31, 1])[: shape[0]]
+    padding = (np.arange(shape[2]) < lengths[:, None])[:, None, None, :]
+    return q, k, v, d_out, padding
+
+
+@needs_numba
+@pytest.mark.parametrize("causal", [False, True])
+def test_compiled_results_do_not_depend_on_the_threads(monkeypatch, causal):
+    """Bit for bit on one and two threads: each attention is one task's, in
+    blocks that start at its first query and key."""
+    monkeypatch.setattr(compiled, "_DISABLED", False)
+    rng = np.random.default_rng(0)
+    q, k, v, d_out, padding = random_attention(rng, np.float32, shape=(1, 1, 300, 8))
+    results = []
+    for n_threads in (1, 2):
+        with threadpool_limits(n_threads):
+            out, lse, _ = attention_forward(q, k, v, mask=padding[:1], causal=causal)
+            grads = attention_backward(
+                d_out, q, k, v, out, lse, mask=padding[:1], causal=causal
+            )
+        results.append((out, lse, *grads))
+    for one, two in zip(*results, strict=True):
+        assert_array_equal(one, two)
+
+
+@needs_numba
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("estimator", [AttentionTransformer, AttentionClassifier])
+def test_fitted_estimators_agree_on_both_paths(monkeypatch, estimator):
+    """Training (float32 Adam) and outputs agree to float rounding."""
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 40, 60)
+    X = [rng.standard_normal((n, 6)).astype(np.float32) for n in lengths]
+    y = np.array([float(x[:, 0].mean() > 0) for x in X])
+    fitted = {}
+    for path in ("numpy", "compiled"):
+        monkeypatch.setattr(compiled, "_DISABLED", path == "numpy")
+        est = estimator(max_iter=3, random_state=0, causal=True).fit(X, y)
+        output = est.transform(X) if hasattr(est, "transform") else est.predict_proba(X)
+        fitted[path] = est.loss_curve_, output
+    assert_allclose(fitted["numpy"][0], fitted["compiled"][0], rtol=1e-4)
+    assert_allclose(fitted["numpy"][1], fitted["compiled"][1], rtol=1e-3, atol=1e-4)
