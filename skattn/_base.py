@@ -23,6 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._callbacks import CALLBACK_BASES, FitTasks
 from ._dask import blocked_fit, blocked_outputs, is_dask_collection
 from ._input import CHANNELS_FIRST, CHANNELS_LAST, IDS, TABLE, check_input, input_format
+from ._lbfgs import fit_lbfgs
 from ._model.encoder import ACTIVATIONS
 from ._model.evaluate import forward_batches, per_token_outputs
 from ._model.model import ModelConfig, build_model
@@ -41,7 +42,6 @@ from ._training import (
     AdamSettings,
     History,
     fit_adam,
-    fit_lbfgs,
     fit_linear_head,
     new_optimizer,
     resolve_learning_rate,
@@ -54,8 +54,10 @@ from ._validation import (
     batch_budget,
     check_finite_output,
     check_init,
+    check_max_bytes,
     check_sample_weight,
     check_target,
+    format_bytes,
 )
 
 _STOCHASTIC_SOLVERS = ("adam",)
@@ -615,7 +617,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
     def _per_token(self, X, layer=None, max_bytes=None):
         """Per-token outputs, or the attention weights of ``layer`` (checked),
         of at most ``max_bytes`` (see ``attention_weights``)."""
-        _check_max_bytes(max_bytes)
+        check_max_bytes(max_bytes)
         sequences = self._check_sequences(X)
         model = self._model()
         dtype = compute_dtype(sequences)
@@ -638,10 +640,10 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         if max_bytes is None or n_bytes <= max_bytes:
             return
         raise ValueError(
-            f"attention_weights would return {_format_bytes(n_bytes)} for "
+            f"attention_weights would return {format_bytes(n_bytes)} for "
             f"{len(n_tokens)} sequence(s) ({self.n_heads_} heads x n_tokens**2 "
             f"weights each, n_tokens up to {n_tokens.max()}, {dtype}), more than "
-            f"max_bytes={max_bytes} ({_format_bytes(max_bytes)}). Pass a larger "
+            f"max_bytes={max_bytes} ({format_bytes(max_bytes)}). Pass a larger "
             "max_bytes, or max_bytes=None for no limit, if the memory is there; "
             "or pass fewer or shorter sequences."
         )
@@ -733,26 +735,3 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.three_d_array = True
         return tags
-
-
-def _check_max_bytes(max_bytes):
-    """``max_bytes`` of ``attention_weights``: a positive number, or None."""
-    if max_bytes is None:
-        return
-    if isinstance(max_bytes, (bool, np.bool_)) or not isinstance(max_bytes, Real):
-        raise TypeError(
-            f"max_bytes must be a number of bytes or None, got {max_bytes!r}."
-        )
-    if not max_bytes > 0:  # NaN too
-        raise ValueError(
-            f"max_bytes must be a positive number of bytes or None, got {max_bytes!r}."
-        )
-
-
-def _format_bytes(n_bytes):
-    """``n_bytes`` for a message: ``"11.9 GiB"``."""
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if n_bytes < 1024:
-            return f"{n_bytes:.1f} {unit}" if unit != "bytes" else f"{n_bytes} bytes"
-        n_bytes /= 1024
-    return f"{n_bytes:.1f} TiB"

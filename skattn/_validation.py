@@ -325,3 +325,28 @@ def normalize_weights(weights):
     if exponent == 0:
         return weights, 0
     return np.ldexp(weights, -exponent), exponent
+
+
+def check_max_bytes(max_bytes):
+    """``max_bytes`` of ``attention_weights``: a positive number, or None."""
+    if max_bytes is None:
+        return
+    if isinstance(max_bytes, bool | np.bool_) or not isinstance(
+        max_bytes, numbers.Real
+    ):
+        raise TypeError(
+            f"max_bytes must be a number of bytes or None, got {max_bytes!r}."
+        )
+    if not max_bytes > 0:  # NaN too
+        raise ValueError(
+            f"max_bytes must be a positive number of bytes or None, got {max_bytes!r}."
+        )
+
+
+def format_bytes(n_bytes):
+    """``n_bytes`` for a message: ``"11.9 GiB"``."""
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n_bytes < 1024:
+            return f"{n_bytes:.1f} {unit}" if unit != "bytes" else f"{n_bytes} bytes"
+        n_bytes /= 1024
+    return f"{n_bytes:.1f} TiB"

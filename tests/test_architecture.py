@@ -24,7 +24,7 @@ LAYERS = [
         "estimator support",
         {"_validation", "_input", "_resolve", "_targets", "_optimizers", "_callbacks"},
     ),
-    ("training", {"_training"}),
+    ("training", {"_training", "_lbfgs"}),
     ("integrations", {"_dask", "_docstrings", "datasets"}),
     ("random features", {"_random_features"}),
     ("attention estimators", {"_base"}),

@@ -696,7 +696,9 @@ class Interrupt(BaseException):
 
 
 def interrupt_at_step(monkeypatch, step):
-    """Make the ``step``-th minibatch gradient (from 1) raise Interrupt."""
+    """Make the ``step``-th minibatch gradient (from 1) raise Interrupt, in
+    either solver."""
+    import skattn._lbfgs
     import skattn._training
 
     loss_gradients = skattn._training.loss_gradients
@@ -709,6 +711,7 @@ def interrupt_at_step(monkeypatch, step):
         return loss_gradients(*args, **kwargs)
 
     monkeypatch.setattr(skattn._training, "loss_gradients", interrupted)
+    monkeypatch.setattr(skattn._lbfgs, "loss_gradients", interrupted)
 
 
 def assert_same_training_state(a, b):

@@ -1,4 +1,4 @@
-"""The attention kernels: pure numpy functions on arrays.
+"""The attention kernels: numpy functions on arrays, and their compiled twins.
 
 - ``attention``: scaled dot-product attention in query tiles, the plain exact
   tile first, then the tile that folds the softmax shift and the row sums into
@@ -8,6 +8,10 @@
 - ``multi_head``: projections, heads, multi-head self-attention forward and
   backward; the public :func:`~skattn.multi_head_attention`.
 - ``dropout``: counter-based dropout masks, the same whatever the tiles.
+- ``compiled`` (and ``_numba_attention``): the attention's forward and
+  backward passes fused and compiled with numba, where it is installed (the
+  ``[fast]`` extra), for the cases the model computes; the numpy path is the
+  reference, and runs everything else.
 - ``checks``: the checks of the public kernels' arguments.
 
 Nothing here imports scikit-learn, the model or an estimator; the kernels take

@@ -19,10 +19,8 @@ from . import compiled
 from .attention import (
     TILE_ELEMENTS,
     append_column,
-    check_dropout,
     compiled_lengths,
     default_scale,
-    dropout_multipliers,
     exp_minus_row_max,
     folds_rows,
     key_norm_max,
@@ -31,6 +29,7 @@ from .attention import (
     query_tiles,
     tile_mask,
 )
+from .dropout import check_dropout, dropout_multipliers
 
 # The backward pass recomputes each probability as exp(scale * q.k - lse). A
 # dot product of d terms is exact to about d * eps * |scale| * |q| * |k|

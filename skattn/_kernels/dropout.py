@@ -10,7 +10,9 @@ hash of ``key ^ index`` (the splitmix64 finaliser) is compared with
 ``p * 2**64``. This is what FlashAttention does with a Philox counter on the
 GPU: the backward pass recomputes the mask of a tile instead of storing it.
 
-Pure numpy; nothing here knows about an estimator.
+Pure numpy; nothing here knows about an estimator. The attention kernels take
+their dropout as ``(p, keys)`` (:func:`check_dropout`) and draw the
+multipliers of a query tile with :func:`dropout_multipliers`.
 """
 
 # Authors: The skattn developers
@@ -102,3 +104,73 @@ def keep_scale(keys, index, p, dtype):
     threshold = np.uint64(min(int(p * 2.0**64), 2**64 - 1))
     keep = mix64(keys ^ index) >= threshold
     return keep * dtype.type(1.0 / (1.0 - p))
+
+
+def check_dropout(dropout, n_keys):
+    """Attention dropout as ``(p, keys)``, or None when nothing is dropped.
+
+    Parameters
+    ----------
+    dropout : None or (float, array-like of uint64)
+        The probability ``p`` in [0, 1) of dropping an attention weight and the
+        stream keys, one per attention (broadcast over its batch axes).
+    n_keys : int
+        Keys per query: the element indices of the masks
+        (:func:`skattn._kernels.dropout.grid_index`) have room for ``2**21`` keys.
+
+    Returns
+    -------
+    None or (float, ndarray of dtype uint64)
+        None for ``dropout=None`` or ``p == 0``: no dropout, and the kernels
+        compute exactly what they compute without the argument.
+    """
+    if dropout is None:
+        return None
+    p, keys = dropout
+    p = float(p)
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"The dropout probability must be in [0, 1), got {p!r}.")
+    if p == 0.0:
+        return None
+    keys = np.asarray(keys)
+    if keys.dtype != np.uint64:
+        raise TypeError(f"Dropout keys must be of dtype uint64, got {keys.dtype}.")
+    if n_keys > 2**INDEX_BITS:
+        raise ValueError(
+            f"Attention dropout handles up to 2**{INDEX_BITS} keys, got {n_keys}."
+        )
+    return p, keys
+
+
+def dropout_multipliers(dropout, rows, n_keys, batch_shape, dtype):
+    """Inverted-dropout multipliers of the attention weights of a query tile.
+
+    Element (query ``i``, key ``j``) of batch element ``b`` is multiplied by
+    ``keep_scale(keys[b], i << 21 | j, p)`` (see :mod:`skattn._kernels.dropout`): a
+    pure function of the key and the indices, so the same whatever the tiles,
+    the batch, the padding after the keys or the threads.
+
+    Parameters
+    ----------
+    dropout : (float, ndarray of uint64)
+        From :func:`check_dropout`; the keys broadcast to ``batch_shape``.
+    rows : slice
+        The query rows of the tile.
+    n_keys : int
+        Number of keys.
+    batch_shape : tuple
+        Leading shape of the attention.
+    dtype : dtype
+        dtype of the multipliers.
+
+    Returns
+    -------
+    multipliers : ndarray of shape batch_shape + (tq, Tk)
+        0 (dropped) or ``1 / (1 - p)`` (kept).
+    """
+    p, keys = dropout
+    keys = np.broadcast_to(keys, batch_shape)[..., None, None]  # (..., 1, 1)
+    # grid_index of rows 0..tq-1, moved to the tile's first row
+    index = grid_index(rows.stop - rows.start, n_keys)  # (tq, Tk)
+    index += np.uint64(rows.start) << np.uint64(INDEX_BITS)
+    return keep_scale(keys, index, p, dtype)
