@@ -12,10 +12,14 @@ For each shape and thread count, in one process, after one warm-up call each, th
 implementations run alternately (the order rotates every repetition) and the median
 time is reported:
 
-- ``skattn mha``: ``skattn.multi_head_attention`` with Q/K/V and output projections;
+- ``skattn mha``: ``skattn.multi_head_attention`` with Q/K/V and output projections,
+  on the compiled kernels where numba is installed (the ``[fast]`` extra);
+- ``skattn mha, numpy``: the same on the numpy path (``SKATTN_COMPILED=0``),
+  where numba is installed;
 - ``skattn transform``: ``AttentionTransformer(objective=None, ...).transform``, the
-  bare layer (no positions, residual or layer norm; the same weights via ``init``)
-  followed by mean pooling;
+  bare layer (no positions, residual, layer norm, feed-forward sublayer or
+  scaling; the same weights via ``init``) followed by mean pooling
+  (``pool_tokens=False``);
 - ``torch fast`` / ``torch no-fast``: ``nn.MultiheadAttention`` (eval,
   ``torch.inference_mode``, ``batch_first=True``, ``need_weights=False``, the same
   weights) with its default fast path, and with
@@ -37,7 +41,8 @@ softmax is not counted. Ratios are time / time of the torch row (< 1: faster).
 ``--memory`` runs each case once in a fresh subprocess (this script with a hidden
 ``--one-case`` flag, at the first ``--threads`` value) and reports its peak RSS minus
 the RSS after allocating the input and weights (libraries included) minus the
-output's size: the extra memory above inputs and output. On Linux the peak is
+output's size: the extra memory above inputs and output (numba and the compiled
+kernels, about 100 MB once a process, are loaded before). On Linux the peak is
 ``VmHWM`` of ``/proc/self/status``, reset just before the case (``clear_refs``):
 ``getrusage(RUSAGE_SELF).ru_maxrss``, the fallback elsewhere, also counts the
 parent's RSS at fork time (over 300 MB once torch is loaded). "<=" marks a case
@@ -45,15 +50,24 @@ that did not raise a peak that could not be reset.
 
 ``--train`` times one epoch of ``AttentionTransformer(n_heads=4, max_iter=1,
 batch_size=b, positional_encoding=None, residual=False, layer_norm=None,
-pooling="mean", random_state=0).fit(X, y)`` (Adam, linear head, softmax
-cross-entropy, binary y) against the same model trained with torch autograd:
+ff_dim=0, scale_tokens=False, pooling="mean", random_state=0).fit(X, y)``
+(Adam, linear head, softmax cross-entropy, binary y) against the same model
+trained with torch autograd:
 ``nn.MultiheadAttention(bias=False)``, mean over tokens, ``nn.Linear``,
 ``nn.CrossEntropyLoss``, ``torch.optim.Adam`` with the same learning rate, batch
 size and L2 penalty (weight decay ``alpha / b`` on the weights, none on the head's
 bias). Both times include building the model and shuffling. Cases: T32 = (256, 32,
 64) with b = 256, 200 (the default "auto") and 32; T4096, T8192 = 2 sequences of
-that length, b = 2.
+that length, b = 2. ``skattn fit, numpy`` is the same fit on the numpy path.
 ``--memory --train`` gives the training cases' memory.
+
+``--epochs`` times one training epoch of the default ``AttentionClassifier``
+(``partial_fit`` on the whole set: one Adam epoch, no head refit) at each thread
+count, the median of ``--repeats`` epochs after one untimed, on both paths of the
+kernels: wide tokens (1,000 sequences of 128 tokens of 384 features, the size of
+a sentence encoder's token states) and long sequences (8 of 4,096 tokens of 64
+features, ``patch_size=None``, ``batch_size=2``). The speed-up is one thread's
+time over this row's.
 
 How to run (on shared machines compare ratios within one run, not absolute times
 across runs)::
@@ -62,6 +76,7 @@ across runs)::
     python benchmarks/speed.py --memory --shapes S4,S5
     python benchmarks/speed.py --train [--train-cases T32]
     python benchmarks/speed.py --memory --train
+    python benchmarks/speed.py --epochs --threads 1,2
 """
 
 # Authors: The skattn developers
@@ -83,7 +98,8 @@ from _machine import machine_lines  # benchmarks/_machine.py
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
-from skattn import AttentionTransformer, multi_head_attention
+from skattn import AttentionClassifier, AttentionTransformer, multi_head_attention
+from skattn._kernels import compiled
 
 SHAPES = {
     "S1": (512, 32, 64, 4),
@@ -99,13 +115,19 @@ TRAIN_CASES = {  # (n_samples, T, d, h), batch sizes
 }
 LABELS = {
     "mha": "skattn mha",
+    "mha-numpy": "skattn mha, numpy",
     "transform": "skattn transform",
     "torch-fast": "torch fast",
     "torch-nofast": "torch no-fast",
     "skattn": "skattn fit",
+    "skattn-numpy": "skattn fit, numpy",
     "torch": "torch autograd",
 }
 ALPHA, LEARNING_RATE = 1e-4, 1e-3  # AttentionTransformer's defaults
+EPOCH_CASES = {  # (n_samples, T, d), AttentionClassifier's parameters
+    "wide tokens": ((1000, 128, 384), {}),
+    "long sequences": ((8, 4096, 64), {"patch_size": None, "batch_size": 2}),
+}
 
 
 @cache
@@ -116,6 +138,24 @@ def optional_torch():
     except ImportError:
         return None
     return torch
+
+
+def on_numpy_path(function):
+    """``function`` run on the kernels' numpy path, numba installed or not."""
+
+    def run(*args, **kwargs):
+        compiled._DISABLED = True
+        try:
+            return function(*args, **kwargs)
+        finally:
+            compiled._DISABLED = False
+
+    return run
+
+
+def skattn_impls(base):
+    """``base``, and its numpy-path twin where the compiled kernels run."""
+    return [base, f"{base}-numpy"] if compiled.enabled() else [base]
 
 
 def set_threads(n_threads):
@@ -174,9 +214,12 @@ def run_torch(module, xt, fast):
 def inference_cases(x, weights, n_heads, impls):
     """Callables running each implementation of ``impls`` on ``x``."""
     cases = {}
+    w = [weights[n] for n in ("query", "key", "value", "output")]
     if "mha" in impls:
-        w = [weights[n] for n in ("query", "key", "value", "output")]
         cases["mha"] = lambda: multi_head_attention(x, *w, n_heads=n_heads)
+    if "mha-numpy" in impls:
+        mha = on_numpy_path(multi_head_attention)
+        cases["mha-numpy"] = lambda: mha(x, *w, n_heads=n_heads)
     if "transform" in impls:
         est = AttentionTransformer(
             n_heads=n_heads,
@@ -186,6 +229,9 @@ def inference_cases(x, weights, n_heads, impls):
             positional_encoding=None,
             residual=False,
             layer_norm=None,
+            ff_dim=0,
+            pool_tokens=False,
+            scale_tokens=False,
         ).fit(x)
         cases["transform"] = lambda: est.transform(x)
     if "torch-fast" in impls or "torch-nofast" in impls:
@@ -200,6 +246,9 @@ def verify(cases):
     """Max abs difference of each output to ``skattn mha``; did the fast path run?"""
     reference = cases["mha"]()  # (B, T, d)
     notes = [f"max|out| {np.abs(reference).max():.3g}"]
+    if "mha-numpy" in cases:
+        diff = np.abs(cases["mha-numpy"]() - reference).max()
+        notes.append(f"numpy path {diff:.1e}")
     if "transform" in cases:
         diff = np.abs(cases["transform"]() - reference.mean(axis=1)).max()
         notes.append(f"transform vs mean(mha) {diff:.1e}")
@@ -237,6 +286,8 @@ def skattn_fit(x, y, n_heads, batch_size):
         positional_encoding=None,
         residual=False,
         layer_norm=None,
+        ff_dim=0,
+        scale_tokens=False,
         pooling="mean",
         random_state=0,
     )
@@ -272,7 +323,11 @@ def torch_fit(x, y, n_heads, batch_size):
 
 
 def train_cases(x, y, n_heads, batch_size, impls):
-    fits = {"skattn": skattn_fit, "torch": torch_fit}
+    fits = {
+        "skattn": skattn_fit,
+        "skattn-numpy": on_numpy_path(skattn_fit),
+        "torch": torch_fit,
+    }
     return {i: lambda f=fits[i]: f(x, y, n_heads, batch_size) for i in impls}
 
 
@@ -324,6 +379,9 @@ def one_case(spec, n_threads):
         (n_samples, n_tokens, width, n_heads), _ = TRAIN_CASES[name]
         x, y = train_data(n_samples, n_tokens, width)
         case = train_cases(x, y, n_heads, n_samples, [impl])[impl]
+    if compiled.enabled():  # numba and its compiled code, loaded once a process
+        multi_head_attention(*make_data(1, 8, 8)[:1], *[np.eye(8, dtype="f4")] * 3,
+                             n_heads=2)  # fmt: skip
     with set_threads(n_threads):
         reset_peak_rss()
         base, peak_before = rss_bytes()
@@ -371,7 +429,7 @@ def speed(args, torch_impls):
     notes = []
     for name in args.shapes:
         shape = SHAPES[name]
-        impls = ["mha", "transform"] + torch_impls
+        impls = skattn_impls("mha") + ["transform"] + torch_impls
         if "torch-fast" in impls and fast_path_too_big(shape, args.max_scores_gb):
             impls.remove("torch-fast")
             notes.append(f"{name}: torch fast path skipped (scores > --max-scores-gb)")
@@ -397,7 +455,7 @@ def train(args, torch_impls):
     print("\nOne Adam epoch (fit, max_iter=1) against torch autograd\n")
     print("| case (n, T, d, h) | batch | threads | impl | ms | tokens/s | / torch |")
     print("|---|---:|---:|---|---:|---:|---:|")
-    impls = ["skattn"] + (["torch"] if torch_impls else [])
+    impls = skattn_impls("skattn") + (["torch"] if torch_impls else [])
     for name in args.train_cases:
         shape, batch_sizes = TRAIN_CASES[name]
         x, y = train_data(*shape[:3])
@@ -414,6 +472,34 @@ def train(args, torch_impls):
                         f"{shape[0] * shape[1] / seconds:,.0f} | {ratio} |",
                         flush=True,
                     )
+
+
+def epochs(args):
+    print("\nOne epoch of AttentionClassifier().partial_fit, median of --repeats\n")
+    print("| case (n, T, d) | kernels | threads | ms | speed-up |")
+    print("|---|---|---:|---:|---:|")
+    for name, (shape, params) in EPOCH_CASES.items():
+        x, y = train_data(*shape)
+        for impl in skattn_impls("skattn"):
+            one_thread = None
+            for n_threads in args.threads:
+                est = AttentionClassifier(random_state=0, **params)
+
+                def epoch(est=est, x=x, y=y):
+                    return est.partial_fit(x, y, classes=[0, 1])
+
+                if impl.endswith("-numpy"):
+                    epoch = on_numpy_path(epoch)
+                seconds = time_cases({impl: epoch}, n_threads, args.repeats)[impl]
+                one_thread = one_thread or seconds
+                kernels = "numpy" if impl.endswith("-numpy") else "compiled"
+                if not compiled.enabled():
+                    kernels = "numpy (no numba)"
+                print(
+                    f"| {name} {shape} | {kernels} | {n_threads} | "
+                    f"{seconds * 1e3:.0f} | {one_thread / seconds:.2f} |",
+                    flush=True,
+                )
 
 
 def comma_list(choices=None, cast=str):
@@ -458,6 +544,7 @@ def parse_args(argv=None):
         default=4.0,
         help="skip torch's fast path above this many GiB of scores (default 4)",
     )
+    add("--epochs", action="store_true", help="epoch time at each thread count")
     add("--no-torch", action="store_true", help="skattn rows only")
     add("--one-case", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -470,6 +557,8 @@ def main(argv=None):
     with_torch = not args.no_torch and optional_torch() is not None
     torch_impls = ["torch-fast", "torch-nofast"] if with_torch else []
     print("\n".join(machine_lines()))
+    numba = sys.modules.get("numba") if compiled.enabled() else None
+    print(f"# compiled kernels: {f'numba {numba.__version__}' if numba else 'off'}")
     if args.memory and args.train:
         memory_table(
             [
@@ -490,6 +579,8 @@ def main(argv=None):
             ],
             args.threads[0],
         )
+    elif args.epochs:
+        epochs(args)
     elif args.train:
         train(args, torch_impls)
     else:
