@@ -117,3 +117,10 @@ def test_the_layer_test_sees_an_upward_import(tmp_path):
     found = list(imports("_kernels.attention", module))
     assert ("_model.model", "skattn") in found
     assert (None, "sklearn") in found
+
+
+@pytest.mark.parametrize("name, path", list(modules()), ids=lambda x: str(x))
+def test_no_module_is_over_750_lines(name, path):
+    """A module that grows past this splits along its jobs."""
+    n_lines = len(path.read_text().splitlines())
+    assert n_lines <= 750, f"{name}: {n_lines} lines"

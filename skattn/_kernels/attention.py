@@ -474,6 +474,9 @@ def attention_forward(
     softmax; the normalisation is applied once to the ``(Tq, Dv)`` output rather
     than to the ``(Tq, Tk)`` probabilities.
 
+    The compiled kernels compute it instead where they apply (numba, key
+    padding, no weights or dropout), to float rounding.
+
     Dropout, when set, drops attention weights where
     ``torch.nn.MultiheadAttention(dropout=p)`` does: after the softmax, before
     the product with the values, keeping the others times ``1 / (1 - p)``.
@@ -630,13 +633,11 @@ def attention_forward(
 
 
 def compiled_lengths(q, k, v, mask, batch_shape, dropout, return_weights):
-    """The valid keys of each attention when the compiled kernels compute it
-    (see :mod:`skattn._kernels.compiled`), else None."""
+    """Valid keys of each attention if the compiled kernels compute it, else None."""
     if not compiled.applies(q, k, v, dropout, return_weights):
         return None
-    if mask is not None and np.broadcast_shapes(batch_shape, mask.shape[:-2]) != (
-        batch_shape
-    ):  # a mask adding batch axes
+    mask_batch = batch_shape if mask is None else mask.shape[:-2]
+    if np.broadcast_shapes(batch_shape, mask_batch) != batch_shape:  # more axes
         return None
     return compiled.prefix_lengths(mask, batch_shape, k.shape[-2])
 

@@ -130,6 +130,9 @@ def attention_backward(
     normalised from their own scores instead. Uses the identity
     ``rowsum(dP * P) = rowsum(dO * O)`` (Dao et al., 2022) for the softmax.
 
+    The compiled kernels compute it where they computed the forward pass and
+    the recomputation is accurate (:mod:`skattn._kernels.compiled`).
+
     With dropout, the multipliers ``M`` of a tile are recomputed from the keys:
     ``O = (P * M) V`` gives ``dV = (P * M)^T dO`` and ``dP = (dO V^T) * M``,
     and the identity still holds with the dropped output ``O``.
