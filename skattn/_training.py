@@ -1,4 +1,4 @@
-"""Learning the model from y: the training set, its history and the two solvers.
+"""Learning the model from y: the loss and gradients, the history, the Adam solver.
 
 One loss/gradient routine (:func:`loss_gradients`: forward, head, weighted
 loss, backward, L2 penalty) serves both solvers, as ``_backprop`` does in

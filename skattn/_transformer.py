@@ -78,22 +78,19 @@ class AttentionTransformer(
     biases (and its final ``LayerNorm`` for ``"pre"``), fed the projected
     tokens plus positions, the padding masked, in evaluation mode.
 
-    X is a table ``(n_samples, n_features)`` (``n_features /
-    features_per_token`` tokens), a 3D array, a list of sequences of
-    different lengths (padded internally and masked: padding never changes a
-    result), or a DataFrame; a dask array gives lazy results block by block
-    (:ref:`input_formats`, :ref:`dask`). ``transform`` takes the kind of
-    input ``fit`` saw. Batches of samples fit in scikit-learn's
-    ``working_memory`` and attention runs in query tiles, so memory is linear
-    in the sequence length; the cores the BLAS thread limit allows compute
-    batches and tiles side by side, bit-identically whatever their number
-    (:ref:`performance`). The computation runs in the dtype of ``X``.
+    X is a table (``n_features / features_per_token`` tokens), a 3D array, a
+    list of sequences of different lengths (padded and masked: padding never
+    changes a result), a DataFrame or a dask array (:ref:`input_formats`,
+    :ref:`dask`); ``transform`` takes the kind of input ``fit`` saw. Memory is
+    linear in the sequence length, results are bit-identical whatever the
+    number of cores (:ref:`performance`), and the computation runs in the
+    dtype of ``X``.
 
     The parameters that fix the model (``n_heads``, ``head_dim``,
     ``n_layers``, ``ff_dim``, ``activation``, ``layer_norm``, ``residual``,
     ``causal``, ``positional_encoding``, ``pooling``, ``vocabulary_size``,
-    ``features_per_token``,
-    ``data_format``, ``scale_tokens``, ``patch_size`` and ``pool_tokens``)
+    ``features_per_token``, ``data_format``, ``scale_tokens``, ``patch_size``
+    and ``pool_tokens``)
     take effect at the next ``fit`` that builds a model: a fitted transformer
     computes with the values it was fitted with, and ``partial_fit`` or a
     ``fit`` with ``warm_start=True`` raises a ``ValueError`` on a changed one
@@ -119,10 +116,6 @@ class AttentionTransformer(
     (10, 224)
     >>> attn.attention_weights(X).shape
     (10, 4, 6, 6)
-    >>> deep = AttentionTransformer(n_layers=2, ff_dim=64, random_state=0).fit(X)
-    >>> sorted(deep.layers_[1])
-    ['key', 'linear1', 'linear1_bias', 'linear2', 'linear2_bias', 'norm1_bias', \
-'norm1_weight', 'norm2_bias', 'norm2_weight', 'output', 'query', 'value']
     >>> ragged = [rng.standard_normal((n, 32)) for n in (3, 7, 5)]
     >>> [t.shape for t in attn.transform_sequences(ragged)]
     [(3, 64), (7, 64), (5, 64)]

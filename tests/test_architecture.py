@@ -124,3 +124,14 @@ def test_no_module_is_over_750_lines(name, path):
     """A module that grows past this splits along its jobs."""
     n_lines = len(path.read_text().splitlines())
     assert n_lines <= 750, f"{name}: {n_lines} lines"
+
+
+@pytest.mark.parametrize(
+    "estimator, max_lines",
+    [("AttentionTransformer", 300), ("RandomAttentionFeatures", 220)],
+)
+def test_estimator_docstrings_stay_short(estimator, max_lines):
+    """The reference says what each parameter does; the measurements and the
+    reasoning behind them live in the user guide."""
+    n_lines = len(getattr(skattn, estimator).__doc__.splitlines())
+    assert n_lines < max_lines, f"{estimator}: {n_lines} lines"
