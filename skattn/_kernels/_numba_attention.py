@@ -1,5 +1,6 @@
 """The numba functions of :mod:`skattn._kernels.compiled` (imported only
-where numba is installed).
+where numba is installed): attention, and the threshold statistics of the
+random features.
 
 Arrays are ``(N, H, T, D)`` of any strides; an attention is one ``(n, h)``,
 taken by its flat index ``n * H + h``. Each attention copies its queries, keys
@@ -342,3 +343,30 @@ def backward(
             d_k[n, h],
             d_v[n, h],
         )
+
+
+@numba.njit(**JIT)
+def threshold_statistics(tokens, lengths, thresholds, longest_stretch):
+    """Per sequence, feature and threshold: how many valid tokens are above
+    the threshold (``longest_stretch=False``), or the longest run of
+    consecutive valid tokens above it (True).
+
+    tokens (N, T, E), lengths (N,), thresholds (K, E); returns (N, K, E) in
+    the dtype of ``tokens``: whole numbers, exact.
+    """
+    n_sequences, _, n_features = tokens.shape
+    n_thresholds = thresholds.shape[0]
+    out = np.zeros((n_sequences, n_thresholds, n_features), tokens.dtype)
+    run = np.zeros((n_thresholds, n_features), tokens.dtype)
+    for n in range(n_sequences):
+        run[:] = 0.0
+        for t in range(lengths[n]):
+            for k in range(n_thresholds):
+                for e in range(n_features):
+                    above = tokens[n, t, e] > thresholds[k, e]
+                    if longest_stretch:
+                        run[k, e] = run[k, e] + 1.0 if above else 0.0
+                        out[n, k, e] = max(out[n, k, e], run[k, e])
+                    elif above:
+                        out[n, k, e] += 1.0
+    return out

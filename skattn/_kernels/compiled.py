@@ -29,6 +29,9 @@ Every attention (a sequence's head) is computed by itself, in blocks that
 start at its first query and key, so that its result is the same whatever
 the batch, the threads or the tasks it is split into.
 
+The threshold statistics of the random features (PPV, LSPV) have a compiled
+pass too: one loop over the tokens that counts, exactly as the numpy path does.
+
 Set the environment variable ``SKATTN_COMPILED=0`` to use the numpy path with
 numba installed.
 """
@@ -223,3 +226,27 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale):
     # the gradients of a key accumulate over all queries: whole attentions
     map_parallel(run, _tasks(n_attentions, 0, parallel_workers()))
     return tuple(grads)
+
+
+def threshold_statistics(tokens, lengths, thresholds, longest_stretch):
+    """The counts behind the PPV and LSPV statistics, in one pass over the
+    tokens and without their boolean arrays (see
+    :func:`skattn._model.pooling.pool_ppv`).
+
+    Parameters
+    ----------
+    tokens : ndarray of shape (N, T, E), float32 or float64
+    lengths : ndarray of int of shape (N,)
+    thresholds : ndarray of shape (K, E), of the dtype of ``tokens``
+    longest_stretch : bool
+        The longest run of consecutive tokens above each threshold (LSPV)
+        instead of their number (PPV).
+
+    Returns
+    -------
+    ndarray of shape (N, K, E), in the dtype of ``tokens``: whole numbers,
+    the same as the numpy path's.
+    """
+    return kernels().threshold_statistics(
+        tokens, np.asarray(lengths, np.int64), thresholds, longest_stretch
+    )

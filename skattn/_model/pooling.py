@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from .._kernels import compiled
 from .._kernels.attention import attention_forward
 from .._kernels.attention_backward import attention_backward
 from .units import ParamSpec, Unit, token_mask
@@ -93,6 +94,9 @@ def pool_ppv(tokens, lengths, params=None):
     one per row of ``params``. A step function, so it has no backward pass and
     is no pooling of the trained model (not in :data:`POOLINGS`).
     """
+    compiled_counts = _compiled_statistic(tokens, lengths, params, False)
+    if compiled_counts is not None:
+        return compiled_counts / lengths[:, None].astype(tokens.dtype), {}
     counts = [
         positive.sum(axis=1, dtype=tokens.dtype)  # (N, E)
         for positive in _positives(tokens, lengths, params)
@@ -111,6 +115,9 @@ def pool_lspv(tokens, lengths, params=None):
     share of scattered tokens. ``params``: the thresholds, as for
     :func:`pool_ppv`. A step function, with no backward pass.
     """
+    compiled_longest = _compiled_statistic(tokens, lengths, params, True)
+    if compiled_longest is not None:
+        return compiled_longest / lengths[:, None].astype(tokens.dtype), {}
     n_tokens = tokens.shape[1]
     index_dtype = np.int16 if n_tokens < 2**15 else np.int64
     positions = np.arange(n_tokens, dtype=index_dtype)[None, :, None]  # (1, T, 1)
@@ -123,6 +130,25 @@ def pool_lspv(tokens, lengths, params=None):
         )
         longest.append((positions - last_break).max(axis=1).astype(tokens.dtype))
     return _blocks(longest) / lengths[:, None].astype(tokens.dtype), {}
+
+
+def _compiled_statistic(tokens, lengths, params, longest_stretch):
+    """PPV counts or LSPV runs ``(N, K * E)`` from the compiled kernels
+    (:func:`skattn._kernels.compiled.threshold_statistics`), or None where
+    they do not run."""
+    if not compiled.enabled() or tokens.dtype not in (np.float32, np.float64):
+        return None
+    given = 0 if params is None else params
+    # compared in the dtype in which numpy compares ``tokens > given``
+    dtype = np.result_type(tokens, given)
+    thresholds = np.asarray(given, dtype)
+    if thresholds.ndim < 2:  # one row: (E,) or a scalar
+        thresholds = np.broadcast_to(thresholds, tokens.shape[-1:])[None]
+    thresholds = np.ascontiguousarray(thresholds)  # (K, E)
+    values = compiled.threshold_statistics(
+        tokens, lengths, thresholds, longest_stretch
+    )  # (N, K, E)
+    return values.reshape(len(tokens), -1)
 
 
 def _positives(tokens, lengths, params):

@@ -157,3 +157,36 @@ def test_fitted_estimators_agree_on_both_paths(monkeypatch, estimator):
         fitted[path] = est.loss_curve_, output
     assert_allclose(fitted["numpy"][0], fitted["compiled"][0], rtol=1e-4)
     assert_allclose(fitted["numpy"][1], fitted["compiled"][1], rtol=1e-3, atol=1e-4)
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "thresholds",
+    [None, 0.1, "row", "rows", "float32 rows", "at the tokens"],
+)
+def test_compiled_threshold_statistics_equal_the_numpy_path(
+    monkeypatch, dtype, thresholds
+):
+    """PPV and LSPV counted in one compiled pass: bit for bit the numpy path's,
+    thresholds compared in numpy's promotion (a Python float with float32
+    tokens in float32), padding left out."""
+    from skattn._model.pooling import pool_lspv, pool_ppv
+
+    rng = np.random.default_rng(0)
+    tokens = rng.standard_normal((30, 20, 5)).astype(dtype)
+    tokens[0, :6, 0] = 0.1  # at a threshold of 0.1, in either dtype
+    lengths = rng.integers(1, 21, 30)
+    params = {
+        "row": rng.standard_normal(5),
+        "rows": rng.standard_normal((3, 5)),
+        "float32 rows": rng.standard_normal((3, 5)).astype(np.float32),
+        "at the tokens": np.full(5, 0.1),
+    }.get(thresholds, thresholds)
+    for pool in (pool_ppv, pool_lspv):
+        monkeypatch.setattr(compiled, "_DISABLED", True)
+        expected = pool(tokens, lengths, params)[0]
+        monkeypatch.setattr(compiled, "_DISABLED", False)
+        got = pool(tokens, lengths, params)[0]
+        assert got.dtype == expected.dtype
+        assert_array_equal(got, expected)
