@@ -1,4 +1,5 @@
-"""Compiled attention: the fused forward and backward passes, with numba.
+"""Compiled kernels, with numba: the fused attention passes, and the random
+features' threshold statistics.
 
 An optional accelerator (the ``[fast]`` extra). Where numba imports, the
 attention of :func:`skattn._kernels.attention.attention_forward` and
