@@ -26,10 +26,13 @@ Shape legend: N samples, T tokens (padded length), D token width, E model width
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from .._kernels.multi_head import project
 
 LAYER_NORM_EPS = 1e-5
 
@@ -125,7 +128,23 @@ def sinusoidal_positions(n_tokens, width, dtype=np.float64):
     Returns
     -------
     positions : ndarray of shape (n_tokens, width)
+        Read-only: tables of up to 2**20 values are computed once and shared
+        by every batch (each batch of a fit would recompute it).
     """
+    if n_tokens * width <= 2**20:
+        return _shared_positions(n_tokens, width, np.dtype(dtype).str)
+    return _positions(n_tokens, width, dtype)
+
+
+@functools.lru_cache(maxsize=8)
+def _shared_positions(n_tokens, width, dtype):
+    table = _positions(n_tokens, width, dtype)
+    table.flags.writeable = False
+    return table
+
+
+def _positions(n_tokens, width, dtype):
+    """The table of :func:`sinusoidal_positions`, a new array."""
     position = np.arange(n_tokens, dtype=np.float64)[:, None]  # (T, 1)
     frequency = 10000.0 ** (-np.arange(0, width, 2, dtype=np.float64) / width)
     angles = position * frequency  # (T, ceil(width / 2))
@@ -452,7 +471,7 @@ class InputProjection(Unit):
         return {"input": ParamSpec(shape, "glorot", True, "input_weights_")}
 
     def forward(self, params, x, context):
-        return x @ params["input"], x  # (N, T, E)
+        return project(x, params["input"]), x  # (N, T, E): one matrix product
 
     def backward(self, params, d_out, x):
         grad = x.reshape(-1, x.shape[2]).T @ d_out.reshape(-1, d_out.shape[2])
