@@ -232,7 +232,7 @@ def check_structure(params, structure, incremental):
 
 def _is_value(value, expected):
     """Whether a parameter's ``value`` is ``expected``: equal and of the same
-    kind (None, a bool, a string or a number: True is not 1 here)."""
+    kind (None, a bool, a string or a number: ``True`` does not equal 1)."""
     return _kind(value) == _kind(expected) and value == expected
 
 

@@ -245,15 +245,6 @@ def forward(
 
 
 @numba.njit(**JIT)
-def _contiguous(x, rows):
-    out = np.empty((rows, x.shape[1]), x.dtype)
-    for i in range(rows):
-        for d in range(x.shape[1]):
-            out[i, d] = x[i, d]
-    return out
-
-
-@numba.njit(**JIT)
 def _backward_one(d_out, q, k, v, lse, delta, n_keys, causal, scale, d_q, d_k, d_v):
     """Gradients of one attention: every array 2-D (tokens, features) but
     lse and delta (Tq,); writes d_q, d_k, d_v."""
@@ -272,9 +263,9 @@ def _backward_one(d_out, q, k, v, lse, delta, n_keys, causal, scale, d_q, d_k, d
     k_aug, _ = _augmented(k, n_keys, ones, scale)  # [scale * k, 1]
     d_out_aug, _ = _augmented(d_out, n_queries, -delta, 1.0)  # [dO, -delta]
     v_aug, _ = _augmented(v, n_keys, ones, 1.0)  # [v, 1]
-    q_c = _contiguous(q, n_queries)
-    k_scaled = _contiguous(k_aug, n_keys)[:, :n_dims].copy()
-    d_out_c = _contiguous(d_out, n_queries)
+    q_c = np.ascontiguousarray(q)
+    k_scaled = np.ascontiguousarray(k_aug[:, :n_dims])  # scale * k
+    d_out_c = np.ascontiguousarray(d_out)
     d_q_acc = np.zeros((n_queries, n_dims), dtype)
     probs = np.empty(KEYS * ROWS, dtype)
     d_scores = np.empty(KEYS * ROWS, dtype)

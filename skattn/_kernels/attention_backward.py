@@ -163,11 +163,13 @@ def attention_backward(
     scale = dtype.type(scale)
     # rowsum(dO * O) is rowsum(dP * P), the softmax's correction term
     delta = np.einsum("...i,...i->...", d_out, out)  # (..., Tq)
-    lengths = compiled_lengths(q, k, v, mask, batch_shape, dropout, False)
-    if lengths is not None and n_keys and d_out.shape == out.shape:
+    if n_keys:
+        # a row with no allowed key has lse = inf, and is masked anyway
         neg_lse = -np.where(np.isinf(lse), 0, lse)[..., None]  # (..., Tq, 1)
         bound = recompute_error_bound(q, k, neg_lse, scale)
-        if not np.any(bound > RECOMPUTE_ERROR_MAX):
+        renormalise = bound > RECOMPUTE_ERROR_MAX  # exp(scores - lse) unsafe
+        lengths = compiled_lengths(q, k, v, mask, batch_shape, dropout, False)
+        if lengths is not None and d_out.shape == out.shape and not renormalise.any():
             return compiled.backward(d_out, q, k, v, lse, delta, lengths, causal, scale)
     delta = delta[..., None]  # (..., Tq, 1)
     if mask is not None:
@@ -193,8 +195,6 @@ def attention_backward(
         k_scaled = k * scale  # (..., Tk, Dk)
         k_t = np.swapaxes(k_scaled, -1, -2)  # (..., Dk, Tk)
         v_t = np.swapaxes(v, -1, -2)  # (..., Dv, Tk)
-    neg_lse = -np.where(np.isinf(lse), 0, lse)[..., None]  # (..., Tq, 1)
-    renormalise = recompute_error_bound(q, k, neg_lse, scale) > RECOMPUTE_ERROR_MAX
     with single_threaded_blas():
         for rows in query_tiles(n_queries, n_keys, batch_shape, tile_elements):
             q_tile = q[..., rows, :]  # (..., tq, Dk)

@@ -28,6 +28,20 @@ def test_sinusoidal_positions_by_hand():
     assert sinusoidal_positions(4, 6, np.float32).dtype == np.float32
 
 
+def test_small_position_tables_are_shared_read_only_and_large_ones_new():
+    """Every batch of a fit reads the same table of its shape and dtype; it
+    cannot be written into, and a table above 2**20 values is not kept."""
+    first, second = sinusoidal_positions(7, 4), sinusoidal_positions(7, 4)
+    assert first is second and not first.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        first[0, 0] = 1.0
+    assert sinusoidal_positions(7, 4, np.float32) is not first
+    assert_array_equal(sinusoidal_positions(7, 4, np.float32), first.astype("f4"))
+    large = sinusoidal_positions(2**14, 2**7)
+    assert large.flags.writeable and large is not sinusoidal_positions(2**14, 2**7)
+    assert_array_equal(large[:7, :4], sinusoidal_positions(7, 128)[:, :4])
+
+
 def test_layer_norm_by_hand():
     x = np.array([[1.0, 2.0, 3.0, 6.0]])
     weight = np.array([1.0, 2.0, 1.0, 1.0])
