@@ -144,11 +144,15 @@ def on_numpy_path(function):
     """``function`` run on the kernels' numpy path, numba installed or not."""
 
     def run(*args, **kwargs):
-        compiled._DISABLED = True
+        previous = os.environ.get("SKATTN_COMPILED")
+        os.environ["SKATTN_COMPILED"] = "0"  # read at every attention call
         try:
             return function(*args, **kwargs)
         finally:
-            compiled._DISABLED = False
+            if previous is None:
+                del os.environ["SKATTN_COMPILED"]
+            else:
+                os.environ["SKATTN_COMPILED"] = previous
 
     return run
 
