@@ -91,10 +91,10 @@ class RandomAttentionFeatures(
     n_models : int, default=16
         Number of independent models.
 
-    n_heads : int or list of int, default=4
+    n_heads : int or list of int, default=1
         Attention heads of a model; from a list, each model draws one value.
 
-    head_dim : int or list of int, default=16
+    head_dim : int or list of int, default=64
         Width of each head of a model (the model width is ``n_heads *
         head_dim``); from a list, each model draws one value.
 
@@ -130,8 +130,10 @@ class RandomAttentionFeatures(
 
     difference : bool, list of bool or "auto", default="auto"
         Whether a model reads each token beside its first-order difference
-        (halved), as MultiRocket reads a series. ``"auto"``: half the models
-        for tokens of at most 8 features (:ref:`default-random-difference`).
+        (halved), as MultiRocket reads a series. ``"auto"``: for tokens of at
+        most 8 features, every model of series read in patches (median length
+        above 32) and half the models of shorter ones
+        (:ref:`default-random-difference`).
 
     features_per_token : int, default=None
         For a table: the consecutive columns that form one token (None: 1);
@@ -331,8 +333,8 @@ class RandomAttentionFeatures(
         self,
         n_models=16,
         *,
-        n_heads=4,
-        head_dim=16,
+        n_heads=1,
+        head_dim=64,
         causal=False,
         positional_encoding="auto",
         patch_size="auto",
@@ -425,7 +427,7 @@ class RandomAttentionFeatures(
             candidates["positional_encoding"], median
         )
         narrow = not table and n_features <= SERIES_MAX_FEATURES
-        candidates["difference"] = differences(self.difference, narrow)
+        candidates["difference"] = differences(self.difference, narrow, median)
         candidates["patch_stride"] = patch_strides(self.patch_stride)
         rng = check_random_state(self.random_state)
         seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_models)

@@ -579,14 +579,28 @@ def test_differences_of_the_largest_tokens_do_not_overflow(dtype):
 @pytest.mark.parametrize(
     "X, drawn",
     [
-        (make_3d(width=8), {False, True}),  # series, rows of an image
+        (make_3d(width=8), {False, True}),  # short series, rows of an image
         (make_ragged(width=1), {False, True}),
+        # series of a median length above 32 (read in patches): every model
+        (make_3d(n_tokens=33, width=2), {True}),
+        (make_ragged(lengths=(10, 33, 40), width=1), {True}),
+        (make_3d(n_tokens=32, width=2), {False, True}),
         (make_3d(width=9), {False}),  # word vectors
+        (make_3d(n_tokens=40, width=9), {False}),
         (make_table(n_features=8), {False}),  # columns of a table
     ],
-    ids=["8-features", "ragged-series", "9-features", "table"],
+    ids=[
+        "8-features",
+        "ragged-series",
+        "median-33",
+        "ragged-median-33",
+        "median-32",
+        "9-features",
+        "9-features-40-tokens",
+        "table",
+    ],
 )
-def test_auto_difference_for_narrow_tokens_only(X, drawn):
+def test_auto_difference_half_the_models_all_for_long_series(X, drawn):
     features = RandomAttentionFeatures(n_models=20, **SMALL_MODEL, random_state=0)
     features.fit(X)
     assert {config["difference"] for config in features.models_} == drawn
