@@ -57,6 +57,15 @@ KEYS = 256
 # FOLDED_SUM_FLOOR).
 SUM_FLOOR = math.exp(-60.0)
 
+# The fused kernel pays off where the work on each score (its exponential and
+# row sum, which the numpy path makes in passes over memory) outweighs the
+# matrix products of its head: from MIN_KEYS_PER_SQUARED_DIM * head_dim**2
+# keys on (64 for heads of 16 features, 256 for 32, 1024 for 64); below,
+# numpy's batched matrix products are as fast or faster
+# (benchmarks/compiled_crossover.py; the user guide's performance page).
+# The tests set it to 0 to run the compiled kernels at every size.
+MIN_KEYS_PER_SQUARED_DIM = 0.25
+
 # Set by the tests to run the numpy path with numba installed.
 _DISABLED = False
 
@@ -116,7 +125,16 @@ def applies(q, k, v, dropout, return_weights):
     if q.dtype not in (np.float32, np.float64) or not q.dtype == k.dtype == v.dtype:
         return False
     # no broadcast batch axes; one or two of them (sequences, heads)
-    return q.shape[:-2] == k.shape[:-2] == v.shape[:-2] and 1 <= q.ndim - 2 <= 2
+    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2] and 1 <= q.ndim - 2 <= 2):
+        return False
+    return pays_off(k.shape[-2], q.shape[-1])
+
+
+def pays_off(n_keys, head_dim):
+    """Whether the fused kernel is faster than the numpy path for attentions
+    of ``n_keys`` keys and heads of ``head_dim`` features (see
+    ``MIN_KEYS_PER_SQUARED_DIM``)."""
+    return n_keys >= MIN_KEYS_PER_SQUARED_DIM * head_dim**2
 
 
 def _as_4d(array):

@@ -21,4 +21,6 @@ def kernel_path(request, monkeypatch):
         ):
             pytest.skip("numba is not installed (the [fast] extra)")
     monkeypatch.setattr(compiled, "_DISABLED", request.param == "numpy")
+    # the compiled kernels at every size, not only where they pay off
+    monkeypatch.setattr(compiled, "MIN_KEYS_PER_SQUARED_DIM", 0)
     return request.param

@@ -21,6 +21,8 @@ pytestmark = pytest.mark.compiled_path
 needs_numba = pytest.mark.skipif(
     compiled.kernels() is None, reason="numba is not installed (the [fast] extra)"
 )
+# the rule of the package (conftest.py sets it to 0 for the other tests)
+MIN_KEYS_PER_SQUARED_DIM = compiled.MIN_KEYS_PER_SQUARED_DIM
 
 
 def test_import_skattn_imports_no_numba():
@@ -69,6 +71,29 @@ def test_compiled_path_runs_where_it_applies(monkeypatch):
     attention_forward(q, k, v, mask=not_a_prefix)
     attention_forward(q.astype(np.float16), k, v)
     assert len(calls) == 1
+
+
+@needs_numba
+@pytest.mark.parametrize(
+    "n_keys, head_dim, runs_compiled",
+    [(63, 16, False), (64, 16, True), (255, 32, False), (256, 32, True)]
+    + [(1023, 64, False), (1024, 64, True)],
+)
+def test_compiled_path_runs_from_a_quarter_of_the_squared_head_dim_keys(
+    monkeypatch, n_keys, head_dim, runs_compiled
+):
+    """Below ``head_dim**2 / 4`` keys numpy's batched products are faster:
+    the numpy path runs, with the same results."""
+    monkeypatch.setattr(compiled, "_DISABLED", False)
+    monkeypatch.setattr(compiled, "MIN_KEYS_PER_SQUARED_DIM", MIN_KEYS_PER_SQUARED_DIM)
+    calls = spy_on_forward(monkeypatch)
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((2, 8, head_dim)).astype(np.float32)
+    k, v = (rng.standard_normal((2, n_keys, head_dim)).astype(np.float32) for _ in "kv")
+    out, _, _ = attention_forward(q, k, v)
+    assert calls == ([q.shape] if runs_compiled else [])
+    monkeypatch.setattr(compiled, "_DISABLED", True)
+    assert_allclose(out, attention_forward(q, k, v)[0], rtol=1e-5, atol=1e-6)
 
 
 @needs_numba
