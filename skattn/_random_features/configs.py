@@ -46,10 +46,6 @@ AUTO_MAX_PATCHES = 128
 # ROCKET's kernels read every short window: a scalar point is a poor token.
 # Tokens of several features keep one token a model token.
 AUTO_SHORT_PATCH = 4
-# difference="auto": every model of series read in patches reads each token
-# beside its first-order difference, as MultiRocket reads a series beside its
-# differences; half the models (drawn) of shorter series of narrow tokens; none
-# for wider tokens or tables.
 # positional_encoding="auto": half the models of series read in patches add no
 # positions (drawn), and pool windows wherever they are in the series, as
 # ROCKET's kernels do; the other half keep the sinusoidal positions. Short
@@ -190,9 +186,12 @@ def stride_of(config, median):
 def differences(difference, narrow, median):
     """The values of ``difference`` the models draw from; checked.
 
-    For ``"auto"``: ``narrow``, whether the input is sequences of at most
-    ``SERIES_MAX_FEATURES`` features per token (not a table), and ``median``,
-    as for :func:`patch_sizes`.
+    ``"auto"``: every model of series read in patches reads each token beside
+    its first-order difference, as MultiRocket reads a series beside its
+    differences; half the models (drawn) of shorter sequences of narrow
+    tokens; none for wider tokens or tables. ``narrow``: whether the input is
+    sequences of at most ``SERIES_MAX_FEATURES`` features per token (not a
+    table); ``median``: as for :func:`patch_sizes`.
     """
     if isinstance(difference, str):  # "auto", as validated
         if not narrow:

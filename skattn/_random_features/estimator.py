@@ -129,11 +129,9 @@ class RandomAttentionFeatures(
         (:ref:`default-random-patch_stride`).
 
     difference : bool, list of bool or "auto", default="auto"
-        Whether a model reads each token beside its first-order difference
-        (halved), as MultiRocket reads a series. ``"auto"``: for tokens of at
-        most 8 features, every model of series read in patches (median length
-        above 32) and half the models of shorter ones
-        (:ref:`default-random-difference`).
+        Whether a model reads each token beside its (halved) first difference,
+        as MultiRocket does. ``"auto"``: every model of series read in patches,
+        half of other narrow tokens (:ref:`default-random-difference`).
 
     features_per_token : int, default=None
         For a table: the consecutive columns that form one token (None: 1);

@@ -433,6 +433,15 @@ def test_models_draw_from_every_candidate():
     assert {config["difference"] for config in features.models_} == {False, True}
 
 
+def test_default_models_have_one_head_of_width_64():
+    features = RandomAttentionFeatures(n_models=3, random_state=0).fit(make_3d())
+    assert [(m["n_heads"], m["head_dim"]) for m in features.models_] == [(1, 64)] * 3
+    for weights in features.weights_:
+        assert weights["layers"][0]["query"].shape == (64, 64)
+    # the max and 3 PPVs of 64 features per model, the tokens' max and PPV
+    assert features.transform(make_3d()).shape == (5, 3 * 4 * 64 + 2 * 4)
+
+
 def test_scalar_parameters_give_one_configuration():
     features = RandomAttentionFeatures(
         n_models=3,
