@@ -17,9 +17,10 @@ minute)::
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-import time
+import functools
 
 import numpy as np
+from fold_threshold import best_seconds  # benchmarks/fold_threshold.py
 from threadpoolctl import threadpool_limits
 
 from skattn import multi_head_attention
@@ -34,25 +35,15 @@ CASES = [
 ]  # fmt: skip
 
 
-def best_seconds(function, repeats=9):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def time_both(x, weights, n_heads):
     """Seconds of the compiled kernels and of the numpy path."""
+    attention = functools.partial(multi_head_attention, n_heads=n_heads)
     seconds = []
     for disabled in (False, True):
         compiled._DISABLED = disabled
         compiled.MIN_KEYS_PER_SQUARED_DIM = 0  # compiled at every size
-        multi_head_attention(x, *weights, n_heads=n_heads)  # compiled, warm
-        seconds.append(
-            best_seconds(lambda: multi_head_attention(x, *weights, n_heads=n_heads))
-        )
+        attention(x, *weights)  # warm-up: numba compiles on its first call
+        seconds.append(best_seconds(attention, x, *weights, repeats=9))
     return seconds
 
 
