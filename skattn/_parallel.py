@@ -51,13 +51,14 @@ if the limit is still the one it set.
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-import itertools
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from contextvars import ContextVar
-from functools import cache
+from functools import cache, partial
+from itertools import islice
 
 from threadpoolctl import ThreadpoolController
 
@@ -216,20 +217,60 @@ def map_parallel(function, tasks):
     with single_threaded_blas():
         if n_workers <= 1:
             return [function(task) for task in tasks]
-        _, own = _blas_libraries()
+        return list(_executor(n_workers).map(partial(_run_alone, function), tasks))
 
-        def run_alone(task):
-            token = _WORKERS.set(1)  # nested maps: no threads of their own
-            # a per-thread limit holds in the calling thread only: the worker
-            # limits its own (a process-wide one is already at 1)
-            lowered = _lower_limits(own)
-            try:
-                return function(task)
-            finally:
-                _restore_limits(lowered)
-                _WORKERS.reset(token)
 
-        return list(_executor(n_workers).map(run_alone, tasks))
+def imap_parallel(function, tasks):
+    """``function(task)`` for each task of an iterator, in order, lazily.
+
+    Like :func:`map_parallel`, but with at most as many tasks under way as
+    there are workers, so that only that many tasks (batches of padded
+    sequences, say) exist at once: each worker takes the next task as soon as
+    the oldest result is taken, not when a whole group of tasks is done, so
+    that no worker waits for the slowest task of its group. A task that
+    raises stops the map: the tasks not started are cancelled, and the ones
+    under way finish before the error reaches the caller.
+
+    Yields
+    ------
+    result
+        ``function(task)``, in the order of ``tasks``.
+    """
+    n_workers = parallel_workers()
+    if n_workers <= 1:
+        for task in tasks:
+            with single_threaded_blas():  # left before the yield: see _run_alone
+                result = function(task)
+            yield result
+        return
+    tasks = iter(tasks)
+    executor, run = _executor(n_workers), partial(_run_alone, function)
+    pending = deque()
+    try:
+        pending.extend(executor.submit(run, task) for task in islice(tasks, n_workers))
+        while pending:
+            result = pending.popleft().result()
+            pending.extend(executor.submit(run, task) for task in islice(tasks, 1))
+            yield result
+    finally:  # an error, or a caller that stopped early: no task outlives the map
+        for future in pending:
+            future.cancel()
+        wait(pending)
+
+
+def _run_alone(function, task):
+    """``function(task)`` in one of skattn's worker threads, on one BLAS thread
+    (a per-thread limit is lowered in this thread, a process-wide one is
+    counted as one more computation under way), with nested maps computing
+    their tasks one by one. The context holds for the task only, never across
+    a ``yield`` of :func:`imap_parallel`: a context variable set in a
+    generator would hold in its caller between the items."""
+    with single_threaded_blas():
+        token = _WORKERS.set(1)  # nested maps: no threads of their own
+        try:
+            return function(task)
+        finally:
+            _WORKERS.reset(token)
 
 
 @contextmanager
@@ -271,21 +312,3 @@ def single_threaded_blas():
                     if lib.get_num_threads() == 1:
                         _set_limit(lib, n_threads)
                 _shared_saved.clear()
-
-
-def map_in_groups(function, tasks):
-    """``function(task)`` for each task of an iterator, in order, lazily.
-
-    Like :func:`map_parallel`, but takes a group of as many tasks as there
-    are workers at a time, so that only that many tasks (batches of padded
-    sequences, say) exist at once.
-
-    Yields
-    ------
-    result
-        ``function(task)``, in the order of ``tasks``.
-    """
-    tasks = iter(tasks)
-    n_workers = parallel_workers()
-    while group := list(itertools.islice(tasks, n_workers)):
-        yield from map_parallel(function, group)

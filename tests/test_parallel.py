@@ -10,6 +10,7 @@ differently from one thread (by an ulp), so a call that ran with a
 multithreaded BLAS shows in its result bits.
 """
 
+import itertools
 import threading
 
 import numpy as np
@@ -20,6 +21,7 @@ from threadpoolctl import ThreadpoolController, threadpool_info, threadpool_limi
 from skattn import AttentionTransformer, _parallel
 from skattn._parallel import (
     _available_cpus,
+    imap_parallel,
     map_parallel,
     parallel_workers,
     single_threaded_blas,
@@ -267,3 +269,122 @@ def test_per_thread_limits_hold_in_every_computing_thread(monkeypatch):
     assert [out for out, _ in results] == [list(range(8))] * 4
     assert [after for _, after in results] == [4, 4, 4, 1]
     assert seen == [1] * 32
+
+
+class Tasks:
+    """Tasks that count how many started and how many are under way."""
+
+    def __init__(self, function=lambda index: index):
+        self.function, self.lock = function, threading.Lock()
+        self.started = self.running = 0
+
+    def __call__(self, index):
+        with self.lock:
+            self.started += 1
+            self.running += 1
+        try:
+            return self.function(index)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+two_workers = pytest.mark.skipif(
+    _available_cpus() < 2, reason="needs two CPUs for two workers"
+)
+
+
+@two_workers
+def test_imap_parallel_yields_in_task_order_when_a_later_task_finishes_first():
+    """The first task waits until the second has finished: the results still
+    come in the order of the tasks, and the second ran while the first was
+    under way."""
+    second_done = threading.Event()
+
+    def function(index):
+        if index == 0:
+            assert second_done.wait(TIMEOUT), "the second task never ran"
+        if index == 1:
+            second_done.set()
+        return index * 10
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        results = list(imap_parallel(Tasks(function), range(6)))
+    assert results == [0, 10, 20, 30, 40, 50]
+
+
+@two_workers
+def test_imap_parallel_starts_at_most_as_many_tasks_as_workers_ahead():
+    """An endless iterator of tasks: when the caller takes each result, at
+    most as many tasks as workers have started beyond those taken; once the
+    caller stops, no task is under way and none starts."""
+    tasks = Tasks()
+    with threadpool_limits(limits=2, user_api="blas"):
+        n_workers = parallel_workers()
+        results = imap_parallel(tasks, itertools.count())
+        for taken, result in enumerate(itertools.islice(results, 20), start=1):
+            assert result == taken - 1
+            assert tasks.started <= taken + n_workers
+        results.close()
+    assert tasks.running == 0
+    started = tasks.started
+    assert started <= 20 + n_workers
+    assert tasks.started == started
+
+
+@two_workers
+def test_imap_parallel_raises_a_task_error_once_the_tasks_under_way_finish():
+    """The third task raises: the caller gets its error after the results
+    before it, no task is left under way, and the tasks not started never
+    start."""
+
+    def function(index):
+        if index == 2:
+            raise ValueError("task 2 failed")
+        return index
+
+    tasks = Tasks(function)
+    taken = []
+    with threadpool_limits(limits=2, user_api="blas"):
+        n_workers = parallel_workers()
+        with pytest.raises(ValueError, match="task 2 failed"):
+            for result in imap_parallel(tasks, range(1000)):
+                taken.append(result)
+    assert taken == [0, 1]
+    assert tasks.running == 0
+    assert tasks.started <= 3 + n_workers
+
+
+@two_workers
+def test_imap_parallel_starts_the_next_task_while_a_slower_one_runs():
+    """The second task waits until the third has started: a worker takes the
+    third as soon as the first result is taken, without waiting for the
+    second (a map by groups of two tasks would never start it)."""
+    third_started = threading.Event()
+
+    def function(index):
+        if index == 1:
+            assert third_started.wait(TIMEOUT), "the third task never started"
+        if index == 2:
+            third_started.set()
+        return index
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert list(imap_parallel(Tasks(function), range(5))) == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_imap_parallel_leaves_no_context_in_the_caller_between_results(n_threads):
+    """Between two results the caller is outside skattn's computation: no
+    worker count of skattn's holds in its context, whose nested maps would
+    otherwise run one task at a time. On one thread, each task starts only
+    when its result is asked for."""
+    tasks = Tasks()
+    with threadpool_limits(limits=n_threads, user_api="blas"):
+        results = imap_parallel(tasks, itertools.count())
+        for expected in range(3):
+            assert next(results) == expected
+            assert _parallel._WORKERS.get() is None
+            if n_threads == 1:
+                assert tasks.started == expected + 1
+        results.close()

@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 
-from .._parallel import CACHE_BYTES, even_chunks, map_in_groups
+from .._parallel import CACHE_BYTES, even_chunks, imap_parallel
 
 # Tokens of at most this many features are channels of a series (measurements),
 # which patch_size="auto" reads in patches; wider tokens (word vectors, encoder
@@ -239,9 +239,9 @@ def padded_batches(sequences, lengths, rows, row_bytes, budget_bytes):
 def map_batches(function, sequences, lengths, rows, row_bytes, budget_bytes):
     """``function(batch, x)`` for each of :func:`padded_batches`, in order.
 
-    Batches run side by side on the threads the BLAS limit allows, a group of
-    as many batches as threads at a time so that memory stays bounded (see
-    :func:`skattn._parallel.map_in_groups`); every batch is computed the same
+    Batches run side by side on the threads the BLAS limit allows, at most as
+    many at a time as there are threads, so that memory stays bounded (see
+    :func:`skattn._parallel.imap_parallel`); every batch is computed the same
     way whatever the number of threads.
 
     Yields
@@ -250,7 +250,7 @@ def map_batches(function, sequences, lengths, rows, row_bytes, budget_bytes):
         ``function(batch, x)``, in the order of the batches.
     """
     batches = padded_batches(sequences, lengths, rows, row_bytes, budget_bytes)
-    yield from map_in_groups(lambda item: function(*item), batches)
+    yield from imap_parallel(lambda item: function(*item), batches)
 
 
 def first_differences(x):
