@@ -8,10 +8,11 @@
 - ``multi_head``: projections, heads, multi-head self-attention forward and
   backward; the public :func:`~skattn.multi_head_attention`.
 - ``dropout``: counter-based dropout masks, the same whatever the tiles.
-- ``compiled`` (and ``_numba_attention``): the attention's forward and
-  backward passes fused and compiled with numba, where it is installed (the
-  ``[fast]`` extra), for the cases the model computes; the numpy path is the
-  reference, and runs everything else.
+- ``compiled`` (and ``_numba_attention``, ``_numba_layer_norm``): the
+  attention's forward and backward passes fused and compiled with numba, where
+  it is installed (the ``[fast]`` extra), for the cases the model computes, and
+  the model's layer norm; the numpy path is the reference, and runs everything
+  else.
 - ``checks``: the checks of the public kernels' arguments.
 
 Nothing here imports scikit-learn, the model or an estimator; the kernels take

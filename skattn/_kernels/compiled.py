@@ -1,5 +1,5 @@
-"""Compiled kernels, with numba: the fused attention passes, and the random
-features' threshold statistics.
+"""Compiled kernels, with numba: the fused attention passes, the layer norm,
+and the random features' threshold statistics.
 
 An optional accelerator (the ``[fast]`` extra). Where numba imports, the
 attention of :func:`skattn._kernels.attention.attention_forward` and
@@ -32,6 +32,8 @@ the batch, the threads or the tasks it is split into.
 
 The threshold statistics of the random features (PPV, LSPV) have a compiled
 pass too: one loop over the tokens that counts, exactly as the numpy path does.
+So has the layer norm: one pass per token, where numpy makes about ten over the
+whole array between which it holds the interpreter's lock.
 
 Set the environment variable ``SKATTN_COMPILED=0`` to use the numpy path with
 numba installed.
@@ -269,3 +271,64 @@ def threshold_statistics(tokens, lengths, thresholds, longest_stretch):
     return kernels().threshold_statistics(
         tokens, np.asarray(lengths, np.int64), thresholds, longest_stretch
     )
+
+
+def layer_norm_applies(*arrays):
+    """Whether the compiled layer norm runs on these arrays (the tokens or
+    gradients, and the parameters): numba runs, one floating dtype, tokens
+    of at least one feature."""
+    dtype = arrays[0].dtype
+    return (
+        enabled()
+        and dtype in (np.float32, np.float64)
+        and all(a.dtype == dtype for a in arrays)
+        and arrays[0].shape[-1] > 0
+    )
+
+
+def layer_norm_forward(x, weight, bias, eps):
+    """Layer normalisation over the last axis, compiled (see
+    :func:`skattn._model.units.layer_norm_forward`, where
+    :func:`layer_norm_applies`).
+
+    Returns
+    -------
+    (out, x_hat, inv_std) or None
+        ``out`` and ``x_hat`` of the shape of ``x``, ``inv_std`` of shape
+        (..., 1); None where a row's variance is not finite (squares that
+        overflow float64, NaN or infinite tokens): the numpy path computes
+        those arrays.
+    """
+    from . import _numba_layer_norm
+
+    rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+    out, x_hat = np.empty_like(rows), np.empty_like(rows)
+    inv_std = np.empty((rows.shape[0], 1), dtype=x.dtype)
+    if not _numba_layer_norm.forward(rows, weight, bias, eps, out, x_hat, inv_std):
+        return None
+    return (
+        out.reshape(x.shape),
+        x_hat.reshape(x.shape),
+        inv_std.reshape(x.shape[:-1] + (1,)),
+    )
+
+
+def layer_norm_backward(d_out, weight, x_hat, inv_std):
+    """Gradients of :func:`layer_norm_forward`: ``d_x`` of the shape of
+    ``d_out``, ``d_weight`` and ``d_bias`` of shape (E,)."""
+    from . import _numba_layer_norm
+
+    width = d_out.shape[-1]
+    rows = np.ascontiguousarray(d_out).reshape(-1, width)
+    d_x = np.empty_like(rows)
+    d_weight, d_bias = np.empty(width, d_out.dtype), np.empty(width, d_out.dtype)
+    _numba_layer_norm.backward(
+        rows,
+        weight,
+        np.ascontiguousarray(x_hat).reshape(-1, width),
+        np.ascontiguousarray(inv_std).reshape(-1, 1),
+        d_x,
+        d_weight,
+        d_bias,
+    )
+    return d_x.reshape(d_out.shape), d_weight, d_bias

@@ -16,8 +16,9 @@ receives, their key-padding mask, the causal switch and the dropout streams.
 Units read the context and never change it. The model (``model.py``) is a
 list of units; the encoder layer is in ``encoder.py``.
 
-Pure numpy functions on arrays: nothing here imports scikit-learn or knows
-about an estimator.
+Numpy functions on arrays (the layer norm runs compiled where numba is
+installed, see ``skattn._kernels.compiled``): nothing here imports
+scikit-learn or knows about an estimator.
 
 Shape legend: N samples, T tokens (padded length), D token width, E model width
 (``n_heads * head_dim``).
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._kernels import compiled
 from .._kernels.multi_head import project
 
 LAYER_NORM_EPS = 1e-5
@@ -178,12 +180,21 @@ def layer_norm_forward(x, weight, bias, eps=LAYER_NORM_EPS):
     largest entry: exact, where the plain formula gave ``inv_std = 0`` (a row
     of zeros) or NaN.
 
+    Where numba is installed, a compiled pass computes the same to float
+    rounding (:func:`skattn._kernels.compiled.layer_norm_forward`); rows it
+    cannot hold come here.
+
     Returns
     -------
     out : ndarray, same shape as ``x``
     cache : dict
         ``x_hat`` (normalised input) and ``inv_std`` of shape (..., 1).
     """
+    if compiled.layer_norm_applies(x, weight, bias):
+        result = compiled.layer_norm_forward(x, weight, bias, eps)
+        if result is not None:
+            out, x_hat, inv_std = result
+            return out, {"x_hat": x_hat, "inv_std": inv_std}
     with np.errstate(over="ignore", invalid="ignore"):  # recomputed below
         mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
         centred = x - mean
@@ -218,6 +229,8 @@ def layer_norm_backward(d_out, weight, cache):
     d_weight, d_bias : ndarray of shape (E,)
     """
     x_hat, inv_std = cache["x_hat"], cache["inv_std"]
+    if compiled.layer_norm_applies(d_out, weight, x_hat, inv_std):
+        return compiled.layer_norm_backward(d_out, weight, x_hat, inv_std)
     width = x_hat.shape[-1]
     d_weight = (d_out * x_hat).reshape(-1, width).sum(axis=0)
     d_bias = d_out.reshape(-1, width).sum(axis=0)

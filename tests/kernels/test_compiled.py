@@ -1,5 +1,6 @@
-"""The switch between the numpy and the compiled attention kernels, and the
-compiled kernels' own pieces. Their results against the reference are the
+"""The switch between the numpy and the compiled attention kernels, the
+compiled kernels' own pieces, and the compiled layer norm against its numpy
+path. Their results against the reference are the
 tests of test_attention.py and test_attention_gradients.py, which run on both
 paths (conftest.py)."""
 
@@ -15,6 +16,7 @@ from skattn import AttentionClassifier, AttentionTransformer
 from skattn._kernels import compiled
 from skattn._kernels.attention import attention_forward
 from skattn._kernels.attention_backward import attention_backward
+from skattn._model.units import layer_norm_backward, layer_norm_forward
 
 pytestmark = pytest.mark.compiled_path
 
@@ -215,3 +217,75 @@ def test_compiled_threshold_statistics_equal_the_numpy_path(
         got = pool(tokens, lengths, params)[0]
         assert got.dtype == expected.dtype
         assert_array_equal(got, expected)
+
+
+def numpy_layer_norm(monkeypatch, x, weight, bias, d_out):
+    """The numpy path's layer norm of ``x`` and its gradients for ``d_out``."""
+    monkeypatch.setattr(compiled, "_DISABLED", True)
+    out, cache = layer_norm_forward(x, weight, bias)
+    grads = layer_norm_backward(d_out, weight, cache)
+    monkeypatch.setattr(compiled, "_DISABLED", False)
+    return out, cache, grads
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(5, 7), (3, 4, 64), (2, 6, 1)])
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_compiled_layer_norm_agrees_with_the_numpy_path(
+    monkeypatch, dtype, shape, contiguous
+):
+    """Forward and backward compiled (the compiled pass ran) agree with the
+    numpy path to float rounding, tokens of a strided view included; nothing
+    passed in is modified."""
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(dtype)
+    if not contiguous:
+        x = np.asfortranarray(x)
+    weight, bias = rng.standard_normal((2, shape[-1])).astype(dtype)
+    d_out = rng.standard_normal(shape).astype(dtype)
+    before = [a.copy() for a in (x, weight, bias, d_out)]
+    expected_out, expected_cache, expected_grads = numpy_layer_norm(
+        monkeypatch, x, weight, bias, d_out
+    )
+    assert compiled.layer_norm_forward(x, weight, bias, 1e-5) is not None
+    out, cache = layer_norm_forward(x, weight, bias)
+    grads = layer_norm_backward(d_out, weight, cache)
+    tolerance = (
+        dict(rtol=1e-5, atol=1e-5)
+        if dtype == np.float32
+        else dict(rtol=1e-12, atol=1e-12)
+    )
+    assert out.dtype == cache["x_hat"].dtype == cache["inv_std"].dtype == dtype
+    assert cache["inv_std"].shape == expected_cache["inv_std"].shape
+    assert_allclose(out, expected_out, **tolerance)
+    for name in ("x_hat", "inv_std"):
+        assert_allclose(cache[name], expected_cache[name], **tolerance)
+    for got, expected in zip(grads, expected_grads, strict=True):
+        assert got.dtype == dtype and got.shape == expected.shape
+        assert_allclose(got, expected, **tolerance)
+    for array, original in zip((x, weight, bias, d_out), before, strict=True):
+        assert_array_equal(array, original)
+
+
+@needs_numba
+def test_compiled_layer_norm_leaves_rows_it_cannot_hold_to_the_numpy_path(
+    monkeypatch,
+):
+    """Float64 tokens whose squares overflow, and NaN: the compiled pass
+    declines (None) and the numpy path computes them, exactly its own result.
+    Float32 tokens of 1e20, whose squares overflow float32 but not the
+    compiled pass's float64 sums, are computed compiled, as the numpy path
+    computes them by its scaling."""
+    rng = np.random.default_rng(0)
+    weight, bias = np.ones(8), np.zeros(8)
+    for x in (rng.standard_normal((3, 8)) * 1e300, np.full((2, 8), np.nan)):
+        assert compiled.layer_norm_forward(x, weight, bias, 1e-5) is None
+        expected, _, _ = numpy_layer_norm(monkeypatch, x, weight, bias, x)
+        with np.errstate(invalid="ignore"):
+            assert_array_equal(layer_norm_forward(x, weight, bias)[0], expected)
+    x = (rng.standard_normal((3, 8)) * 1e20).astype(np.float32)
+    weight, bias = weight.astype(np.float32), bias.astype(np.float32)
+    expected, _, _ = numpy_layer_norm(monkeypatch, x, weight, bias, x)
+    assert compiled.layer_norm_forward(x, weight, bias, 1e-5) is not None
+    assert_allclose(layer_norm_forward(x, weight, bias)[0], expected, atol=1e-5)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from helpers import numeric_gradient, relative_error
 
+from skattn._kernels import compiled
 from skattn._model.encoder import DropoutStreams, FeedForward, SelfAttention, Sublayer
 from skattn._model.model import ModelConfig, build_model
 from skattn._model.pooling import POOLINGS, Pooling
@@ -121,7 +122,12 @@ def test_class_token_backward(rng, batch):
     check_unit(unit, seeded_params(unit, rng), x, lengths, rng)
 
 
-def test_layer_norm_backward(rng, batch):
+@pytest.mark.parametrize("path", ["numpy", "compiled"])
+def test_layer_norm_backward(rng, batch, monkeypatch, path):
+    """Against finite differences on both paths of the layer norm."""
+    if path == "compiled" and compiled.kernels() is None:
+        pytest.skip("numba is not installed (the [fast] extra)")
+    monkeypatch.setattr(compiled, "_DISABLED", path == "numpy")
     x, lengths = batch
     unit = LayerNorm(4, "norm1")
     check_unit(unit, seeded_params(unit, rng), x, lengths, rng)
