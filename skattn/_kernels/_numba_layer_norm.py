@@ -36,8 +36,11 @@ def forward(x, weight, bias, eps, out, x_hat, inv_std):
             centred = x[i, e] - mean
             squares += centred * centred
         variance = squares / width
-        scale = 1.0 / math.sqrt(variance + eps)
-        if not (variance < np.inf and 0.0 < scale < np.inf):
+        root = math.sqrt(variance + eps)
+        if not (variance < np.inf and root > 0.0):  # NaN fails both
+            return False
+        scale = 1.0 / root
+        if not scale < np.inf:
             return False
         inv_std[i, 0] = scale
         for e in range(width):

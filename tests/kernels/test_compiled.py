@@ -272,18 +272,26 @@ def test_compiled_layer_norm_agrees_with_the_numpy_path(
 def test_compiled_layer_norm_leaves_rows_it_cannot_hold_to_the_numpy_path(
     monkeypatch,
 ):
-    """Float64 tokens whose squares overflow, and NaN: the compiled pass
-    declines (None) and the numpy path computes them, exactly its own result.
+    """Float64 tokens whose squares overflow, NaN, and a constant row without
+    an epsilon: the compiled pass declines (None) and the numpy path computes
+    them, exactly its own result.
     Float32 tokens of 1e20, whose squares overflow float32 but not the
     compiled pass's float64 sums, are computed compiled, as the numpy path
     computes them by its scaling."""
     rng = np.random.default_rng(0)
     weight, bias = np.ones(8), np.zeros(8)
-    for x in (rng.standard_normal((3, 8)) * 1e300, np.full((2, 8), np.nan)):
-        assert compiled.layer_norm_forward(x, weight, bias, 1e-5) is None
-        expected, _, _ = numpy_layer_norm(monkeypatch, x, weight, bias, x)
-        with np.errstate(invalid="ignore"):
-            assert_array_equal(layer_norm_forward(x, weight, bias)[0], expected)
+    declined = [
+        (rng.standard_normal((3, 8)) * 1e300, 1e-5),
+        (np.full((2, 8), np.nan), 1e-5),
+        (np.vstack([rng.standard_normal(8), np.full(8, 2.0)]), 0.0),
+    ]
+    for x, eps in declined:
+        assert compiled.layer_norm_forward(x, weight, bias, eps) is None
+        with np.errstate(invalid="ignore", divide="ignore"):
+            monkeypatch.setattr(compiled, "_DISABLED", True)
+            expected = layer_norm_forward(x, weight, bias, eps)[0]
+            monkeypatch.setattr(compiled, "_DISABLED", False)
+            assert_array_equal(layer_norm_forward(x, weight, bias, eps)[0], expected)
     x = (rng.standard_normal((3, 8)) * 1e20).astype(np.float32)
     weight, bias = weight.astype(np.float32), bias.astype(np.float32)
     expected, _, _ = numpy_layer_norm(monkeypatch, x, weight, bias, x)
