@@ -297,3 +297,33 @@ def test_compiled_layer_norm_leaves_rows_it_cannot_hold_to_the_numpy_path(
     expected, _, _ = numpy_layer_norm(monkeypatch, x, weight, bias, x)
     assert compiled.layer_norm_forward(x, weight, bias, 1e-5) is not None
     assert_allclose(layer_norm_forward(x, weight, bias)[0], expected, atol=1e-5)
+
+
+@needs_numba
+def test_layer_norm_runs_compiled_where_it_applies(monkeypatch):
+    """The model's layer norm calls the compiled pass for one floating dtype
+    and numba on, forward and backward; mixed dtypes, float16 and
+    ``SKATTN_COMPILED=0`` keep the numpy path."""
+    calls = []
+    for name in ("layer_norm_forward", "layer_norm_backward"):
+        original = getattr(compiled, name)
+
+        def spy(*args, name=name, original=original):
+            calls.append(name)
+            return original(*args)
+
+        monkeypatch.setattr(compiled, name, spy)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    weight, bias = np.ones(4, np.float32), np.zeros(4, np.float32)
+    _, cache = layer_norm_forward(x, weight, bias)
+    layer_norm_backward(x, weight, cache)
+    assert calls == ["layer_norm_forward", "layer_norm_backward"]
+    calls.clear()
+    layer_norm_forward(x, weight.astype(np.float64), bias)  # mixed: promotes
+    half = [a.astype(np.float16) for a in (x, weight, bias)]
+    layer_norm_forward(*half)  # float16: the numpy path
+    monkeypatch.setenv("SKATTN_COMPILED", "0")
+    _, cache = layer_norm_forward(x, weight, bias)
+    layer_norm_backward(x, weight, cache)
+    assert calls == []
