@@ -29,6 +29,7 @@ import contextlib
 import itertools
 import statistics
 import time
+from unittest import mock
 
 from _machine import machine_lines  # benchmarks/_machine.py
 from speed import EPOCH_CASES, set_threads, train_data
@@ -49,22 +50,14 @@ def map_in_groups(function, tasks):
         yield from map_parallel(function, group)
 
 
-@contextlib.contextmanager
-def swapped(module, name, value):
-    original = getattr(module, name)
-    setattr(module, name, value)
-    try:
-        yield
-    finally:
-        setattr(module, name, original)
-
-
 VARIANTS = {
     "as is": contextlib.nullcontext,
-    "layer norm on numpy": lambda: swapped(
+    "layer norm on numpy": lambda: mock.patch.object(
         compiled, "layer_norm_applies", lambda *arrays: False
     ),
-    "batches in groups": lambda: swapped(sequences, "imap_parallel", map_in_groups),
+    "batches in groups": lambda: mock.patch.object(
+        sequences, "imap_parallel", map_in_groups
+    ),
 }
 
 

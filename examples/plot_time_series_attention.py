@@ -167,6 +167,6 @@ plt.show()
 # %%
 # Trained with the same parameters and seed, the classifier's encoder is the
 # transformer's, weight for weight: its heatmap is the one above. Its head is
-# the linear head that trained the transformer (0.800 here), which the
-# pipeline replaced by a logistic regression fitted on the same features
-# afterwards (0.827).
+# the linear head the transformer is trained with (0.800 here); the
+# pipeline's last step is a logistic regression fitted on the same features
+# (0.827).
