@@ -338,8 +338,23 @@ def model_path():
     return str(package.get_model_path())
 
 
+# How far the encoder's own float32 token states move when the same text is
+# encoded in another batch (other texts beside it pad it to another length, so
+# torch runs other matrix shapes and rounds differently). Measured over the
+# batches of up to four texts of ``benchmarks/encoder_batch_variation.py``,
+# torch 2.13 CPU, states of |x| <= 5.9: at most 1.7e-6 on an AMD EPYC, 2.0e-6 on
+# an Intel Xeon (AVX-512). The tolerance is 5 times the larger.
+ENCODER_BATCH_ATOL = 1e-5
+
+
 @pytest.mark.pretrained
 def test_token_embeddings_equal_the_encoders_token_states(model_path):
+    """TokenEmbeddings returns ``encode(texts, output_value="token_embeddings")``.
+
+    It encodes each distinct text once (here a batch of two texts where the
+    reference encodes three), so the states agree to the encoder's own
+    batch-to-batch rounding, ``ENCODER_BATCH_ATOL``, not bit for bit.
+    """
     from sentence_transformers import SentenceTransformer
 
     encoder = SentenceTransformer(model_path, device="cpu")
@@ -350,7 +365,7 @@ def test_token_embeddings_equal_the_encoders_token_states(model_path):
         assert [o.shape for o in out] == [(5, 384), (6, 384), (5, 384)]
         for states, reference in zip(out, expected, strict=True):
             assert states.dtype == np.float32
-            assert_allclose(states, reference.numpy(), rtol=1e-5, atol=1e-6)
+            assert_allclose(states, reference.numpy(), rtol=0, atol=ENCODER_BATCH_ATOL)
     assert embed.n_features_out_ == 384
     words = embed.tokens(texts)  # one word piece per token state
     assert words[0] == ["[CLS]", "a", "good", "film", "[SEP]"]

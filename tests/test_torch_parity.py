@@ -2,6 +2,11 @@
 
 torch is a test-only dependency (the ``test`` extra): these tests are skipped
 when it is absent, and skattn never imports it.
+
+Both sides compute in float64 and sum in other orders. The largest difference
+measured over every case below is 3.4e-15 (on tokens of |x| <= 4; AMD EPYC,
+torch 2.13 CPU, numpy and compiled kernels alike): ``TOLERANCE`` leaves a
+margin of about 300 times, for other BLAS kernels.
 """
 
 import numpy as np
@@ -14,6 +19,7 @@ from skattn._model.units import sinusoidal_positions
 torch = pytest.importorskip("torch")
 
 D_MODEL, N_HEADS, FF_DIM, N_LAYERS = 8, 2, 12, 2
+TOLERANCE = dict(rtol=1e-12, atol=1e-12)
 LENGTHS = (5, 2, 7, 4)
 
 
@@ -138,7 +144,7 @@ def test_encoder_stack_equals_torch(norm_first, activation, causal):
     tokens = est.transform_sequences(X)
     for row, (out, n) in enumerate(zip(tokens, LENGTHS, strict=True)):
         assert out.shape == (n, D_MODEL)
-        assert_allclose(out, expected[row, :n], rtol=1e-7, atol=1e-12)
+        assert_allclose(out, expected[row, :n], **TOLERANCE)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -167,4 +173,4 @@ def test_trained_stack_with_projection_and_positions_equals_torch(norm_first):
     encoder = torch_encoder(est, activation="gelu", norm_first=norm_first)
     expected = torch_tokens(encoder, padded(h, 8), lengths, causal=False)
     for row, out in enumerate(est.transform_sequences(X)):
-        assert_allclose(out, expected[row, : lengths[row]], rtol=1e-7, atol=1e-12)
+        assert_allclose(out, expected[row, : lengths[row]], **TOLERANCE)
