@@ -16,7 +16,11 @@ Guarantee, whichever Python threads call skattn, at once or not, nested or not:
 - once the last of the calls under way returns, each BLAS library's thread
   limit is what it was before the first of them started;
 - a limit already at one (``threadpool_limits(1)`` around the calls) is never
-  raised.
+  raised;
+- a child process forked at any moment (``multiprocessing``'s fork start
+  method, a server's preforked workers) computes on worker threads of its own
+  and finds the limits the user set, whatever the parent's threads were
+  computing (:func:`_after_fork_in_child`).
 
 Why it takes more than ``threadpool_limits`` around each call. Some BLAS
 libraries keep one thread limit for the whole process: OpenBLAS built on
@@ -256,6 +260,32 @@ def imap_parallel(function, tasks):
         for future in pending:
             future.cancel()
         wait(pending)
+
+
+def _after_fork_in_child():
+    """Make a forked child's state that of a process with no skattn thread.
+
+    A child forked from a process gets a copy of its memory but only the
+    thread that forked: the cached executor's worker threads do not exist
+    there (a task submitted to it would wait for ever), a lock held by another
+    thread at the fork stays held, and the computations under way in other
+    threads never end, so they never restore the BLAS limits they lowered.
+    The one computation that can still be under way in the child is the
+    forking thread's own (a callback of a fit that forks).
+    """
+    global _SHARED_LOCK, _shared_calls
+    _executor.cache_clear()
+    _SHARED_LOCK = threading.Lock()
+    _shared_calls = 0 if _WORKERS.get() is None else 1
+    if _shared_calls == 0:
+        for lib, n_threads in _shared_saved.items():
+            if lib.get_num_threads() == 1:
+                _set_limit(lib, n_threads)
+        _shared_saved.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _run_alone(function, task):

@@ -384,3 +384,64 @@ def test_imap_parallel_leaves_no_context_in_the_caller_between_results(n_threads
             if n_threads == 1:
                 assert tasks.started == expected + 1
         results.close()
+
+
+def limits_around_a_computation():
+    """The BLAS limits before and after a skattn computation."""
+    before = blas_limits()
+    with single_threaded_blas():
+        pass
+    return before, blas_limits()
+
+
+def in_forked_child(function, *args):
+    """``function(*args)`` in a child process forked from this one, or a
+    failure if the child has not returned within ``TIMEOUT`` seconds."""
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        try:
+            return pool.apply_async(function, args).get(timeout=TIMEOUT)
+        except multiprocessing.TimeoutError:
+            pytest.fail(f"the forked child did not return within {TIMEOUT} s")
+
+
+@two_workers
+@pytest.mark.filterwarnings("ignore:.*use of fork\\(\\) may lead to deadlocks")
+def test_transform_in_a_forked_child_returns_the_parents_result():
+    """The parent's worker threads do not survive a fork: a child forked after
+    the parent computed on two threads computes on threads of its own, and
+    gives the parent's result (multiprocessing's fork start method, gunicorn's
+    preload, celery's prefork)."""
+    X = np.random.default_rng(0).standard_normal((64, 64, 8)).astype(np.float32)
+    with threadpool_limits(limits=2, user_api="blas"):
+        est = AttentionTransformer(objective=None, random_state=0).fit(X)
+        expected = est.transform(X)  # the parent's worker threads exist
+        assert_array_equal(in_forked_child(est.transform, X), expected)
+
+
+@pytest.mark.filterwarnings("ignore:.*use of fork\\(\\) may lead to deadlocks")
+def test_a_child_forked_during_another_threads_computation_has_the_users_limits():
+    """Another thread is inside a skattn computation (BLAS lowered to one
+    thread) when the process forks: that computation does not exist in the
+    child, so the child finds the limits the user set, and its own
+    computations leave them so."""
+    entered, release = threading.Event(), threading.Event()
+
+    def compute():
+        with single_threaded_blas():
+            entered.set()
+            release.wait(TIMEOUT)
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        users = blas_limits()
+        worker = threading.Thread(target=compute)
+        worker.start()
+        try:
+            assert entered.wait(TIMEOUT)
+            assert set(blas_limits().values()) == {1}  # lowered in the parent
+            before, after = in_forked_child(limits_around_a_computation)
+        finally:
+            release.set()
+            worker.join(TIMEOUT)
+        assert before == after == users
