@@ -75,13 +75,16 @@ def check_finite_output(estimator, out, sequences, scale_tokens):
 
     Finite tokens can still overflow the model: unstandardised tokens of
     1e300 (or 1e20 in float32, which RandomAttentionFeatures computes in)
-    overflow the products and the layer norms. Checked on the result, a pass
-    over the output only.
+    overflow the products and the layer norms, and so do weights of that
+    scale (given in ``init``, say) on tokens of any scale. Checked on the
+    result, a pass over the output only; the message blames the larger of the
+    two, the model's tokens (standardised as the model reads them) or its
+    weights, and names the remedy.
 
     Parameters
     ----------
     estimator : BaseEstimator
-        Named in the message.
+        Named in the message; its fitted weights are looked at.
     out : ndarray or list of ndarray
         The result.
     sequences : ndarray or list of ndarray
@@ -92,8 +95,19 @@ def check_finite_output(estimator, out, sequences, scale_tokens):
     arrays = out if isinstance(out, list) else [out]
     if all(np.isfinite(array).all() for array in arrays):
         return
-    seqs = sequences if isinstance(sequences, list) else [sequences]
-    largest = max(float(np.max(np.abs(seq), initial=0)) for seq in seqs)
+    name = type(estimator).__name__
+    tokens = _largest_token(estimator, sequences, scale_tokens)
+    weights = max(map(_largest, _fitted_weights(estimator)), default=0.0)
+    which = "standardised " if scale_tokens else ""
+    if weights > tokens:
+        raise ValueError(
+            f"{name} cannot compute X: its weights (largest |w| = {weights:.3g}) "
+            f"overflow the model's arithmetic on X's {which}tokens (largest |x| = "
+            f"{tokens:.3g}) and gave NaN or inf. Give init weights of the scale "
+            "of the default initialisation (entries of about 1 / sqrt(d_model)), "
+            "or fit without init; weights learned this large ask for a smaller "
+            "learning_rate_init."
+        )
     remedy = (
         "Standardise the tokens (scale_tokens=True, the default) or rescale X."
         if not scale_tokens
@@ -102,10 +116,52 @@ def check_finite_output(estimator, out, sequences, scale_tokens):
         "or fit on data of this scale."
     )
     raise ValueError(
-        f"{type(estimator).__name__} cannot compute X: its tokens (largest "
-        f"|x| = {largest:.3g}, scale_tokens={scale_tokens}) overflow the model's "
-        f"arithmetic and gave NaN or inf. {remedy}"
+        f"{name} cannot compute X: its {which}tokens (largest |x| = {tokens:.3g}, "
+        f"scale_tokens={scale_tokens}) overflow the model's arithmetic and gave "
+        f"NaN or inf. {remedy}"
     )
+
+
+# Fitted attributes that are no weights of the model: the token statistics
+# (the tokens' scale is measured on the tokens themselves) and the labels.
+_NOT_WEIGHTS = frozenset({"token_mean_", "token_scale_", "classes_"})
+
+
+def _fitted_weights(estimator):
+    """The floating arrays of an estimator's fitted attributes (in lists and
+    dicts too, as ``layers_`` holds them), but the token statistics."""
+    stack = [
+        value
+        for name, value in vars(estimator).items()
+        if name.endswith("_") and not name.startswith("_") and name not in _NOT_WEIGHTS
+    ]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+        elif isinstance(value, np.ndarray) and value.dtype.kind == "f":
+            yield value
+
+
+def _largest(array):
+    return float(np.max(np.abs(array), initial=0))
+
+
+def _largest_token(estimator, sequences, scale_tokens):
+    """The largest |x| of the tokens as the model reads them: standardised
+    with the fitted statistics, where it standardises them."""
+    seqs = sequences if isinstance(sequences, list) else [sequences]
+    mean = getattr(estimator, "token_mean_", None)
+    scale = getattr(estimator, "token_scale_", None)
+    if not scale_tokens or mean is None or scale is None:
+        return max(map(_largest, seqs), default=0.0)
+    with np.errstate(over="ignore"):  # one sequence at a time: an error path
+        return max(
+            (_largest((seq - mean) / scale) for seq in seqs if len(seq)),
+            default=0.0,
+        )
 
 
 def batch_budget():

@@ -218,6 +218,21 @@ def test_unstandardised_huge_tokens_are_computed_or_refused():
         features.transform(X * 1e300)
 
 
+def test_huge_init_weights_are_named_when_the_tokens_are_in_range():
+    """Weights of 1e160 given in init overflow a transform of tokens of
+    |x| <= 3.9: the error names the weights and init, not the tokens."""
+    X = np.random.default_rng(0).uniform(-3.9, 3.9, (6, 5, 64))
+    huge = {"value": np.eye(64) * 1e160, "output": np.eye(64) * 1e160}
+    model = AttentionTransformer(
+        objective=None, layer_norm=None, init=huge, random_state=0
+    ).fit(X)
+    with pytest.raises(ValueError) as error, np.errstate(all="ignore"):
+        model.transform(X)
+    message = str(error.value)
+    assert re.search(r"its weights \(largest \|w\| = 1e\+160\)", message)
+    assert "init" in message and "rescale X" not in message
+
+
 def test_lbfgs_verbose_counts_its_iterations():
     """The L-BFGS table printed iteration 0 on every line (n_iter_ is set at
     the end of the fit)."""
