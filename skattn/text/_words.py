@@ -81,7 +81,8 @@ class TokenIds(_TextTransformer):
     tokenizer : callable or None, default=None
         Splits a (lowercased) text into words; None: as
         :class:`~sklearn.feature_extraction.text.CountVectorizer` does (words of
-        two or more letters or digits).
+        two or more letters or digits). What it raises, ``fit`` and
+        ``transform`` raise.
 
     lowercase : bool, default=True
         Lowercase the texts before splitting them.
@@ -153,16 +154,17 @@ class TokenIds(_TextTransformer):
         -------
         self : TokenIds
         """
-        texts = check_texts(X, "TokenIds")
+        analyzer = self.build_analyzer()
+        # split here, outside the try: an error of the tokenizer's is raised
+        documents = [analyzer(text) for text in check_texts(X, "TokenIds")]
         vectorizer = CountVectorizer(
-            tokenizer=self.tokenizer,
-            lowercase=self.lowercase,
-            token_pattern=None if self.tokenizer is not None else r"(?u)\b\w\w+\b",
+            analyzer=iter,  # the words of each document, split above
+            token_pattern=None,
             min_df=self.min_df,
             max_features=self.max_features,
         )
         try:
-            vectorizer.fit(texts)
+            vectorizer.fit(documents)
             words = sorted(vectorizer.vocabulary_)
         except ValueError:  # no word in any text, or none left by min_df
             words = []
