@@ -21,6 +21,7 @@ from sklearn.utils.validation import validate_data
 from ._validation import check_array_like
 
 FLOAT_DTYPES = (np.float64, np.float32)
+INT64_MAX = np.iinfo(np.int64).max  # the largest token id: ids are read as int64
 TABLE, SEQUENCES, IDS = "table", "sequences", "ids"
 CHANNELS_LAST, CHANNELS_FIRST = "channels_last", "channels_first"
 # How each data_format names the axes of a sequence, for the messages.
@@ -253,7 +254,7 @@ def check_input(estimator, X, *, reset, role="transform"):
         data_format = input_format(estimator)["data_format"]
         reads_ids = input_format(estimator)["kind"] == IDS
     if reads_ids:
-        sequences = check_ids(X)
+        sequences = check_ids(X, reset=reset)
         _check_kind(estimator, IDS, reset, features_per_token, data_format, role)
         validate_data(estimator, X, reset=reset, skip_check_array=True, ensure_2d=False)
         _check_n_features_per_token(estimator, 1, reset, data_format)
@@ -360,22 +361,32 @@ def _check_not_text(X):
         )
 
 
-def check_ids(X):
+def check_ids(X, *, reset):
     """Integer token ids: a list of 1-D integer arrays, or a 2D integer array.
+
+    Parameters
+    ----------
+    X : list of array-like of shape (n_tokens_i,), or array-like of shape \
+            (n_samples, n_tokens)
+        Raw input.
+    reset : bool
+        True in fit, which refuses ids beyond int64's range.
 
     Returns
     -------
     sequences : ndarray of shape (n_samples, n_tokens, 1) or list of ndarray \
             of shape (n_tokens_i, 1)
-        The ids as int64 (views where possible, never X modified).
+        The ids as int64 (views where possible, never X modified); unsigned
+        ids beyond int64's range as its largest value, an id past any
+        vocabulary, read as unknown.
 
     Raises
     ------
     TypeError
         For ids that are not integers.
     ValueError
-        For an empty input, a zero-length sequence, a negative id, or arrays
-        of other dimensions.
+        For an empty input, a zero-length sequence, a negative id, an id
+        beyond int64's range in fit, or arrays of other dimensions.
     """
     remedy = (
         "vocabulary_size reads each token as an integer id: pass a list of 1-D "
@@ -413,9 +424,24 @@ def check_ids(X):
                 f"{name} holds the negative id {ids.min()}; ids are 0 (unknown) "
                 "to vocabulary_size - 1."
             )
+        if reset and ids.max() > INT64_MAX:
+            raise ValueError(
+                f"{name} holds the token id {ids.max()}, beyond the largest id, "
+                f"{INT64_MAX} (ids are read as int64): ids are 0 (unknown) to "
+                "vocabulary_size - 1; number the tokens from 0, as "
+                "skattn.text.TokenIds does."
+            )
     if name == "X":
-        return X.astype(np.int64, copy=False)[:, :, None]  # (N, T, 1)
-    return [ids.astype(np.int64, copy=False)[:, None] for ids in sequences]
+        return _as_int64(X)[:, :, None]  # (N, T, 1)
+    return [_as_int64(ids)[:, None] for ids in sequences]
+
+
+def _as_int64(ids):
+    """Integer ids as int64 (a view where possible); unsigned ids beyond its
+    range as its largest value, an id past any vocabulary (unknown)."""
+    if not np.can_cast(ids.dtype, np.int64):  # uint64
+        ids = np.minimum(ids, INT64_MAX)
+    return ids.astype(np.int64, copy=False)
 
 
 def _warn_if_ids(X, estimator):

@@ -3,9 +3,10 @@ integer ids the estimators read with vocabulary_size."""
 
 import numpy as np
 import pytest
+from numpy.testing import assert_array_equal
 from sklearn.exceptions import ConvergenceWarning
 
-from skattn import AttentionClassifier
+from skattn import AttentionClassifier, AttentionTransformer
 from skattn.text import TokenIds
 
 pytestmark = pytest.mark.filterwarnings("ignore", category=ConvergenceWarning)
@@ -45,3 +46,44 @@ def test_token_ids_learn_an_empty_vocabulary_when_no_word_is_kept(texts, min_df)
     ids = TokenIds(min_df=min_df).fit(texts)
     assert ids.vocabulary_ == {}
     assert all(set(x.tolist()) == {0} for x in ids.transform(texts))
+
+
+# Integer ids given to the estimators
+# -----------------------------------
+
+
+def test_uint64_ids_read_as_the_same_int64_ids():
+    X, y = ids_and_labels()
+    expected = fitted_probabilities(X, y, X)
+    unsigned = X.astype(np.uint64)
+    assert_array_equal(fitted_probabilities(unsigned, y, unsigned), expected)
+    ragged = [row.astype(np.uint64) for row in X]
+    assert_array_equal(fitted_probabilities(ragged, y, ragged), expected)
+
+
+@pytest.mark.parametrize("large", [2**63 + 5, 2**64 - 1])
+def test_uint64_ids_beyond_int64_read_as_unknown(large):
+    X, y = ids_and_labels()
+    model = AttentionClassifier(vocabulary_size="auto", max_iter=3, random_state=0)
+    model.fit(X, y)
+    unknown = X[:2].copy()
+    unknown[:, 1] = 0
+    unsigned = X[:2].astype(np.uint64)
+    unsigned[:, 1] = large
+    expected = model.predict_proba(unknown)
+    assert_array_equal(model.predict_proba(unsigned), expected)
+    assert_array_equal(model.predict_proba(list(unsigned)), expected)
+    transformer = AttentionTransformer(vocabulary_size=10, objective=None).fit(X)
+    assert_array_equal(transformer.transform(unsigned), transformer.transform(unknown))
+
+
+@pytest.mark.parametrize("vocabulary_size", ["auto", 10])
+def test_fit_refuses_uint64_ids_beyond_int64_naming_the_id(vocabulary_size):
+    X = np.array([[1, 2, 3], [4, 2**64 - 1, 0]], dtype=np.uint64)
+    model = AttentionTransformer(vocabulary_size=vocabulary_size, objective=None)
+    with pytest.raises(ValueError, match=r"X holds the token id 18446744073709551615"):
+        model.fit(X)
+    with pytest.raises(
+        ValueError, match=r"X\[1\] holds the token id 9223372036854775813"
+    ):
+        model.fit([X[0], np.array([2**63 + 5], dtype=np.uint64)])
