@@ -362,12 +362,13 @@ def _check_not_text(X):
 
 
 def check_ids(X, *, reset):
-    """Integer token ids: a list of 1-D integer arrays, or a 2D integer array.
+    """Integer token ids: a list of 1-D integer arrays, or a 2D integer array
+    (a DataFrame is read as the array it holds).
 
     Parameters
     ----------
-    X : list of array-like of shape (n_tokens_i,), or array-like of shape \
-            (n_samples, n_tokens)
+    X : list of array-like of shape (n_tokens_i,), or {array-like, DataFrame} \
+            of shape (n_samples, n_tokens)
         Raw input.
     reset : bool
         True in fit, which refuses ids beyond int64's range.
@@ -393,6 +394,8 @@ def check_ids(X, *, reset):
         "integer arrays (skattn.text.TokenIds gives them) or a 2D integer "
         "array (n_samples, n_tokens)"
     )
+    if hasattr(X, "columns"):  # a DataFrame: the array it holds
+        X = check_array(X, dtype=None, ensure_all_finite=False, input_name="X")
     if isinstance(X, np.ndarray) and X.dtype != object:
         if X.ndim != 2:
             raise ValueError(

@@ -2,8 +2,10 @@
 integer ids the estimators read with vocabulary_size."""
 
 import numpy as np
+import pandas as pd
 import pytest
 from numpy.testing import assert_array_equal
+from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 from skattn import AttentionClassifier, AttentionTransformer
@@ -87,3 +89,16 @@ def test_fit_refuses_uint64_ids_beyond_int64_naming_the_id(vocabulary_size):
         ValueError, match=r"X\[1\] holds the token id 9223372036854775813"
     ):
         model.fit([X[0], np.array([2**63 + 5], dtype=np.uint64)])
+
+
+def test_a_dataframe_of_ids_reads_as_the_array_it_holds():
+    X, y = ids_and_labels()
+    columns = [f"token{i}" for i in range(X.shape[1])]
+    frame = pd.DataFrame(X, columns=columns)
+    model = AttentionClassifier(vocabulary_size="auto", max_iter=3, random_state=0)
+    model.fit(frame, y)
+    assert_array_equal(model.feature_names_in_, columns)
+    assert model.token_embeddings_.shape[0] == X.max() + 1
+    assert_array_equal(model.predict_proba(frame), fitted_probabilities(X, y, X))
+    with pytest.raises(TypeError, match="X holds float64 values, not integer"):
+        clone(model).fit(frame.astype(float), y)
