@@ -9,7 +9,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 from skattn import AttentionClassifier, AttentionTransformer
-from skattn.text import TokenIds
+from skattn.text import StaticTokenEmbeddings, TokenIds
 
 pytestmark = pytest.mark.filterwarnings("ignore", category=ConvergenceWarning)
 
@@ -102,3 +102,38 @@ def test_a_dataframe_of_ids_reads_as_the_array_it_holds():
     assert_array_equal(model.predict_proba(frame), fitted_probabilities(X, y, X))
     with pytest.raises(TypeError, match="X holds float64 values, not integer"):
         clone(model).fit(frame.astype(float), y)
+
+
+# StaticTokenEmbeddings
+# ---------------------
+
+
+@pytest.mark.parametrize(
+    "vocabulary, n_rows, message",
+    [
+        ({"aa": -1, "bb": 0}, 2, r"'aa' the row -1.*2 row\(s\) \(0 to 1\)"),
+        ({"aa": 5}, 1, r"'aa' the row 5.*1 row\(s\) \(0 to 0\)"),
+        ({"aa": 0, "bb": 2**64}, 2, r"'bb' the row 18446744073709551616.*2 row"),
+    ],
+)
+def test_static_embeddings_refuse_a_row_outside_the_matrix(vocabulary, n_rows, message):
+    embed = StaticTokenEmbeddings((vocabulary, np.eye(n_rows)))
+    with pytest.raises(ValueError, match=message):
+        embed.fit()
+    assert not hasattr(embed, "n_features_out_")
+
+
+@pytest.mark.parametrize("row", [0.0, "0", None])
+def test_static_embeddings_refuse_a_row_that_is_not_an_integer(row):
+    vocabulary = {"bb": 0, "aa": row}
+    with pytest.raises(ValueError, match=rf"'aa' the row {row!r}, not an integer"):
+        StaticTokenEmbeddings((vocabulary, np.eye(2))).fit()
+
+
+def test_static_embeddings_refuse_a_row_outside_gensims_matrix():
+    class KeyedVectorsLike:
+        key_to_index = {"aa": 0, "bb": 3}
+        vectors = np.eye(2)
+
+    with pytest.raises(ValueError, match=r"'bb' the row 3.*2 row\(s\)"):
+        StaticTokenEmbeddings(KeyedVectorsLike()).fit()

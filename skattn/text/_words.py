@@ -245,8 +245,9 @@ class StaticTokenEmbeddings(_TextTransformer):
     vectors : mapping, gensim KeyedVectors or (vocabulary, matrix)
         The word vectors: a mapping of word to vector, an object with
         gensim's ``key_to_index`` and ``vectors`` (``KeyedVectors``), or a pair
-        of a vocabulary (a list of words, or a mapping of word to row) and a
-        matrix with one row per word. Never copied nor modified.
+        of a vocabulary (a list of words, or a mapping of word to row, an
+        integer from 0 to the matrix's rows - 1) and a matrix with one row per
+        word. Never copied nor modified.
 
     tokenizer : callable or None, default=None
         Splits a (lowercased) text into words; None: as
@@ -301,10 +302,18 @@ class StaticTokenEmbeddings(_TextTransformer):
         Returns
         -------
         self : StaticTokenEmbeddings
+
+        Raises
+        ------
+        ValueError
+            For a vocabulary that gives a word a row that is not an integer
+            from 0 to the matrix's rows - 1.
         """
         if X is not None:
             check_texts(X, "StaticTokenEmbeddings")
-        self.n_features_out_ = _WordVectors(self.vectors).width
+        table = _WordVectors(self.vectors)
+        table.check_rows()
+        self.n_features_out_ = table.width
         return self
 
     def transform(self, X):
@@ -397,6 +406,30 @@ class _WordVectors:
                 f"got {type(vectors).__name__}."
             )
         self.width, self.dtype = self.matrix.shape[1], self.matrix.dtype
+
+    def check_rows(self):
+        """Raise a ValueError for a word of the vocabulary whose row is not one
+        of the matrix (an integer from 0 to its rows - 1), naming it."""
+        if self.mapping is not None:
+            return
+        n_rows = len(self.matrix)
+        rows = np.array(list(self.index.values()))
+        if rows.dtype.kind in "iu" and rows.min() >= 0 and rows.max() < n_rows:
+            return
+        for word, row in self.index.items():
+            if not isinstance(row, Integral) or isinstance(row, bool):
+                problem = f"{row!r}, not an integer"
+            elif not 0 <= row < n_rows:
+                problem = (
+                    f"{row}, outside the matrix's {n_rows} row(s) (0 to {n_rows - 1})"
+                )
+            else:
+                continue
+            raise ValueError(
+                f"The vocabulary of vectors gives {str(word)!r} the row {problem}: "
+                "give each word the row of its vector, counted from 0 (a "
+                "negative row does not count from the end)."
+            )
 
     def __contains__(self, word):
         return word in self.index
