@@ -137,3 +137,24 @@ def test_static_embeddings_refuse_a_row_outside_gensims_matrix():
 
     with pytest.raises(ValueError, match=r"'bb' the row 3.*2 row\(s\)"):
         StaticTokenEmbeddings(KeyedVectorsLike()).fit()
+
+
+@pytest.mark.parametrize(
+    "words, repeated",
+    [
+        (["aa", "bb", "aa"], ["'aa' appears 2 times"]),
+        (
+            ["aa", "bb", "aa", "cc", "cc", "cc"],
+            ["'aa' appears 2 times", "'cc' appears 3 times"],
+        ),
+    ],
+)
+@pytest.mark.parametrize("n_rows", ["one per word", "one per distinct word"])
+def test_static_embeddings_name_a_repeated_word(words, repeated, n_rows):
+    n = len(words) if n_rows == "one per word" else len(set(words))
+    embed = StaticTokenEmbeddings((words, np.eye(n)))
+    with pytest.raises(ValueError, match="appears") as error:
+        embed.fit()
+    message = str(error.value)
+    assert all(part in message for part in repeated), message
+    assert "'bb'" not in message

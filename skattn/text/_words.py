@@ -3,6 +3,7 @@
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+from collections import Counter
 from collections.abc import Mapping
 from numbers import Integral, Real
 
@@ -245,9 +246,9 @@ class StaticTokenEmbeddings(_TextTransformer):
     vectors : mapping, gensim KeyedVectors or (vocabulary, matrix)
         The word vectors: a mapping of word to vector, an object with
         gensim's ``key_to_index`` and ``vectors`` (``KeyedVectors``), or a pair
-        of a vocabulary (a list of words, or a mapping of word to row, an
-        integer from 0 to the matrix's rows - 1) and a matrix with one row per
-        word. Never copied nor modified.
+        of a vocabulary (a list of words, each once, or a mapping of word to
+        row, an integer from 0 to the matrix's rows - 1) and a matrix with
+        one row per word. Never copied nor modified.
 
     tokenizer : callable or None, default=None
         Splits a (lowercased) text into words; None: as
@@ -306,8 +307,8 @@ class StaticTokenEmbeddings(_TextTransformer):
         Raises
         ------
         ValueError
-            For a vocabulary that gives a word a row that is not an integer
-            from 0 to the matrix's rows - 1.
+            For a vocabulary that lists a word twice, or gives a word a row
+            that is not an integer from 0 to the matrix's rows - 1.
         """
         if X is not None:
             check_texts(X, "StaticTokenEmbeddings")
@@ -373,8 +374,8 @@ class _WordVectors:
     TypeError
         For another kind of ``vectors``.
     ValueError
-        For vectors of no or different widths, or a vocabulary and a matrix of
-        different lengths.
+        For vectors of no or different widths, a list of words that holds a
+        word twice, or a vocabulary and a matrix of different lengths.
     """
 
     def __init__(self, vectors):
@@ -392,7 +393,7 @@ class _WordVectors:
             vocabulary, matrix = vectors
             self.matrix = _matrix(matrix)
             if not isinstance(vocabulary, Mapping):
-                vocabulary = {word: row for row, word in enumerate(vocabulary)}
+                vocabulary = _rows_of(vocabulary)
             if len(vocabulary) != len(self.matrix):
                 raise ValueError(
                     f"vectors is a vocabulary of {len(vocabulary)} words and a "
@@ -444,6 +445,30 @@ class _WordVectors:
                 f"The word vectors must all have {self.width} values, as the first."
             )
         return np.stack(rows)
+
+
+def _rows_of(words):
+    """The row of each word of a list of words: its place.
+
+    Raises
+    ------
+    ValueError
+        For a word listed twice, naming it.
+    """
+    rows = {word: row for row, word in enumerate(words)}
+    if len(rows) == len(words):
+        return rows
+    repeated = [
+        f"{str(word)!r} appears {count} times"
+        for word, count in Counter(words).items()
+        if count > 1
+    ]
+    more = f", and {len(repeated) - 5} more words" if len(repeated) > 5 else ""
+    raise ValueError(
+        f"The vocabulary of vectors lists words more than once "
+        f"({', '.join(repeated[:5])}{more}), and a word has one row of the "
+        "matrix: list each word once, with its one row."
+    )
 
 
 def _matrix(matrix):
