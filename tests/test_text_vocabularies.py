@@ -7,6 +7,7 @@ import pytest
 from numpy.testing import assert_array_equal
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.pipeline import make_pipeline
 
 from skattn import AttentionClassifier, AttentionTransformer
 from skattn.text import StaticTokenEmbeddings, TokenIds
@@ -158,3 +159,25 @@ def test_static_embeddings_name_a_repeated_word(words, repeated, n_rows):
     message = str(error.value)
     assert all(part in message for part in repeated), message
     assert "'bb'" not in message
+
+
+@pytest.mark.parametrize("form", ["pair", "mapping"])
+def test_clone_shares_the_table_of_vectors(form):
+    words = [f"w{i}" for i in range(50)]
+    matrix = np.random.default_rng(0).standard_normal((50, 4)).astype(np.float32)
+    vectors = (
+        (words, matrix) if form == "pair" else dict(zip(words, matrix, strict=True))
+    )
+    embed = StaticTokenEmbeddings(vectors, lowercase=False).fit()
+    copy = clone(embed)
+    assert copy.get_params()["vectors"] is vectors
+    assert copy.get_params()["lowercase"] is False
+    assert not hasattr(copy, "n_features_out_")  # a clone is not fitted
+    table = matrix if form == "pair" else vectors["w3"]
+    shared = copy.vectors[1] if form == "pair" else copy.vectors["w3"]
+    assert np.shares_memory(shared, table)
+    step = clone(make_pipeline(embed, AttentionClassifier()))[0]
+    assert step.vectors is vectors and step is not embed
+    assert_array_equal(
+        copy.fit().transform(["w1 w3"])[0], embed.transform(["w1 w3"])[0]
+    )

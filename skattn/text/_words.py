@@ -3,6 +3,7 @@
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import copy
 from collections import Counter
 from collections.abc import Mapping
 from numbers import Integral, Real
@@ -248,7 +249,9 @@ class StaticTokenEmbeddings(_TextTransformer):
         gensim's ``key_to_index`` and ``vectors`` (``KeyedVectors``), or a pair
         of a vocabulary (a list of words, each once, or a mapping of word to
         row, an integer from 0 to the matrix's rows - 1) and a matrix with
-        one row per word. Never copied nor modified.
+        one row per word. Never copied nor modified: a clone
+        (:func:`~sklearn.base.clone`, as a grid search makes for each
+        candidate and fold) shares it.
 
     tokenizer : callable or None, default=None
         Splits a (lowercased) text into words; None: as
@@ -316,6 +319,21 @@ class StaticTokenEmbeddings(_TextTransformer):
         table.check_rows()
         self.n_features_out_ = table.width
         return self
+
+    def __sklearn_clone__(self):
+        """A clone that shares ``vectors`` instead of copying it
+        (:func:`~sklearn.base.clone` deep-copies the other parameters).
+
+        Returns
+        -------
+        clone : StaticTokenEmbeddings
+            Unfitted, with the same parameters; ``vectors`` is this estimator's.
+        """
+        template = copy.copy(self)  # this estimator is not modified
+        template.vectors = None
+        clone = super(StaticTokenEmbeddings, template).__sklearn_clone__()
+        clone.vectors = self.vectors
+        return clone
 
     def transform(self, X):
         """The vectors of each text's known words.
