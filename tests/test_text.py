@@ -403,3 +403,27 @@ def test_grid_search_over_raw_text_embeds_each_text_once(model_path):
     model.set_params(tokenembeddings__cache=False)
     GridSearchCV(model, grid, cv=2).fit(texts, y)
     assert TokenEmbeddings.cache_info()[:3] == (0, 0, 0)
+
+
+@pytest.mark.pretrained
+def test_cached_token_states_hold_the_bytes_they_count(model_path):
+    from skattn.text._pretrained import _CACHE
+
+    texts = ["word " * 250] + [f"text {i}" for i in range(31)]  # one batch
+    TokenEmbeddings.cache_clear()
+    out = TokenEmbeddings(model_path).fit().transform(texts)
+    held = list(_CACHE._entries.values())
+    assert len(held) == 32 and all(states.base is None for states in held)
+    assert TokenEmbeddings.cache_info().n_bytes == sum(s.nbytes for s in held)
+    assert sum(s.nbytes for s in held) == sum(o.nbytes for o in out)
+    assert [len(o) for o in out[:2]] == [252, 4]
+
+
+@pytest.mark.pretrained
+def test_cache_counts_a_miss_per_text_encoded(model_path):
+    embed = TokenEmbeddings(model_path).fit()
+    TokenEmbeddings.cache_clear()
+    embed.transform(["same", "same", "other"])  # two texts encoded
+    assert TokenEmbeddings.cache_info()[:3] == (1, 2, 2)
+    embed.transform(["same", "new"])
+    assert TokenEmbeddings.cache_info()[:3] == (2, 3, 3)

@@ -45,15 +45,18 @@ class _TokenStateCache:
             key = self._object_keys.setdefault(model, uuid.uuid4().hex)
         return ("object", key, max_length)
 
-    def get(self, namespace, text):
+    def get_many(self, namespace, texts):
+        """The states kept of each text (None where none are), counting a miss
+        per distinct text not kept (the texts to encode) and a hit per other."""
         with self._lock:
-            value = self._entries.get((namespace, text))
-            if value is None:
-                self.misses += 1
-            else:
-                self.hits += 1
-                self._entries.move_to_end((namespace, text))
-            return value
+            out = [self._entries.get((namespace, text)) for text in texts]
+            for text, value in zip(texts, out, strict=True):
+                if value is not None:
+                    self._entries.move_to_end((namespace, text))
+            n_missing = len({t for t, v in zip(texts, out, strict=True) if v is None})
+            self.misses += n_missing
+            self.hits += len(texts) - n_missing
+            return out
 
     def put(self, namespace, text, value):
         if value.nbytes > self.max_bytes:
@@ -212,7 +215,7 @@ class TokenEmbeddings(_TextTransformer):
         texts = check_texts(X, "TokenEmbeddings")
         model = self._loaded_model()
         namespace = _CACHE.namespace(self.model, self.max_length)
-        out = [_CACHE.get(namespace, text) if self.cache else None for text in texts]
+        out = _CACHE.get_many(namespace, texts) if self.cache else [None] * len(texts)
         missing = [t for t, o in zip(texts, out, strict=True) if o is None]
         missing = list(dict.fromkeys(missing))  # each text once, in order
         encoded = {}
@@ -262,8 +265,11 @@ class TokenEmbeddings(_TextTransformer):
         Returns
         -------
         info : CacheInfo
-            ``hits`` and ``misses`` (texts found and encoded since the last
-            :meth:`cache_clear`), ``n_texts`` and ``n_bytes`` held, and
+            ``misses``: the texts encoded (each distinct text of a call once),
+            ``hits``: the other texts transformed (found in the cache, or
+            repeated in a call), since the last :meth:`cache_clear`;
+            ``n_texts`` and ``n_bytes`` held (each text's states own their
+            memory: ``n_bytes`` is what the cache keeps alive), and
             ``max_bytes``.
         """
         return _CACHE.info()
@@ -274,7 +280,8 @@ class TokenEmbeddings(_TextTransformer):
         _CACHE.clear()
 
     def _encode(self, model, texts):
-        """The encoder's token states of ``texts``, as float32 arrays."""
+        """The encoder's token states of ``texts``, as float32 arrays that own
+        their memory (a text's states alone, not a view of its padded batch)."""
         with self._max_length(model):
             states = model.encode(
                 texts,
@@ -283,7 +290,7 @@ class TokenEmbeddings(_TextTransformer):
                 show_progress_bar=bool(self.verbose),
                 convert_to_numpy=False,
             )
-        return [np.asarray(s.detach().cpu().numpy(), dtype=np.float32) for s in states]
+        return [np.array(s.detach().cpu().numpy(), dtype=np.float32) for s in states]
 
     @contextlib.contextmanager
     def _max_length(self, model):
