@@ -504,6 +504,37 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
                 if history.n_iter > n_iter:
                     self._optimizer_state = optimizer.state
 
+    def discard_optimizer_state(self):
+        """Forget the state of Adam that :meth:`partial_fit` continues from.
+
+        A model trained with Adam keeps the optimizer's state (two moment
+        arrays the size of the weights, its step count and settings) so that
+        ``partial_fit`` continues exactly where training stopped: about half
+        of the model's pickle. Without it, the model transforms and predicts
+        as before, and a later ``partial_fit`` starts Adam afresh from the
+        fitted weights (moments at zero, step count 0).
+
+        Returns
+        -------
+        self : object
+            The estimator, fitted as before.
+
+        Examples
+        --------
+        >>> import pickle
+        >>> from skattn import AttentionClassifier
+        >>> from skattn.datasets import make_sequence_classification
+        >>> X, y = make_sequence_classification(n_samples=60, random_state=0)
+        >>> clf = AttentionClassifier(max_iter=2, random_state=0).fit(X, y)
+        >>> before = len(pickle.dumps(clf))
+        >>> after = len(pickle.dumps(clf.discard_optimizer_state()))
+        >>> after < 0.6 * before
+        True
+        """
+        check_is_fitted(self)
+        self._optimizer_state = None
+        return self
+
     def _full_model(self):
         return build_model(self._config())
 

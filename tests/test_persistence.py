@@ -122,3 +122,46 @@ def test_partial_fit_after_a_round_trip_continues_as_without(task, round_trip, s
     assert_array_equal(interrupted.transform(X), uninterrupted.transform(X))
     assert_array_equal(interrupted.head_coef_, uninterrupted.head_coef_)
     assert interrupted.loss_curve_ == uninterrupted.loss_curve_
+
+
+def test_discarding_the_optimizer_state_halves_the_pickle_and_restarts_adam():
+    """Adam's moments are as large as the weights: without them a pickle is
+    about half as large and predicts the same; a later partial_fit starts
+    Adam afresh (step count of one epoch) from the fitted weights."""
+    from skattn import AttentionClassifier
+
+    X, y = order_task(n=60)
+    clf = AttentionClassifier(max_iter=3, batch_size=20, random_state=0).fit(X, y)
+    full = pickle.dumps(clf)
+    assert clf._optimizer_state["t"] == 3 * 3
+    slim = pickle.dumps(clf.discard_optimizer_state())
+    assert len(slim) < 0.6 * len(full)
+    restored = pickle.loads(slim)
+    assert_array_equal(restored.predict_proba(X), pickle.loads(full).predict_proba(X))
+    restored.partial_fit(X, y)
+    assert restored._optimizer_state["t"] == 3  # one epoch of three batches
+
+
+@needs_skops
+def test_the_persistence_pages_trusted_types_cover_text_pipelines():
+    """The user guide's skops example asserts that the untrusted types are
+    among those it lists: true of the pipelines of each text transformer."""
+    import pathlib
+    import re
+
+    from sklearn.pipeline import make_pipeline
+
+    from skattn import AttentionClassifier
+    from skattn.text import StaticTokenEmbeddings, TokenIds
+
+    page = pathlib.Path(__file__).parents[1] / "docs/user_guide/persistence.rst"
+    block = re.search(r"expected = \{(.*?)\}", page.read_text(), re.S).group(1)
+    documented = set(re.findall(r'"([\w.]+)"', block))
+    texts, y = ["a good film", "not good", "bad", "not bad at all"] * 5, [1, 0] * 10
+    table = ({"a": 0, "good": 1, "film": 2, "bad": 3}, np.eye(4))
+    for first, size in ((TokenIds(), "auto"), (StaticTokenEmbeddings(table), None)):
+        model = make_pipeline(
+            first, AttentionClassifier(vocabulary_size=size, max_iter=1)
+        ).fit(texts, y)
+        untrusted = set(sio.get_untrusted_types(data=sio.dumps(model)))
+        assert untrusted <= documented, untrusted - documented
