@@ -6,6 +6,8 @@ extra installs it), offline; the others need neither torch nor a model.
 """
 
 import pickle
+import sys
+import threading
 import warnings
 
 import joblib
@@ -427,3 +429,88 @@ def test_cache_counts_a_miss_per_text_encoded(model_path):
     assert TokenEmbeddings.cache_info()[:3] == (1, 2, 2)
     embed.transform(["same", "new"])
     assert TokenEmbeddings.cache_info()[:3] == (2, 3, 3)
+
+
+@pytest.fixture(scope="module")
+def encoder(model_path):
+    """The MiniLM encoder as an object, on the CPU; the tests leave it as found."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(model_path, device="cpu")
+
+
+@pytest.mark.pretrained
+def test_two_threads_on_one_model_get_their_own_lengths(encoder):
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = ["word " * 100]
+    embeds = [TokenEmbeddings(encoder, max_length=n, cache=False) for n in (8, 64)]
+    for embed in embeds:
+        embed.fit()
+    start = threading.Barrier(2)
+
+    def lengths(embed):
+        start.wait()
+        return [len(embed.transform(texts)[0]) for _ in range(30)]
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the threads take turns as often as they can
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            assert list(pool.map(lengths, embeds)) == [[8] * 30, [64] * 30]
+        assert encoder.max_seq_length == 256
+    finally:
+        sys.setswitchinterval(interval)
+        encoder.max_seq_length = 256
+
+
+@pytest.mark.pretrained
+def test_transform_and_tokens_cut_at_the_length_fit_resolved(encoder):
+    texts = ["word " * 100]
+    embed = TokenEmbeddings(encoder).fit()
+    assert len(embed.transform(texts)[0]) == 102
+    try:
+        encoder.max_seq_length = 16  # after fit: not read
+        assert len(embed.transform(texts)[0]) == 102
+        assert len(embed.tokens(texts)[0]) == 102
+    finally:
+        encoder.max_seq_length = 256
+    assert embed.max_length_ == 256
+    assert TokenEmbeddings(encoder, max_length=16).fit().max_length_ == 16
+
+
+@pytest.mark.pretrained
+def test_max_length_below_the_special_tokens_is_refused_at_fit(encoder):
+    with pytest.raises(ValueError, match=r"max_length=1 .* 2 special tokens"):
+        TokenEmbeddings(encoder, max_length=1).fit()
+    embed = TokenEmbeddings(encoder, max_length=2, cache=False).fit()
+    assert embed.tokens(["hello big world"]) == [["[CLS]", "[SEP]"]]
+    assert embed.transform(["hello big world"])[0].shape == (2, 384)
+
+
+@pytest.mark.pretrained
+def test_max_length_beyond_the_encoder_positions_is_refused_at_fit(encoder):
+    with pytest.raises(ValueError, match=r"max_length=600 .* 512 .*max_length=512"):
+        TokenEmbeddings(encoder, max_length=600).fit()
+    long = TokenEmbeddings(encoder, max_length=512, cache=False).fit()
+    assert len(long.transform(["word " * 600])[0]) == 512
+
+
+@pytest.mark.pretrained
+def test_tokens_of_no_text_are_no_list(model_path):
+    embed = TokenEmbeddings(model_path).fit()
+    assert embed.tokens([]) == [] and embed.transform([]) == []
+
+
+@pytest.mark.pretrained
+def test_token_embeddings_log_no_deprecation(model_path, caplog):
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.warning_once.cache_clear()  # each message logs again
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        warnings.simplefilter("error", FutureWarning)
+        embed = TokenEmbeddings(model_path, cache=False).fit()
+        embed.transform(["a good film"])
+        embed.tokens(["a good film"])
+    assert "deprecated" not in caplog.text

@@ -3,7 +3,6 @@
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-import contextlib
 import os
 import threading
 import uuid
@@ -87,10 +86,6 @@ class _TokenStateCache:
 
 _CACHE = _TokenStateCache(CACHE_BYTES)
 
-# Texts encoded at once by TokenEmbeddings: the model's token states are
-# turned into numpy arrays a chunk at a time.
-ENCODE_CHUNK = 1024
-
 
 class TokenEmbeddings(_TextTransformer):
     """Texts to the token states of a pretrained sentence-transformers encoder.
@@ -113,8 +108,11 @@ class TokenEmbeddings(_TextTransformer):
         (read offline), or a loaded ``SentenceTransformer`` (never modified).
 
     max_length : int or None, default=None
-        Word pieces read per text at most (longer texts are cut); None: the
-        model's ``max_seq_length``.
+        Word pieces read per text at most, the special tokens included
+        (longer texts are cut); None: the model's ``max_seq_length`` when
+        fit. ``fit`` refuses (``ValueError``) a length shorter than the
+        encoder's special tokens (2 for BERT: ``[CLS]`` and ``[SEP]``) or
+        longer than its position table (512 for all-MiniLM-L6-v2).
 
     batch_size : int, default=32
         Texts the encoder reads at once: the memory of the encoding.
@@ -137,6 +135,12 @@ class TokenEmbeddings(_TextTransformer):
 
     Attributes
     ----------
+    max_length_ : int or None
+        Word pieces read per text at most: ``max_length``, or the model's
+        ``max_seq_length`` when fit (None: the tokenizer's own limit).
+        ``transform``, ``tokens`` and the cache read this length, never the
+        model's setting of the moment.
+
     n_features_out_ : int
         Width of a token state.
 
@@ -144,6 +148,15 @@ class TokenEmbeddings(_TextTransformer):
     --------
     TokenIds : Integer ids, for a learned embedding table.
     StaticTokenEmbeddings : Word vectors looked up in a table.
+
+    Notes
+    -----
+    The encoder is read, never modified: each transformer tokenizes with its
+    own ``max_length_`` and runs the model's forward pass, so that one model
+    object may serve several transformers at once, in several threads. It
+    must be in evaluation mode (as ``SentenceTransformer`` loads it): a model
+    whose dropout is on (after ``model.train()``) is refused with a
+    ``ValueError``, not switched to evaluation mode.
 
     Examples
     --------
@@ -192,6 +205,7 @@ class TokenEmbeddings(_TextTransformer):
         if X is not None:
             check_texts(X, "TokenEmbeddings")
         self.model_ = _load(self.model, self.device)
+        self.max_length_ = _check_max_length(self.model_, self.max_length)
         dimension = getattr(self.model_, "get_embedding_dimension", None)
         if dimension is None:  # sentence-transformers before 6
             dimension = self.model_.get_sentence_embedding_dimension
@@ -214,17 +228,14 @@ class TokenEmbeddings(_TextTransformer):
         check_is_fitted(self, "n_features_out_")
         texts = check_texts(X, "TokenEmbeddings")
         model = self._loaded_model()
-        namespace = _CACHE.namespace(self.model, self.max_length)
+        namespace = _CACHE.namespace(self.model, self.max_length_)
         out = _CACHE.get_many(namespace, texts) if self.cache else [None] * len(texts)
         missing = [t for t, o in zip(texts, out, strict=True) if o is None]
         missing = list(dict.fromkeys(missing))  # each text once, in order
-        encoded = {}
-        for start in range(0, len(missing), ENCODE_CHUNK):
-            chunk = missing[start : start + ENCODE_CHUNK]
-            for text, states in zip(chunk, self._encode(model, chunk), strict=True):
-                encoded[text] = states
-                if self.cache:
-                    _CACHE.put(namespace, text, states)
+        encoded = dict(zip(missing, self._encode(model, missing), strict=True))
+        if self.cache:
+            for text, states in encoded.items():
+                _CACHE.put(namespace, text, states)
         return [
             (encoded[text] if states is None else states).copy()
             for text, states in zip(texts, out, strict=True)
@@ -247,9 +258,10 @@ class TokenEmbeddings(_TextTransformer):
         """
         check_is_fitted(self, "n_features_out_")
         texts = check_texts(X, "TokenEmbeddings")
+        if not texts:
+            return []
         model = self._loaded_model()
-        with self._max_length(model):
-            features = model.tokenize(texts)
+        features = _features(model, texts, self.max_length_)
         ids, mask = features["input_ids"], features["attention_mask"]
         tokenizer = model.tokenizer
         return [
@@ -281,27 +293,32 @@ class TokenEmbeddings(_TextTransformer):
 
     def _encode(self, model, texts):
         """The encoder's token states of ``texts``, as float32 arrays that own
-        their memory (a text's states alone, not a view of its padded batch)."""
-        with self._max_length(model):
-            states = model.encode(
-                texts,
-                output_value="token_embeddings",
-                batch_size=self.batch_size,
-                show_progress_bar=bool(self.verbose),
-                convert_to_numpy=False,
-            )
-        return [np.array(s.detach().cpu().numpy(), dtype=np.float32) for s in states]
+        their memory (a text's states alone, not a view of its padded batch).
 
-    @contextlib.contextmanager
-    def _max_length(self, model):
-        """The model reading at most ``max_length`` word pieces, then as found."""
-        saved = model.max_seq_length
-        if self.max_length is not None:
-            model.max_seq_length = self.max_length
-        try:
-            yield
-        finally:
-            model.max_seq_length = saved
+        The texts are cut at ``max_length_`` as they are tokenized, and read
+        in batches of similar lengths (little padding), as ``encode`` reads
+        them; the model is only read.
+        """
+        import torch
+        from tqdm.auto import tqdm
+
+        _check_evaluation_mode(model)
+        order = np.argsort([-len(text) for text in texts], kind="stable")
+        states = [None] * len(texts)
+        starts = range(0, len(texts), self.batch_size)
+        for start in tqdm(starts, desc="Batches", disable=not self.verbose):
+            batch = order[start : start + self.batch_size]
+            features = _features(model, [texts[i] for i in batch], self.max_length_)
+            features = {
+                key: value.to(model.device) if torch.is_tensor(value) else value
+                for key, value in features.items()
+            }
+            with torch.inference_mode():
+                out = model(features)
+            masks = out["attention_mask"].bool()
+            for i, row, mask in zip(batch, out["token_embeddings"], masks, strict=True):
+                states[i] = np.array(row[mask].cpu().numpy(), dtype=np.float32)
+        return states
 
     def _loaded_model(self):
         """The fitted encoder, loaded again after unpickling if needed."""
@@ -315,6 +332,97 @@ class TokenEmbeddings(_TextTransformer):
         if isinstance(self.model, (str, os.PathLike)):
             state = {**state, "model_": None}  # the name or path, not the weights
         return state
+
+
+def _features(model, texts, max_length):
+    """The encoder's inputs of ``texts``, cut at ``max_length`` word pieces,
+    without setting the model's ``max_seq_length``."""
+    preprocess = getattr(model, "preprocess", None)
+    if preprocess is not None:  # sentence-transformers 6 and later
+        return preprocess(texts, max_length=max_length)
+    # sentence-transformers 3 to 5 tokenize at the model's max_seq_length:
+    # the tokenizer is called here as their Transformer module calls it
+    texts = [text.strip() for text in texts]
+    if getattr(model[0], "do_lower_case", False):
+        texts = [text.lower() for text in texts]
+    return model.tokenizer(
+        texts, padding=True, truncation="longest_first", return_tensors="pt",
+        max_length=max_length,
+    )  # fmt: skip
+
+
+def _check_max_length(model, max_length):
+    """``max_length``, or the model's ``max_seq_length`` for None.
+
+    Raises
+    ------
+    ValueError
+        For a length shorter than the encoder's special tokens or longer than
+        its position table.
+    """
+    if max_length is None:
+        return model.max_seq_length
+    tokenizer = model.tokenizer
+    special = tokenizer.convert_ids_to_tokens(tokenizer("")["input_ids"])
+    if max_length < len(special):
+        raise ValueError(
+            f"max_length={max_length} is shorter than the {len(special)} special "
+            f"tokens ({', '.join(special)}) the encoder puts in every text: give "
+            f"max_length={len(special)} or more ({len(special) + 1} or more to "
+            "keep a word piece of each text)."
+        )
+    n_positions = _n_positions(model)
+    if n_positions is not None and max_length > n_positions:
+        raise ValueError(
+            f"max_length={max_length} is longer than the {n_positions} positions "
+            f"the encoder reads: give max_length={n_positions} or less (or None: "
+            f"the model's max_seq_length, {model.max_seq_length})."
+        )
+    return max_length
+
+
+def _n_positions(model):
+    """The word pieces the encoder's position table holds (None if unknown):
+    ``max_position_embeddings`` of its transformer, less the positions
+    RoBERTa-like embeddings skip (they number from ``padding_idx + 1``)."""
+    import torch
+
+    transformer = getattr(model[0], "auto_model", None)
+    config = getattr(transformer, "config", None)
+    n_positions = getattr(config, "max_position_embeddings", None)
+    if not isinstance(n_positions, Integral):
+        return None
+    for module in transformer.modules():
+        padding_idx = getattr(module, "padding_idx", None)
+        table = getattr(module, "position_embeddings", None)
+        if isinstance(padding_idx, int) and isinstance(table, torch.nn.Embedding):
+            return n_positions - padding_idx - 1
+    return n_positions
+
+
+def _check_evaluation_mode(model):
+    """Raise a ValueError if a part of the encoder that predicts otherwise
+    than it trains (a transformers model, dropout, batch norm) is training."""
+    import torch
+    from transformers import PreTrainedModel
+
+    kinds = (
+        PreTrainedModel,
+        torch.nn.modules.dropout._DropoutNd,
+        torch.nn.modules.batchnorm._BatchNorm,
+    )
+    training = [
+        type(module).__name__
+        for module in model.modules()
+        if module.training and isinstance(module, kinds)
+    ]
+    if training:
+        raise ValueError(
+            f"The encoder is in training mode ({len(training)} modules, such as "
+            f"{training[0]}): its dropout would make the token states random. "
+            "TokenEmbeddings does not change the model it is given: call "
+            "model.eval() on it first."
+        )
 
 
 def _load(model, device):
