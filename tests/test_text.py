@@ -6,6 +6,7 @@ extra installs it), offline; the others need neither torch nor a model.
 """
 
 import pickle
+import re
 import sys
 import threading
 import warnings
@@ -514,3 +515,41 @@ def test_token_embeddings_log_no_deprecation(model_path, caplog):
         embed.transform(["a good film"])
         embed.tokens(["a good film"])
     assert "deprecated" not in caplog.text
+
+
+@pytest.mark.pretrained
+def test_unpickled_token_embeddings_name_a_missing_model_directory(
+    model_path, tmp_path
+):
+    moved = tmp_path / "minilm"
+    moved.symlink_to(model_path, target_is_directory=True)
+    blob = pickle.dumps(TokenEmbeddings(str(moved)).fit())
+    moved.unlink()
+    TokenEmbeddings.cache_clear()  # as in a new process: no encoder loaded
+    loaded = pickle.loads(blob)
+    message = (
+        f"no directory {re.escape(repr(str(moved)))}"
+        r".*set_params\(model=<new path>\)"
+        r".*set_params\(tokenembeddings__model=<new path>\)"
+    )
+    with pytest.raises(FileNotFoundError, match=message):
+        loaded.transform(["a film"])
+
+
+@pytest.mark.pretrained
+def test_clones_on_one_path_share_the_loaded_encoder(model_path):
+    embed = TokenEmbeddings(model_path)
+    assert clone(embed).fit().model_ is clone(embed).fit().model_
+    other_device = clone(embed).set_params(device="cpu").fit()
+    assert other_device.model_ is not embed.fit().model_
+
+
+@pytest.mark.pretrained
+def test_loading_shows_its_progress_bar_only_when_verbose(model_path, capfd):
+    from transformers.utils import logging as transformers_logging
+
+    for verbose in (False, True):
+        TokenEmbeddings.cache_clear()  # the encoder is loaded again
+        TokenEmbeddings(model_path, verbose=verbose).fit()
+        assert ("Loading weights" in capfd.readouterr().err) is verbose
+    assert transformers_logging.is_progress_bar_enabled()

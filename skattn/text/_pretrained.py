@@ -3,6 +3,7 @@
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import contextlib
 import os
 import threading
 import uuid
@@ -86,6 +87,11 @@ class _TokenStateCache:
 
 _CACHE = _TokenStateCache(CACHE_BYTES)
 
+# The encoders TokenEmbeddings loaded, by name or path and device: the clones
+# of a grid search share one (they only read it). Emptied by cache_clear.
+_ENCODERS = {}
+_ENCODERS_LOCK = threading.Lock()
+
 
 class TokenEmbeddings(_TextTransformer):
     """Texts to the token states of a pretrained sentence-transformers encoder.
@@ -98,8 +104,12 @@ class TokenEmbeddings(_TextTransformer):
 
     Nothing is loaded when the transformer is made (so ``clone``, a grid
     search's copies and ``get_params`` never load a model): ``fit`` loads it,
-    and a pickle of a transformer whose ``model`` is a name or a path holds
-    that name, not the weights (it loads them again when it next transforms).
+    once per process for a name or a path and a ``device`` (the clones of a
+    grid search share the loaded encoder, which they only read; see
+    :meth:`cache_clear`). A pickle of a transformer whose ``model`` is a name
+    or a path holds that name (a local directory's absolute path), not the
+    weights: it loads them again when it next transforms, and raises
+    ``FileNotFoundError`` naming the directory if it is not there.
 
     Parameters
     ----------
@@ -131,7 +141,8 @@ class TokenEmbeddings(_TextTransformer):
         sentence-transformers default.
 
     verbose : bool, default=False
-        Show the encoder's progress bar.
+        Show the progress bars of loading the encoder's weights and of
+        encoding the texts.
 
     Attributes
     ----------
@@ -204,7 +215,8 @@ class TokenEmbeddings(_TextTransformer):
         """
         if X is not None:
             check_texts(X, "TokenEmbeddings")
-        self.model_ = _load(self.model, self.device)
+        self._source = _source(self.model, self.device)
+        self.model_ = self.model if self._source is None else self._load()
         self.max_length_ = _check_max_length(self.model_, self.max_length)
         dimension = getattr(self.model_, "get_embedding_dimension", None)
         if dimension is None:  # sentence-transformers before 6
@@ -288,8 +300,12 @@ class TokenEmbeddings(_TextTransformer):
 
     @staticmethod
     def cache_clear():
-        """Empty the cache of token states of this process (see ``cache``)."""
+        """Empty the cache of token states of this process (see ``cache``),
+        and let go of the encoders loaded from names and paths: the next
+        ``fit`` loads its encoder again."""
         _CACHE.clear()
+        with _ENCODERS_LOCK:
+            _ENCODERS.clear()
 
     def _encode(self, model, texts):
         """The encoder's token states of ``texts``, as float32 arrays that own
@@ -324,12 +340,21 @@ class TokenEmbeddings(_TextTransformer):
         """The fitted encoder, loaded again after unpickling if needed."""
         model = self.__dict__.get("model_")
         if model is None:
-            model = self.model_ = _load(self.model, self.device)
+            model = self.model_ = self._load()
+        return model
+
+    def _load(self):
+        """The encoder of the fitted name or path and device, loaded once per
+        process."""
+        with _ENCODERS_LOCK:
+            model = _ENCODERS.get(self._source)
+            if model is None:
+                model = _ENCODERS[self._source] = _read(*self._source, self.verbose)
         return model
 
     def __getstate__(self):
         state = super().__getstate__()
-        if isinstance(self.model, (str, os.PathLike)):
+        if state.get("_source") is not None:
             state = {**state, "model_": None}  # the name or path, not the weights
         return state
 
@@ -425,15 +450,28 @@ def _check_evaluation_mode(model):
         )
 
 
-def _load(model, device):
-    """A SentenceTransformer from a name, a path or itself."""
+def _source(model, device):
+    """Where ``model`` loads from: its name, or its directory's absolute path,
+    and the device; None for a SentenceTransformer given as an object."""
     if not isinstance(model, (str, os.PathLike)):
         if not callable(getattr(model, "encode", None)):
             raise TypeError(
                 "model must be a sentence-transformers model name, a path to one, "
                 f"or a SentenceTransformer; got {type(model).__name__}."
             )
-        return model
+        return None
+    path = os.fspath(model)
+    return (os.path.abspath(path) if os.path.isdir(path) else path), device
+
+
+def _read(path, device, verbose):
+    """The SentenceTransformer of a name or an absolute path (a directory).
+
+    Raises
+    ------
+    FileNotFoundError
+        For an absolute path that is not a directory.
+    """
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as error:
@@ -441,6 +479,30 @@ def _load(model, device):
             "TokenEmbeddings needs sentence-transformers, the optional [text] "
             'extra of skattn: pip install "skattn[text]".'
         ) from error
-    path = os.fspath(model)
-    local = os.path.isdir(path)
-    return SentenceTransformer(path, device=device, local_files_only=local)
+    local = os.path.isabs(path)  # a name of the hub is never absolute
+    if local and not os.path.isdir(path):
+        raise FileNotFoundError(
+            f"TokenEmbeddings cannot load its encoder: there is no directory "
+            f"{path!r}. Put the model directory there, or give the transformer "
+            "the model's place and fit it again: set_params(model=<new path>) "
+            "(in a pipeline: set_params(tokenembeddings__model=<new path>))."
+        )
+    with _progress_bars(verbose):
+        return SentenceTransformer(path, device=device, local_files_only=local)
+
+
+@contextlib.contextmanager
+def _progress_bars(shown):
+    """Transformers' progress bars (such as its "Loading weights") shown or
+    hidden, then as found. They are hidden and shown again with those of
+    huggingface_hub, as transformers switches them."""
+    from transformers.utils import logging
+
+    if shown or not logging.is_progress_bar_enabled():
+        yield
+        return
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        logging.enable_progress_bar()
