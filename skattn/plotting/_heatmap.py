@@ -1,40 +1,36 @@
-"""Plots of attention, in the style of scikit-learn's ``*Display`` classes.
-
-matplotlib is an optional dependency (the ``[plot]`` extra): it is imported
-when a plot is drawn, never when skattn is imported.
-"""
+"""AttentionDisplay: attention weights as heatmaps, every token labelled."""
 
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
 import math
-from numbers import Integral
 
 import numpy as np
-from sklearn.utils.validation import check_is_fitted
 
-from ._input import CHANNELS_FIRST, IDS, input_format
+from .._input import CHANNELS_FIRST, IDS, input_format
+from ._common import (
+    attention_step,
+    check_index,
+    check_matplotlib,
+    check_sample,
+    model_token_labels,
+    select_sample,
+)
 
-__all__ = ["AttentionDisplay"]
-
-# A token of a table of at most this many tokens, or a patch, gets a tick each;
-# longer sequences get every k-th tick, for at most this many ticks per axis.
-MAX_TICKS = 40
-
-CLS_LABEL = "[CLS]"
-
-
-def _check_matplotlib(caller):
-    """Import matplotlib.pyplot, or raise an ImportError naming the extra."""
-    try:
-        import matplotlib.pyplot as plt
-    except ImportError as error:
-        raise ImportError(
-            f"{caller} requires matplotlib, the optional [plot] dependency of "
-            'skattn: install it with pip install "skattn[plot]" (or pip install '
-            "matplotlib)."
-        ) from error
-    return plt
+# Every token gets its tick label, up to MAX_LABELS tokens (MAX_GRID_LABELS
+# in each heatmap of a grid of heads); a longer sequence gets every k-th,
+# k = ceil(n_tokens / MAX_LABELS), so that at most MAX_LABELS are shown.
+MAX_LABELS = 100
+MAX_GRID_LABELS = 50
+# A heatmap on a new figure gets TOKEN_INCHES a token a side: at most
+# MAX_LABELS * TOKEN_INCHES inches (MAX_GRID_LABELS * TOKEN_INCHES in a grid),
+# at least MIN_SIDE (MIN_GRID_SIDE).
+TOKEN_INCHES = 0.18
+MIN_SIDE, MIN_GRID_SIDE = 3.0, 2.4
+# A tick label's font is LABEL_FONT_FRACTION of the space between two labels,
+# within [MIN_FONT, MAX_FONT] points.
+LABEL_FONT_FRACTION = 0.7
+MIN_FONT, MAX_FONT = 4.0, 10.0
 
 
 class AttentionDisplay:
@@ -43,6 +39,12 @@ class AttentionDisplay:
     Row ``t`` of a head's heatmap is how much token ``t`` (the query, on the
     vertical axis) attends to each token (the keys, on the horizontal axis);
     each row sums to 1.
+
+    Every token gets its tick label up to 100 tokens (50 in each heatmap of a
+    grid of heads); a longer sequence gets every k-th label, ``k =
+    ceil(n_tokens / 100)`` (``/ 50`` in a grid). A new figure grows with the
+    tokens, 0.18 in a token a side (a heatmap of 3 to 18 in; 2.4 to 9 in in a
+    grid), and the labels' font fits the space of a label (4 to 10 points).
 
     It is recommended to create the display with :meth:`from_estimator`, which
     computes the weights of one sample with
@@ -99,7 +101,7 @@ class AttentionDisplay:
     >>> _, weights = scaled_dot_product_attention(Q, K, K, return_weights=True)
     >>> display = AttentionDisplay(weights, token_labels=["a", "b", "a+b"])
     >>> display.plot(include_values=True)
-    <skattn.plotting.AttentionDisplay object at ...>
+    <...AttentionDisplay object at ...>
     >>> display.im_.get_array().shape
     (3, 3)
     >>> [label.get_text() for label in display.ax_.get_xticklabels()]
@@ -135,7 +137,8 @@ class AttentionDisplay:
         ax : matplotlib Axes or array-like of Axes, default=None
             Where to draw. One Axes for one heatmap; for a grid, ``n_heads``
             Axes, or one Axes of a subplot grid whose area the grid fills.
-            None: a new figure.
+            None: a new figure, sized to the tokens. On given axes the labels'
+            font fits their size as they are before drawing.
 
         cmap : str or matplotlib Colormap, default="viridis"
             Colormap of the heatmaps.
@@ -163,7 +166,7 @@ class AttentionDisplay:
         display : AttentionDisplay
             The display, with its ``figure_``, ``ax_`` and ``im_``.
         """
-        plt = _check_matplotlib("AttentionDisplay.plot")
+        plt = check_matplotlib("AttentionDisplay.plot")
         weights = self._check_weights()
         n_heads, n_tokens = weights.shape[0], weights.shape[1]
         labels = self._labels(n_tokens)
@@ -174,7 +177,7 @@ class AttentionDisplay:
                 "include_values=True writes the weights of one head: pass head= "
                 "to draw one head, or include_values=False for the grid."
             )
-        axes, figure = self._axes(plt, ax, len(heads), grid, labels)
+        axes, figure, side = self._axes(plt, ax, len(heads), grid, labels)
 
         shown = weights[list(heads)]
         im_kw = {
@@ -188,7 +191,7 @@ class AttentionDisplay:
         for axis, index in zip(axes, heads, strict=True):
             image = axis.imshow(weights[index], **im_kw)
             images.append(image)
-            _label_axes(axis, labels, xticks_rotation, grid)
+            _label_axes(axis, labels, xticks_rotation, grid, side)
             if n_heads > 1:
                 axis.set_title(f"head {index}")
 
@@ -274,7 +277,9 @@ class AttentionDisplay:
             Pipeline. A token that holds several of them (a token of
             ``features_per_token`` columns, a patch of a series) is labelled by
             their range, ``"first-last"``; the class token of ``pooling="cls"``
-            (the last token) is ``"[CLS]"``.
+            (the last token) is ``"<cls>"``, told from the ``"[CLS]"`` word
+            piece that a pretrained encoder (:class:`~skattn.text.TokenEmbeddings`)
+            puts first.
 
         ax : matplotlib Axes or array-like of Axes, default=None
             Where to draw (see :meth:`plot`).
@@ -327,23 +332,25 @@ class AttentionDisplay:
         ['0', '1', '2', '3']
         >>> plt.close("all")
         """
-        _check_matplotlib("AttentionDisplay.from_estimator")
-        estimator, X, words = _attention_step(estimator, X)
+        check_matplotlib("AttentionDisplay.from_estimator")
+        estimator, X, words = attention_step(
+            estimator, X, "AttentionDisplay.from_estimator"
+        )
         fitted_format = input_format(estimator)
-        x_sample, n_units, is_table = _select_sample(
+        x_sample, n_units, is_table = select_sample(
             X,
             sample,
             ids=fitted_format["kind"] == IDS,
             channels_first=fitted_format["data_format"] == CHANNELS_FIRST,
         )
         if token_labels is None and words is not None:
-            token_labels = words(_check_sample(sample, len(X)))
+            token_labels = words(check_sample(sample, len(X)))
         weights = estimator.attention_weights(x_sample, layer=layer)[0]
         n_heads = weights.shape[0]
         if head is not None:
             _check_head(head, n_heads)
-        labels = _model_token_labels(
-            estimator, X, x_sample, n_units, is_table, weights.shape[-1], token_labels
+        labels = model_token_labels(
+            estimator, X, n_units, is_table, weights.shape[-1], token_labels
         )
         display = cls(weights, token_labels=labels)
         return display.plot(
@@ -388,28 +395,36 @@ class AttentionDisplay:
         return labels
 
     def _axes(self, plt, ax, n_axes, grid, labels):
-        """The axes to draw on, and their figure: the user's, or new ones."""
+        """The axes to draw on, their figure and the side of a heatmap in
+        inches: the user's axes (side None: their own), or a new figure sized
+        to the tokens."""
         n_cols = math.ceil(math.sqrt(n_axes))
         n_rows = math.ceil(n_axes / n_cols)
-        # room for the tick labels (long column names) beside each heatmap
-        margin = 0.08 * min(max(len(label) for label in labels), 30)
         if ax is None:
+            side = _heatmap_side(len(labels), grid)
+            # room for the tick labels (long column names) beside each heatmap
+            fontsize = _label_font(side, len(labels), grid)
+            margin = 0.6 * fontsize / 72 * min(max(len(label) for label in labels), 30)
             if not grid:
                 figure, axis = plt.subplots(
-                    figsize=(5.2 + margin, 4.2 + margin), layout="constrained"
+                    figsize=(side + margin + 1.6, side + margin + 0.8),
+                    layout="constrained",
                 )
-                return [axis], figure
+                return [axis], figure, side
             figure, axes = plt.subplots(
                 n_rows,
                 n_cols,
-                figsize=((3.4 + margin) * n_cols + 1.2, (3.2 + margin) * n_rows),
+                figsize=(
+                    (side + margin + 0.6) * n_cols + 1.2,
+                    (side + margin + 0.7) * n_rows,
+                ),
                 layout="constrained",
                 squeeze=False,
             )
             axes = list(axes.ravel())
             for spare in axes[n_axes:]:
                 figure.delaxes(spare)
-            return axes[:n_axes], figure
+            return axes[:n_axes], figure, side
         if isinstance(ax, (list, tuple, np.ndarray)):
             axes = list(np.asarray(ax, dtype=object).ravel())
             if len(axes) != n_axes:
@@ -418,9 +433,9 @@ class AttentionDisplay:
                     f"pass {n_axes} Axes, one Axes with head= for one head, or "
                     "ax=None."
                 )
-            return axes, axes[0].figure
+            return axes, axes[0].figure, None
         if not grid:
-            return [ax], ax.figure
+            return [ax], ax.figure, None
         spec = ax.get_subplotspec()
         if spec is None:
             raise ValueError(
@@ -432,213 +447,48 @@ class AttentionDisplay:
         ax.set_axis_off()  # its area holds the grid, as PartialDependenceDisplay
         inner = spec.subgridspec(n_rows, n_cols)
         axes = [figure.add_subplot(inner[index]) for index in range(n_axes)]
-        return axes, figure
-
-
-def _check_index(value, n_items, name, items, *, none_allowed=False):
-    """The index in ``range(n_items)`` of ``value`` (negative counts back).
-
-    ``name`` is the parameter, ``items`` says what is counted, and
-    ``none_allowed`` whether the parameter also takes None (for the message).
-    """
-    if (
-        isinstance(value, (bool, np.bool_))
-        or not isinstance(value, Integral)
-        or not -n_items <= value < n_items
-    ):
-        raise ValueError(
-            f"{name} must be {'None or ' if none_allowed else ''}an integer in "
-            f"[-{n_items}, {n_items}) for {items}, got {value!r}."
-        )
-    return int(value) % n_items
+        return axes, figure, None
 
 
 def _check_head(head, n_heads):
     """The index of ``head`` among ``n_heads`` heads."""
-    return _check_index(
+    return check_index(
         head, n_heads, "head", f"weights of {n_heads} head(s)", none_allowed=True
     )
 
 
-def _attention_step(estimator, X):
-    """The fitted estimator with ``attention_weights``, X as it reads it, and
-    the tokens' words.
-
-    For a Pipeline: its last step with ``attention_weights`` and ``X``
-    transformed by the steps before it; else ``estimator`` and ``X``. The
-    words: a function of a sample's index that gives the words of its
-    tokens, when the step just before is a transformer of texts (one with
-    ``tokens``, as those of :mod:`skattn.text`); else None.
-
-    Raises
-    ------
-    TypeError
-        For an estimator (or pipeline) without attention weights.
-    """
-    words = None
-    if hasattr(estimator, "steps"):  # a Pipeline
-        check_is_fitted(estimator)
-        with_attention = [
-            index
-            for index, (_, step) in enumerate(estimator.steps)
-            if callable(getattr(step, "attention_weights", None))
-        ]
-        if with_attention:
-            index = with_attention[-1]
-            if index:
-                texts = estimator[: index - 1].transform(X) if index > 1 else X
-                X = estimator.steps[index - 1][1].transform(texts)
-                words = _words_of(estimator.steps[index - 1][1], texts)
-            estimator = estimator.steps[index][1]
-    if not callable(getattr(estimator, "attention_weights", None)):
-        name = type(estimator).__name__
-        hint = ""
-        if hasattr(estimator, "steps"):
-            hint = " None of the pipeline's steps has attention_weights."
-        elif name == "RandomAttentionFeatures":
-            hint = (
-                " RandomAttentionFeatures has none: its many seeded models have no "
-                "one set of weights to show."
-            )
-        raise TypeError(
-            "AttentionDisplay.from_estimator needs a fitted attention estimator "
-            "of skattn (AttentionTransformer, AttentionClassifier or "
-            "AttentionRegressor: an estimator with attention_weights), or a "
-            f"Pipeline with one; got {name}.{hint}"
-        )
-    check_is_fitted(estimator)
-    return estimator, X, words
+def _label_step(n_tokens, grid):
+    """Every how many tokens a tick label goes: 1 up to ``MAX_LABELS`` tokens
+    (``MAX_GRID_LABELS`` in a grid), then so that at most that many show."""
+    return max(1, math.ceil(n_tokens / (MAX_GRID_LABELS if grid else MAX_LABELS)))
 
 
-def _words_of(step, texts):
-    """The words of sample ``i``'s tokens, as ``step.tokens`` gives them, or
-    None for a step that has no ``tokens``."""
-    if not callable(getattr(step, "tokens", None)):
-        return None
-    return lambda index: step.tokens([list(texts)[index]])[0]
+def _heatmap_side(n_tokens, grid):
+    """Side in inches of a heatmap of ``n_tokens`` tokens on a new figure."""
+    most = (MAX_GRID_LABELS if grid else MAX_LABELS) * TOKEN_INCHES
+    return min(max(n_tokens * TOKEN_INCHES, MIN_GRID_SIDE if grid else MIN_SIDE), most)
 
 
-def _select_sample(X, sample, *, ids=False, channels_first=False):
-    """X's sample ``sample`` alone, as input of the same kind.
-
-    ``ids``: X holds token ids (``vocabulary_size``), a 2D array or a list of
-    1-D arrays of one id per token. ``channels_first``: its sequences are
-    ``(n_channels, n_timepoints)``, whose time points are the tokens.
-
-    Returns
-    -------
-    x_sample : DataFrame, ndarray or list
-        A one-sample table, 3D array or list of one sequence.
-    n_units : int
-        The sample's columns (table) or tokens (sequence).
-    is_table : bool
-        Whether X is a table.
-    """
-    if hasattr(X, "iloc") and getattr(X, "ndim", 2) == 2:  # a DataFrame
-        n_samples = len(X)
-        index = _check_sample(sample, n_samples)
-        return X.iloc[index : index + 1], X.shape[1], True
-    if isinstance(X, np.ndarray) and X.dtype != object:
-        if X.ndim not in (2, 3):
-            raise ValueError(
-                f"X has {X.ndim} dimensions (shape {X.shape}); expected a 2D table, "
-                "a 3D array of sequences or a list of 2D sequences."
-            )
-        index = _check_sample(sample, len(X))
-        if X.ndim == 3:
-            return X[index : index + 1], X.shape[2 if channels_first else 1], False
-        return X[index : index + 1], X.shape[1], not ids
-    if not hasattr(X, "__len__") or not hasattr(X, "__getitem__"):
-        raise TypeError(
-            "X must be a table, a 3D array or a list of sequences, got "
-            f"{type(X).__name__}."
-        )
-    index = _check_sample(sample, len(X))
-    row = X[index]
-    if hasattr(row, "iloc"):  # a list of DataFrames, one per sequence
-        row = row.to_numpy()
-    x_sample = [row]
-    shape = np.shape(row)
-    if len(shape) == 1:  # a table given as a list of rows, or token ids
-        return x_sample, shape[0], not ids
-    return x_sample, shape[1 if channels_first else 0], False
+def _label_font(side, n_tokens, grid):
+    """Font size in points of the tick labels of ``n_tokens`` tokens on a
+    heatmap of ``side`` inches."""
+    n_labels = math.ceil(n_tokens / _label_step(n_tokens, grid))
+    size = LABEL_FONT_FRACTION * side * 72 / n_labels
+    return min(max(size, MIN_FONT), MAX_FONT)
 
 
-def _check_sample(sample, n_samples):
-    """The index of ``sample`` among the ``n_samples`` samples of X."""
-    return _check_index(sample, n_samples, "sample", f"X of {n_samples} sample(s)")
-
-
-def _model_token_labels(
-    estimator, X, x_sample, n_units, is_table, n_model_tokens, token_labels
-):
-    """Labels of the tokens the model sees, from labels of the input's units.
-
-    A unit is a column of a table or a token of a sequence; a model token holds
-    ``features_per_token`` columns of a table, a patch holds ``patch_size_``
-    tokens, and the class token of ``pooling="cls"`` comes last.
-    """
-    if token_labels is not None:
-        labels = [str(label) for label in np.asarray(token_labels).ravel()]
-        if len(labels) == n_model_tokens:
-            return labels
-        if len(labels) != n_units:
-            unit = "column of the table" if is_table else "token of the sequence"
-            raise ValueError(
-                f"token_labels has {len(labels)} labels; expected one per {unit} "
-                f"({n_units}) or one per token the model sees ({n_model_tokens})."
-            )
-    elif is_table:
-        labels = _column_names(estimator, X, n_units)
-    else:
-        labels = [str(position) for position in range(n_units)]
-
-    # units -> input tokens: the columns of a table in max_tokens_ tokens
-    width = n_units // estimator.max_tokens_ if is_table else 1
-    n_tokens = n_units // width
-    # input tokens -> model tokens: patches
-    patch = getattr(estimator, "patch_size_", None) or 1
-    n_patches = math.ceil(n_tokens / patch)
-    units_per_token = width * patch
-    model_labels = [
-        _range_label(
-            labels, start * units_per_token, min((start + 1) * patch, n_tokens) * width
-        )
-        for start in range(n_patches)
-    ]
-    extra = n_model_tokens - n_patches
-    if extra == 1:  # pooling="cls": the class token, last
-        model_labels.append(CLS_LABEL)
-    elif extra != 0:  # pragma: no cover - a model layout this module ignores
-        return [str(position) for position in range(n_model_tokens)]
-    return model_labels
-
-
-def _column_names(estimator, X, n_columns):
-    """Names of a table's columns: the DataFrame's, the fitted ones, or x0..."""
-    if hasattr(X, "columns"):
-        return [str(name) for name in X.columns]
-    names = getattr(estimator, "feature_names_in_", None)
-    if names is not None and len(names) == n_columns:
-        return [str(name) for name in names]
-    return [f"x{column}" for column in range(n_columns)]
-
-
-def _range_label(labels, start, stop):
-    """The label of units ``start`` to ``stop - 1``: one label, or "first-last"."""
-    if stop - start == 1:
-        return labels[start]
-    return f"{labels[start]}\N{EN DASH}{labels[stop - 1]}"
-
-
-def _label_axes(axis, labels, rotation, grid):
-    """Token labels on both axes (every k-th one for long sequences)."""
+def _label_axes(axis, labels, rotation, grid, side):
+    """Token labels on both axes (see ``MAX_LABELS``), in a font that fits a
+    heatmap of ``side`` inches (None: the axes' size)."""
     n_tokens = len(labels)
-    step = max(1, math.ceil(n_tokens / MAX_TICKS))
-    ticks = np.arange(0, n_tokens, step)
+    ticks = np.arange(0, n_tokens, _label_step(n_tokens, grid))
+    if side is None:  # the user's axes
+        extent = axis.get_window_extent()
+        side = min(extent.width, extent.height) / axis.figure.dpi
+    fontsize = _label_font(side, n_tokens, grid)
     shown = [labels[tick] for tick in ticks]
-    axis.set_xticks(ticks, shown, rotation=rotation)
-    axis.set_yticks(ticks, shown)
+    axis.set_xticks(ticks, shown, rotation=rotation, fontsize=fontsize)
+    axis.set_yticks(ticks, shown, fontsize=fontsize)
     axis.set_xlabel("key token (attended to)")
     axis.set_ylabel("query token (attending)")
     if grid:  # shorter labels in the small heatmaps of a grid

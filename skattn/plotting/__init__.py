@@ -1,0 +1,15 @@
+"""Plots of attention, in the style of scikit-learn's ``*Display`` classes.
+
+- :class:`AttentionDisplay`: the attention weights of one sequence as
+  heatmaps, one head or a grid of every head, each token labelled.
+
+matplotlib is an optional dependency (the ``[plot]`` extra): it is imported
+when a plot is drawn, never when skattn is imported.
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from ._heatmap import AttentionDisplay
+
+__all__ = ["AttentionDisplay"]

@@ -1,0 +1,221 @@
+"""What the displays share: matplotlib on demand, the estimator and the sample
+to show, and the labels of the tokens the model reads."""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import math
+from numbers import Integral
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+# The label of the class token of pooling="cls" (the model's, the last token):
+# not "[CLS]", the first word piece of BERT-style encoders (TokenEmbeddings),
+# which comes first in the same sequence.
+CLS_LABEL = "<cls>"
+
+
+def check_matplotlib(caller):
+    """Import matplotlib.pyplot, or raise an ImportError naming the extra."""
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as error:
+        raise ImportError(
+            f"{caller} requires matplotlib, the optional [plot] dependency of "
+            'skattn: install it with pip install "skattn[plot]" (or pip install '
+            "matplotlib)."
+        ) from error
+    return plt
+
+
+def check_index(value, n_items, name, items, *, none_allowed=False):
+    """The index in ``range(n_items)`` of ``value`` (negative counts back).
+
+    ``name`` is the parameter, ``items`` says what is counted, and
+    ``none_allowed`` whether the parameter also takes None (for the message).
+    """
+    if (
+        isinstance(value, (bool, np.bool_))
+        or not isinstance(value, Integral)
+        or not -n_items <= value < n_items
+    ):
+        raise ValueError(
+            f"{name} must be {'None or ' if none_allowed else ''}an integer in "
+            f"[-{n_items}, {n_items}) for {items}, got {value!r}."
+        )
+    return int(value) % n_items
+
+
+def attention_step(estimator, X, caller):
+    """The fitted estimator with ``attention_weights``, X as it reads it, and
+    the tokens' words.
+
+    For a Pipeline: its last step with ``attention_weights`` and ``X``
+    transformed by the steps before it; else ``estimator`` and ``X``. The
+    words: a function of a sample's index that gives the words of its
+    tokens, when the step just before is a transformer of texts (one with
+    ``tokens``, as those of :mod:`skattn.text`); else None. ``caller`` names
+    the method in messages.
+
+    Raises
+    ------
+    TypeError
+        For an estimator (or pipeline) without attention weights.
+    """
+    words = None
+    if hasattr(estimator, "steps"):  # a Pipeline
+        check_is_fitted(estimator)
+        with_attention = [
+            index
+            for index, (_, step) in enumerate(estimator.steps)
+            if callable(getattr(step, "attention_weights", None))
+        ]
+        if with_attention:
+            index = with_attention[-1]
+            if index:
+                texts = estimator[: index - 1].transform(X) if index > 1 else X
+                X = estimator.steps[index - 1][1].transform(texts)
+                words = words_of(estimator.steps[index - 1][1], texts)
+            estimator = estimator.steps[index][1]
+    if not callable(getattr(estimator, "attention_weights", None)):
+        name = type(estimator).__name__
+        hint = ""
+        if hasattr(estimator, "steps"):
+            hint = " None of the pipeline's steps has attention_weights."
+        elif name == "RandomAttentionFeatures":
+            hint = (
+                " RandomAttentionFeatures has none: its many seeded models have no "
+                "one set of weights to show."
+            )
+        raise TypeError(
+            f"{caller} needs a fitted attention estimator of skattn "
+            "(AttentionTransformer, AttentionClassifier or AttentionRegressor: "
+            "an estimator with attention_weights), or a Pipeline with one; got "
+            f"{name}.{hint}"
+        )
+    check_is_fitted(estimator)
+    return estimator, X, words
+
+
+def words_of(step, texts):
+    """The words of sample ``i``'s tokens, as ``step.tokens`` gives them, or
+    None for a step that has no ``tokens``."""
+    if not callable(getattr(step, "tokens", None)):
+        return None
+    return lambda index: step.tokens([list(texts)[index]])[0]
+
+
+def select_sample(X, sample, *, ids=False, channels_first=False):
+    """X's sample ``sample`` alone, as input of the same kind.
+
+    ``ids``: X holds token ids (``vocabulary_size``), a 2D array or a list of
+    1-D arrays of one id per token. ``channels_first``: its sequences are
+    ``(n_channels, n_timepoints)``, whose time points are the tokens.
+
+    Returns
+    -------
+    x_sample : DataFrame, ndarray or list
+        A one-sample table, 3D array or list of one sequence.
+    n_units : int
+        The sample's columns (table) or tokens (sequence).
+    is_table : bool
+        Whether X is a table.
+    """
+    if hasattr(X, "iloc") and getattr(X, "ndim", 2) == 2:  # a DataFrame
+        n_samples = len(X)
+        index = check_sample(sample, n_samples)
+        return X.iloc[index : index + 1], X.shape[1], True
+    if isinstance(X, np.ndarray) and X.dtype != object:
+        if X.ndim not in (2, 3):
+            raise ValueError(
+                f"X has {X.ndim} dimensions (shape {X.shape}); expected a 2D table, "
+                "a 3D array of sequences or a list of 2D sequences."
+            )
+        index = check_sample(sample, len(X))
+        if X.ndim == 3:
+            return X[index : index + 1], X.shape[2 if channels_first else 1], False
+        return X[index : index + 1], X.shape[1], not ids
+    if not hasattr(X, "__len__") or not hasattr(X, "__getitem__"):
+        raise TypeError(
+            "X must be a table, a 3D array or a list of sequences, got "
+            f"{type(X).__name__}."
+        )
+    index = check_sample(sample, len(X))
+    row = X[index]
+    if hasattr(row, "iloc"):  # a list of DataFrames, one per sequence
+        row = row.to_numpy()
+    x_sample = [row]
+    shape = np.shape(row)
+    if len(shape) == 1:  # a table given as a list of rows, or token ids
+        return x_sample, shape[0], not ids
+    return x_sample, shape[1 if channels_first else 0], False
+
+
+def check_sample(sample, n_samples):
+    """The index of ``sample`` among the ``n_samples`` samples of X."""
+    return check_index(sample, n_samples, "sample", f"X of {n_samples} sample(s)")
+
+
+def model_token_labels(
+    estimator, X, n_units, is_table, n_model_tokens, token_labels, *, patches=True
+):
+    """Labels of the tokens the model sees, from labels of the input's units.
+
+    A unit is a column of a table or a token of a sequence; a model token holds
+    ``features_per_token`` columns of a table, a patch holds ``patch_size_``
+    tokens (with ``patches``; without, the tokens are those the model reads,
+    before its patches), and the class token of ``pooling="cls"`` comes last,
+    labelled ``CLS_LABEL``.
+    """
+    if token_labels is not None:
+        labels = [str(label) for label in np.asarray(token_labels).ravel()]
+        if len(labels) == n_model_tokens:
+            return labels
+        if len(labels) != n_units:
+            unit = "column of the table" if is_table else "token of the sequence"
+            raise ValueError(
+                f"token_labels has {len(labels)} labels; expected one per {unit} "
+                f"({n_units}) or one per token the model sees ({n_model_tokens})."
+            )
+    elif is_table:
+        labels = column_names(estimator, X, n_units)
+    else:
+        labels = [str(position) for position in range(n_units)]
+
+    # units -> input tokens: the columns of a table in max_tokens_ tokens
+    width = n_units // estimator.max_tokens_ if is_table else 1
+    n_tokens = n_units // width
+    # input tokens -> model tokens: patches
+    patch = (getattr(estimator, "patch_size_", None) or 1) if patches else 1
+    n_patches = math.ceil(n_tokens / patch)
+    units_per_token = width * patch
+    model_labels = [
+        range_label(
+            labels, start * units_per_token, min((start + 1) * patch, n_tokens) * width
+        )
+        for start in range(n_patches)
+    ]
+    extra = n_model_tokens - n_patches
+    if extra == 1:  # pooling="cls": the class token, last
+        model_labels.append(CLS_LABEL)
+    elif extra != 0:  # pragma: no cover - a model layout this module ignores
+        return [str(position) for position in range(n_model_tokens)]
+    return model_labels
+
+
+def column_names(estimator, X, n_columns):
+    """Names of a table's columns: the DataFrame's, the fitted ones, or x0..."""
+    if hasattr(X, "columns"):
+        return [str(name) for name in X.columns]
+    names = getattr(estimator, "feature_names_in_", None)
+    if names is not None and len(names) == n_columns:
+        return [str(name) for name in names]
+    return [f"x{column}" for column in range(n_columns)]
+
+
+def range_label(labels, start, stop):
+    """The label of units ``start`` to ``stop - 1``: one label, or "first-last"."""
+    if stop - start == 1:
+        return labels[start]
+    return f"{labels[start]}\N{EN DASH}{labels[stop - 1]}"
