@@ -13,6 +13,7 @@ shifted scores or of weighted values with their row sums.
 # SPDX-License-Identifier: BSD-3-Clause
 
 import math
+import warnings
 
 import numba
 import numpy as np
@@ -20,10 +21,36 @@ from numba.extending import overload
 
 from .compiled import KEYS, ROWS, SUM_FLOOR
 
+
+def _cache_probe():
+    """Nothing: a function of this directory, for :func:`can_cache`."""
+
+
+def can_cache():
+    """Whether numba finds a directory to cache the functions of this
+    directory in (``NUMBA_CACHE_DIR``, ``__pycache__`` beside them, or the
+    user's cache directory). Where it finds none (a read-only install),
+    ``cache=True`` raises: the functions are compiled in each process, with
+    one warning."""
+    try:
+        numba.njit(cache=True)(_cache_probe)
+    except RuntimeError as error:  # "cannot cache function ...: no locator"
+        warnings.warn(
+            f"numba cannot cache skattn's compiled kernels ({error}): they are "
+            "compiled again in each process. Set NUMBA_CACHE_DIR to a writable "
+            "directory to cache them, or SKATTN_COMPILED=0 to use the numpy "
+            "path.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return False
+    return True
+
+
 # "contract" lets LLVM fuse a * b + c into one instruction; nothing else of
 # fast-math (no reordering of sums, no assumption that values are finite).
 FASTMATH = {"contract"}
-JIT = dict(nogil=True, cache=True, fastmath=FASTMATH)
+JIT = dict(nogil=True, cache=can_cache(), fastmath=FASTMATH)
 
 
 def exp_inplace(s, scratch):

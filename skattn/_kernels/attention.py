@@ -538,8 +538,9 @@ def attention_forward(
     if exponent is None and not v_exponent:
         lengths = compiled_lengths(q, k, v, mask, batch_shape, dropout, return_weights)
         if lengths is not None:
-            out, lse = compiled.forward(q, k, v, lengths, causal, scale)
-            return out, lse, None
+            result = compiled.forward(q, k, v, lengths, causal, scale)
+            if result is not None:  # None: numba failed to compile it
+                return (*result, None)
     keys = None  # the keys some query may attend to, before the broadcast
     if mask is not None:
         keys = mask[..., 0, :] if mask.shape[-2] == 1 else mask.any(axis=-2)

@@ -170,7 +170,11 @@ def attention_backward(
         renormalise = bound > RECOMPUTE_ERROR_MAX  # exp(scores - lse) unsafe
         lengths = compiled_lengths(q, k, v, mask, batch_shape, dropout, False)
         if lengths is not None and d_out.shape == out.shape and not renormalise.any():
-            return compiled.backward(d_out, q, k, v, lse, delta, lengths, causal, scale)
+            grads = compiled.backward(
+                d_out, q, k, v, lse, delta, lengths, causal, scale
+            )
+            if grads is not None:  # None: numba failed to compile it
+                return grads
     delta = delta[..., None]  # (..., Tq, 1)
     if mask is not None:
         mask = np.broadcast_to(mask, batch_shape + (n_queries, n_keys))

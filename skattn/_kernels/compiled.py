@@ -36,7 +36,9 @@ So has the layer norm: one pass per token, where numpy makes about ten over the
 whole array between which it holds the interpreter's lock.
 
 Set the environment variable ``SKATTN_COMPILED=0`` to use the numpy path with
-numba installed.
+numba installed. Where numba finds no directory to cache the kernels in (a
+read-only install), it compiles them in each process, with one warning; where
+it fails to compile them, the numpy path computes instead, with one warning.
 """
 
 # Authors: The skattn developers
@@ -45,6 +47,8 @@ numba installed.
 import functools
 import math
 import os
+import threading
+import warnings
 
 import numpy as np
 
@@ -71,26 +75,76 @@ MIN_KEYS_PER_SQUARED_DIM = 0.25
 # Set by the tests to run the numpy path with numba installed.
 _DISABLED = False
 
+# Set when numba failed to compile a kernel (see _turn_off).
+_FAILED = False
+_FAILED_LOCK = threading.Lock()
+
 
 def enabled():
-    """Whether the compiled kernels run: numba imports, and neither
-    ``SKATTN_COMPILED=0`` nor the tests turned them off."""
-    if _DISABLED or os.environ.get("SKATTN_COMPILED", "1") == "0":
+    """Whether the compiled kernels run: numba imports, compiles them, and
+    neither ``SKATTN_COMPILED=0`` nor the tests turned them off."""
+    if _DISABLED or _FAILED or os.environ.get("SKATTN_COMPILED", "1") == "0":
         return False
     return kernels() is not None
 
 
 @functools.cache
 def kernels():
-    """The compiled functions, or None without numba (compiled on first use,
-    then read from numba's cache)."""
+    """The compiled functions, or None without numba or where numba fails to
+    define them (compiled on first use, then read from numba's cache where
+    it has one)."""
     try:
         import numba  # noqa: F401
     except ImportError:
         return None
-    from . import _numba_attention
-
+    try:
+        from . import _numba_attention, _numba_layer_norm  # noqa: F401
+    except Exception as error:
+        _turn_off(error)
+        return None
     return _numba_attention
+
+
+def _turn_off(error):
+    """Turn the compiled kernels off for the rest of the process, with one
+    warning that names numba's ``error``."""
+    global _FAILED
+    with _FAILED_LOCK:
+        if _FAILED:
+            return
+        _FAILED = True
+    warnings.warn(
+        f"numba failed to compile skattn's kernels ({type(error).__name__}: "
+        f"{error}); the numpy path computes instead. Set SKATTN_COMPILED=0 to "
+        "use it without this warning.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def _run(function, calls, parallel=False):
+    """``function(*arguments)`` for each tuple of ``calls``, on the thread
+    pool if ``parallel``: the results, or None where numba fails to compile
+    ``function`` (the compiled kernels are then off: :func:`_turn_off`)."""
+    from .._parallel import map_parallel
+
+    def call(arguments):
+        return function(*arguments)
+
+    try:
+        return map_parallel(call, calls) if parallel else [call(a) for a in calls]
+    except Exception as error:
+        if _compiled_for(function, calls[0]):
+            raise  # raised by the compiled code itself
+        _turn_off(error)
+        return None
+
+
+def _compiled_for(function, arguments):
+    """Whether numba has compiled ``function`` for the types of ``arguments``."""
+    import numba
+
+    return tuple(numba.typeof(a) for a in arguments) in function.overloads
 
 
 def prefix_lengths(mask, batch_shape, n_keys):
@@ -179,13 +233,13 @@ def forward(q, k, v, lengths, causal, scale):
 
     Returns
     -------
-    out : ndarray of shape (N, [H,] Tq, Dv)
-    lse : ndarray of shape (N, [H,] Tq)
-        As :func:`skattn._kernels.attention.attention_forward` returns them.
+    (out, lse) or None
+        ``out`` of shape (N, [H,] Tq, Dv) and ``lse`` of shape (N, [H,] Tq),
+        as :func:`skattn._kernels.attention.attention_forward` returns them;
+        None where numba fails to compile the kernel.
     """
-    from .._parallel import map_parallel, parallel_workers
+    from .._parallel import parallel_workers
 
-    functions = kernels()
     dtype = q.dtype
     out = np.empty(q.shape[:-1] + (v.shape[-1],), dtype=dtype)
     lse = np.empty(q.shape[:-1], dtype=dtype)
@@ -193,16 +247,15 @@ def forward(q, k, v, lengths, causal, scale):
     lse3 = lse if lse.ndim == 3 else lse[:, None]
     lengths2 = lengths.reshape(q4.shape[:2])
     scale = dtype.type(scale)
-
-    def run(task):
-        attentions, rows = task
-        functions.forward(
-            q4, k4, v4, lengths2, causal, scale, attentions.start, attentions.stop,
-            rows.start, rows.stop, out4, lse3,
-        )  # fmt: skip
-
     n_attentions = q4.shape[0] * q4.shape[1]
-    map_parallel(run, _tasks(n_attentions, q.shape[-2], parallel_workers()))
+    inputs = (q4, k4, v4, lengths2, causal, scale)
+    tasks = _tasks(n_attentions, q.shape[-2], parallel_workers())
+    calls = [
+        (*inputs, attentions.start, attentions.stop, rows.start, rows.stop, out4, lse3)
+        for attentions, rows in tasks
+    ]
+    if _run(kernels().forward, calls, parallel=True) is None:
+        return None
     return out, lse
 
 
@@ -221,11 +274,12 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale):
 
     Returns
     -------
-    d_q, d_k, d_v : ndarray, the shapes of q, k, v
+    (d_q, d_k, d_v) or None
+        Of the shapes of q, k, v; None where numba fails to compile the
+        kernel.
     """
-    from .._parallel import map_parallel, parallel_workers
+    from .._parallel import parallel_workers
 
-    functions = kernels()
     dtype = q.dtype
     # a gradient of another dtype (a float64 loss of float32 outputs) is
     # rounded to the attention's, in which its gradients are returned
@@ -235,17 +289,15 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale):
     lse3, delta3 = (a if a.ndim == 3 else a[:, None] for a in (lse, delta))
     lengths2 = lengths.reshape(q4.shape[:2])
     scale = dtype.type(scale)
-
-    def run(task):
-        attentions, _ = task
-        functions.backward(
-            d_out4, q4, k4, v4, lse3, delta3, lengths2, causal, scale,
-            attentions.start, attentions.stop, d_q4, d_k4, d_v4,
-        )  # fmt: skip
-
     n_attentions = q4.shape[0] * q4.shape[1]
     # the gradients of a key accumulate over all queries: whole attentions
-    map_parallel(run, _tasks(n_attentions, 0, parallel_workers()))
+    inputs = (d_out4, q4, k4, v4, lse3, delta3, lengths2, causal, scale)
+    calls = [
+        (*inputs, attentions.start, attentions.stop, d_q4, d_k4, d_v4)
+        for attentions, _ in _tasks(n_attentions, 0, parallel_workers())
+    ]
+    if _run(kernels().backward, calls, parallel=True) is None:
+        return None
     return tuple(grads)
 
 
@@ -296,15 +348,17 @@ def layer_norm_forward(x, weight, bias, eps):
     (out, x_hat, inv_std) or None
         ``out`` and ``x_hat`` of the shape of ``x``, ``inv_std`` of shape
         (..., 1); None where a row's variance is not finite (squares that
-        overflow float64, NaN or infinite tokens): the numpy path computes
-        those arrays.
+        overflow float64, NaN or infinite tokens), or where numba fails to
+        compile the kernel: the numpy path computes those arrays.
     """
     from . import _numba_layer_norm
 
     rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
     out, x_hat = np.empty_like(rows), np.empty_like(rows)
     inv_std = np.empty((rows.shape[0], 1), dtype=x.dtype)
-    if not _numba_layer_norm.forward(rows, weight, bias, eps, out, x_hat, inv_std):
+    call = (rows, weight, bias, eps, out, x_hat, inv_std)
+    finite = _run(_numba_layer_norm.forward, [call])
+    if not (finite and finite[0]):
         return None
     return (
         out.reshape(x.shape),

@@ -4,14 +4,21 @@ path. Their results against the reference are the
 tests of test_attention.py and test_attention_gradients.py, which run on both
 paths (conftest.py)."""
 
+import json
+import os
+import shutil
 import subprocess
 import sys
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from threadpoolctl import threadpool_limits
 
+import skattn
 from skattn import AttentionClassifier, AttentionTransformer
 from skattn._kernels import compiled
 from skattn._kernels.attention import attention_forward
@@ -39,6 +46,153 @@ def test_import_skattn_imports_no_numba():
         check=True,
         env={"SKATTN_COMPILED": "0", "PATH": ""},
     )
+
+
+def read_only_copy(tmp_path):
+    """A copy of the package in which nobody, root included, can write a
+    cache: read-only, and a file where the compiled kernels' ``__pycache__``
+    would be (root writes through permissions, not into a file)."""
+    site = tmp_path / "site"
+    shutil.copytree(
+        Path(skattn.__file__).parent,
+        site / "skattn",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    (site / "skattn" / "_kernels" / "__pycache__").touch()
+    for path in [site, *site.rglob("*")]:
+        path.chmod(path.stat().st_mode & ~0o222)
+    return site
+
+
+FIT_READ_ONLY = """
+import json, sys, warnings
+import numpy as np
+import skattn
+from skattn import AttentionClassifier
+from skattn._kernels import compiled
+
+assert skattn.__file__.startswith(sys.argv[1]), skattn.__file__
+rng = np.random.default_rng(0)
+X = rng.standard_normal((4, 300, 16)).astype(np.float32)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    est = AttentionClassifier(max_iter=3, random_state=0).fit(X, [0, 1, 0, 1])
+    proba = est.predict_proba(X)
+assert compiled.enabled() and compiled.kernels().forward.signatures
+json.dump(
+    dict(
+        loss=est.loss_curve_,
+        proba=proba.tolist(),
+        warnings=[str(w.message) for w in caught if "compiled" in str(w.message)],
+    ),
+    sys.stdout,
+)
+"""
+
+
+@needs_numba
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_read_only_install_without_a_numba_cache_fits_compiled(tmp_path, monkeypatch):
+    """A read-only copy of the package, and no directory numba can cache in
+    (NUMBA_CACHE_DIR, HOME and XDG_CACHE_HOME under a regular file): the
+    kernels are compiled without a cache, with one warning that names
+    NUMBA_CACHE_DIR and SKATTN_COMPILED=0, and the fit gives the numpy path's
+    result to float rounding."""
+    site = read_only_copy(tmp_path)
+    blocker = tmp_path / "file"  # nothing can be created under a file
+    blocker.touch()
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(site),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "NUMBA_CACHE_DIR": str(blocker / "numba"),
+        "HOME": str(blocker / "home"),
+        "XDG_CACHE_HOME": str(blocker / "cache"),
+    }
+    env.pop("SKATTN_COMPILED", None)
+    result = subprocess.run(
+        [sys.executable, "-c", FIT_READ_ONLY, str(site)],
+        env=env,
+        cwd=tmp_path,  # not a directory that holds the package
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    fitted = json.loads(result.stdout)
+    assert len(fitted["warnings"]) == 1
+    assert "NUMBA_CACHE_DIR" in fitted["warnings"][0]
+    assert "SKATTN_COMPILED=0" in fitted["warnings"][0]
+    monkeypatch.setattr(compiled, "_DISABLED", True)
+    X = np.random.default_rng(0).standard_normal((4, 300, 16)).astype(np.float32)
+    est = AttentionClassifier(max_iter=3, random_state=0).fit(X, [0, 1, 0, 1])
+    assert_allclose(fitted["loss"], est.loss_curve_, rtol=1e-4)
+    assert_allclose(fitted["proba"], est.predict_proba(X), rtol=1e-3, atol=1e-4)
+
+
+def fails_to_compile(array):
+    return undefined_name  # noqa: F821 (numba's typing fails)
+
+
+def raises_when_run(array):
+    raise ValueError("from the kernel")
+
+
+def broken_kernels(monkeypatch, body):
+    """The compiled attention forward pass and layer norm replaced by numba
+    functions of their arguments that run ``body`` on their last; the
+    compiled kernels on."""
+    import numba
+
+    from skattn._kernels import _numba_layer_norm
+
+    body = numba.njit(body)
+    forward = numba.njit(lambda q, k, v, n, c, s, a, b, i, j, out, lse: body(lse))
+    layer_norm = numba.njit(lambda x, w, b, eps, out, x_hat, inv_std: body(inv_std))
+    monkeypatch.setattr(compiled, "kernels", lambda: SimpleNamespace(forward=forward))
+    monkeypatch.setattr(_numba_layer_norm, "forward", layer_norm)
+    monkeypatch.setattr(compiled, "_DISABLED", False)
+    monkeypatch.setattr(compiled, "_FAILED", False)
+
+
+@needs_numba
+@pytest.mark.parametrize("kernel", ["attention", "layer norm"])
+def test_a_kernel_numba_cannot_compile_leaves_the_numpy_path_with_one_warning(
+    monkeypatch, kernel
+):
+    """A compiled function that fails to compile (here a typing error): the
+    numpy path computes, with one warning that names the cause and
+    SKATTN_COMPILED=0, and the compiled kernels stay off."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 40, 8)).astype(np.float32)
+    weight, bias = np.ones(8, np.float32), np.zeros(8, np.float32)
+
+    def run():
+        if kernel == "attention":
+            return attention_forward(x, x, x)[0]
+        return layer_norm_forward(x, weight, bias)[0]
+
+    monkeypatch.setattr(compiled, "_DISABLED", True)
+    expected = run()
+    broken_kernels(monkeypatch, fails_to_compile)
+    with pytest.warns(RuntimeWarning, match="SKATTN_COMPILED=0") as caught:
+        out = run()
+    assert len(caught) == 1 and "TypingError" in str(caught[0].message)
+    assert not compiled.enabled()
+    assert_array_equal(out, expected)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_array_equal(run(), expected)
+
+
+@needs_numba
+def test_an_error_of_a_compiled_kernel_is_raised(monkeypatch):
+    """An exception the compiled code raises once compiled is no compilation
+    failure: it reaches the caller, and the compiled kernels stay on."""
+    broken_kernels(monkeypatch, raises_when_run)
+    x = np.ones((2, 3, 4), np.float32)
+    with pytest.raises(ValueError, match="from the kernel"):
+        attention_forward(x, x, x)
+    assert compiled.enabled()
 
 
 def spy_on_forward(monkeypatch):
