@@ -412,14 +412,14 @@ def test_grid_search_over_raw_text_embeds_each_text_once(model_path):
 def test_cached_token_states_hold_the_bytes_they_count(model_path):
     from skattn.text._pretrained import _CACHE
 
-    texts = ["word " * 250] + [f"text {i}" for i in range(31)]  # one batch
+    texts = ["word " * 100] + [f"text {i}" for i in range(15)]  # one batch
     TokenEmbeddings.cache_clear()
-    out = TokenEmbeddings(model_path).fit().transform(texts)
+    out = TokenEmbeddings(model_path, batch_size=16).fit().transform(texts)
     held = list(_CACHE._entries.values())
-    assert len(held) == 32 and all(states.base is None for states in held)
+    assert len(held) == 16 and all(states.base is None for states in held)
     assert TokenEmbeddings.cache_info().n_bytes == sum(s.nbytes for s in held)
     assert sum(s.nbytes for s in held) == sum(o.nbytes for o in out)
-    assert [len(o) for o in out[:2]] == [252, 4]
+    assert [len(o) for o in out[:2]] == [102, 4]
 
 
 @pytest.mark.pretrained
@@ -553,3 +553,53 @@ def test_loading_shows_its_progress_bar_only_when_verbose(model_path, capfd):
         TokenEmbeddings(model_path, verbose=verbose).fit()
         assert ("Loading weights" in capfd.readouterr().err) is verbose
     assert transformers_logging.is_progress_bar_enabled()
+
+
+def with_dense(encoder, module_input_name):
+    """The encoder's transformer and pooling, then a Dense module (384 to 128
+    wide) of its sentence embedding or of its token states."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Dense
+
+    dense = Dense(384, 128, module_input_name=module_input_name)
+    return SentenceTransformer(modules=[encoder[0], encoder[1], dense], device="cpu")
+
+
+@pytest.mark.pretrained
+def test_transform_after_set_params_model_reads_the_fitted_model(encoder):
+    texts = ["a good film"]
+    token_dense = with_dense(encoder, "token_embeddings")
+    embed = TokenEmbeddings(encoder).fit()
+    embed.set_params(model=token_dense)  # not fitted again
+    assert embed.transform(texts)[0].shape == (5, 384)  # the fitted encoder's
+    fresh = TokenEmbeddings(token_dense).fit()
+    assert fresh.transform(texts)[0].shape == (5, 128)
+
+
+@pytest.mark.pretrained
+def test_n_features_out_is_the_width_of_the_token_states(encoder):
+    for module_input_name, width in (
+        ("sentence_embedding", 384),  # the Dense module reads the sentence
+        ("token_embeddings", 128),
+    ):
+        embed = TokenEmbeddings(with_dense(encoder, module_input_name), cache=False)
+        assert embed.fit().n_features_out_ == width
+        assert embed.transform(["a good film"])[0].shape == (5, width)
+
+
+@pytest.mark.pretrained
+def test_an_encoder_in_training_mode_is_refused(encoder):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Dense
+    from torch.nn import Dropout
+
+    dropout = Dense(
+        384, 384, activation_function=Dropout(0.5), module_input_name="token_embeddings"
+    )
+    model = SentenceTransformer(modules=[encoder[0], dropout], device="cpu")
+    assert dropout.training
+    with pytest.raises(ValueError, match=r"training mode.*call model\.eval\(\)"):
+        TokenEmbeddings(model).fit()
+    assert dropout.training  # left as it was
+    embed = TokenEmbeddings(model.eval(), cache=False).fit()
+    assert_array_equal(embed.transform(["a film"])[0], embed.transform(["a film"])[0])

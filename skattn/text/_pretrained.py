@@ -17,8 +17,8 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import Interval, _fit_context
 from ._words import _TextTransformer, check_texts
 
-# The token states TokenEmbeddings computed, by model, length and text: a
-# grid search re-embeds no text its folds and candidates share. At most
+# The token states TokenEmbeddings computed, by fitted model, length and text:
+# a grid search re-embeds no text its folds and candidates share. At most
 # CACHE_BYTES in all; the texts used least recently go first.
 CACHE_BYTES = 2**30
 
@@ -38,12 +38,10 @@ class _TokenStateCache:
         self._object_keys = weakref.WeakKeyDictionary()  # model object -> key
 
     def namespace(self, model, max_length):
-        """The key of a model (its name or path, or the object) and length."""
-        if isinstance(model, (str, os.PathLike)):
-            return ("path", os.fspath(model), max_length)
+        """The key of a loaded model (the object that encodes) and length."""
         with self._lock:
             key = self._object_keys.setdefault(model, uuid.uuid4().hex)
-        return ("object", key, max_length)
+        return key, max_length
 
     def get_many(self, namespace, texts):
         """The states kept of each text (None where none are), counting a miss
@@ -129,9 +127,10 @@ class TokenEmbeddings(_TextTransformer):
 
     cache : bool, default=True
         Keep the token states computed in this process (at most 1 GiB, the
-        least recently used first out), by model name or path (or model
-        object), ``max_length`` and text, so that the folds and candidates of a
-        grid search embed each text once (see :meth:`cache_info`). A model
+        least recently used first out), by fitted encoder (``model_``: the
+        one loaded encoder of a name or path and device, or the model object
+        given), ``max_length_`` and text, so that the folds and candidates of
+        a grid search embed each text once (see :meth:`cache_info`). A model
         object is copied with each clone of the transformer (scikit-learn
         clones deep-copy such parameters): give a name or a path to share the
         cache across clones.
@@ -152,8 +151,15 @@ class TokenEmbeddings(_TextTransformer):
         ``transform``, ``tokens`` and the cache read this length, never the
         model's setting of the moment.
 
+    model_ : SentenceTransformer
+        The fitted encoder: ``transform`` and ``tokens`` read it (and the
+        cache keys its states by it) until the next ``fit``, whatever
+        ``set_params(model=...)`` sets meanwhile.
+
     n_features_out_ : int
-        Width of a token state.
+        Width of a token state: of the ``token_embeddings`` the model puts
+        out (read at fit from those of an empty text), which a ``Dense``
+        module of its sentence embedding leaves as they are.
 
     See Also
     --------
@@ -218,10 +224,10 @@ class TokenEmbeddings(_TextTransformer):
         self._source = _source(self.model, self.device)
         self.model_ = self.model if self._source is None else self._load()
         self.max_length_ = _check_max_length(self.model_, self.max_length)
-        dimension = getattr(self.model_, "get_embedding_dimension", None)
-        if dimension is None:  # sentence-transformers before 6
-            dimension = self.model_.get_sentence_embedding_dimension
-        self.n_features_out_ = dimension()
+        _check_evaluation_mode(self.model_)
+        # modules after the transformer may change the token states' width
+        (states,) = _token_states(self.model_, [""], self.max_length_)
+        self.n_features_out_ = states.shape[1]
         return self
 
     def transform(self, X):
@@ -240,7 +246,7 @@ class TokenEmbeddings(_TextTransformer):
         check_is_fitted(self, "n_features_out_")
         texts = check_texts(X, "TokenEmbeddings")
         model = self._loaded_model()
-        namespace = _CACHE.namespace(self.model, self.max_length_)
+        namespace = _CACHE.namespace(model, self.max_length_)
         out = _CACHE.get_many(namespace, texts) if self.cache else [None] * len(texts)
         missing = [t for t, o in zip(texts, out, strict=True) if o is None]
         missing = list(dict.fromkeys(missing))  # each text once, in order
@@ -266,7 +272,7 @@ class TokenEmbeddings(_TextTransformer):
         tokens : list of list of str
             The encoder tokenizer's pieces of each text, its special tokens
             included (such as ``"[CLS]"`` first and ``"[SEP]"`` last), cut at
-            ``max_length`` as ``transform`` cuts them.
+            ``max_length_`` as ``transform`` cuts them.
         """
         check_is_fitted(self, "n_features_out_")
         texts = check_texts(X, "TokenEmbeddings")
@@ -315,7 +321,6 @@ class TokenEmbeddings(_TextTransformer):
         in batches of similar lengths (little padding), as ``encode`` reads
         them; the model is only read.
         """
-        import torch
         from tqdm.auto import tqdm
 
         _check_evaluation_mode(model)
@@ -324,16 +329,10 @@ class TokenEmbeddings(_TextTransformer):
         starts = range(0, len(texts), self.batch_size)
         for start in tqdm(starts, desc="Batches", disable=not self.verbose):
             batch = order[start : start + self.batch_size]
-            features = _features(model, [texts[i] for i in batch], self.max_length_)
-            features = {
-                key: value.to(model.device) if torch.is_tensor(value) else value
-                for key, value in features.items()
-            }
-            with torch.inference_mode():
-                out = model(features)
-            masks = out["attention_mask"].bool()
-            for i, row, mask in zip(batch, out["token_embeddings"], masks, strict=True):
-                states[i] = np.array(row[mask].cpu().numpy(), dtype=np.float32)
+            batch_texts = [texts[i] for i in batch]
+            batch_states = _token_states(model, batch_texts, self.max_length_)
+            for i, text_states in zip(batch, batch_states, strict=True):
+                states[i] = text_states
         return states
 
     def _loaded_model(self):
@@ -357,6 +356,24 @@ class TokenEmbeddings(_TextTransformer):
         if state.get("_source") is not None:
             state = {**state, "model_": None}  # the name or path, not the weights
         return state
+
+
+def _token_states(model, texts, max_length):
+    """The token states of a batch of texts, each a float32 array of its own."""
+    import torch
+
+    features = _features(model, texts, max_length)
+    features = {
+        key: value.to(model.device) if torch.is_tensor(value) else value
+        for key, value in features.items()
+    }
+    with torch.inference_mode():
+        out = model(features)
+    masks = out["attention_mask"].bool()
+    return [
+        np.array(row[mask].cpu().numpy(), dtype=np.float32)
+        for row, mask in zip(out["token_embeddings"], masks, strict=True)
+    ]
 
 
 def _features(model, texts, max_length):
