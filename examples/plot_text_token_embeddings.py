@@ -33,8 +33,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 
-from skattn import AttentionTransformer
-from skattn.plotting import AttentionDisplay
+from skattn import AttentionClassifier, AttentionTransformer
+from skattn.plotting import AttentionDisplay, TokenAttributionDisplay
 
 rng = np.random.RandomState(0)
 POSITIVE = ["good", "great", "fun", "moving", "clever", "charming"]
@@ -168,7 +168,29 @@ plt.show()
 # That is the case for attention; on tasks where the bag of words decides
 # (topic, most sentiment without negation), the mean vector and a linear model
 # are as good and far cheaper.
-#
+
+# %%
+# Which words drive the prediction
+# --------------------------------
+# :class:`~skattn.plotting.TokenAttributionDisplay` colours each word by its
+# gradient x input attribution: how much it moves the score of the predicted
+# class, from the model's own backward pass (red raises the score, blue
+# lowers it). It needs a model that predicts: an
+# :class:`~skattn.AttentionClassifier`, the same attention with its own linear
+# head. In a notebook the display also shows itself as HTML.
+classifier = AttentionClassifier(max_iter=60, random_state=0)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", ConvergenceWarning)  # stopped at max_iter
+    classifier.fit(X_train, y_train)
+print(f"{'attention classifier':<44} accuracy {classifier.score(X_test, y_test):.3f}")
+attribution = TokenAttributionDisplay.from_estimator(
+    classifier, X_test, sample, token_labels=s_test[sample]
+)
+strongest = words[int(np.argmax(np.abs(attribution.scores)))]
+print(f"{attribution.score_label}: largest for {strongest!r}")
+plt.show()
+
+# %%
 # Contextual token embeddings from a pretrained model
 # ---------------------------------------------------
 # Real text: a pretrained encoder gives one vector per token (not executed
@@ -190,6 +212,7 @@ plt.show()
 #                          LogisticRegression(max_iter=1000))
 #     pipe.fit(X, labels)  # one label per text
 #
-# The token labels of :class:`~skattn.plotting.AttentionDisplay` are then the
-# model's word pieces: ``model.tokenizer.tokenize(text)`` plus its special
+# The token labels of :class:`~skattn.plotting.AttentionDisplay` and
+# :class:`~skattn.plotting.TokenAttributionDisplay` are then the model's word
+# pieces: ``model.tokenizer.tokenize(text)`` plus its special
 # tokens (``[CLS]`` first and ``[SEP]`` last for this model).
