@@ -498,7 +498,7 @@ def test_max_length_beyond_the_encoder_positions_is_refused_at_fit(encoder):
 
 
 @pytest.mark.pretrained
-def test_tokens_of_no_text_are_no_list(model_path):
+def test_tokens_and_transform_of_no_texts_are_empty_lists(model_path):
     embed = TokenEmbeddings(model_path).fit()
     assert embed.tokens([]) == [] and embed.transform([]) == []
 
@@ -555,13 +555,21 @@ def test_loading_shows_its_progress_bar_only_when_verbose(model_path, capfd):
     assert transformers_logging.is_progress_bar_enabled()
 
 
+def dense_module(*args, **kwargs):
+    """A sentence-transformers Dense module; one of the token states needs
+    sentence-transformers 6 (``module_input_name``)."""
+    modules = pytest.importorskip(
+        "sentence_transformers.base.modules", reason="sentence-transformers 6"
+    )
+    return modules.Dense(*args, **kwargs)
+
+
 def with_dense(encoder, module_input_name):
     """The encoder's transformer and pooling, then a Dense module (384 to 128
     wide) of its sentence embedding or of its token states."""
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.base.modules import Dense
 
-    dense = Dense(384, 128, module_input_name=module_input_name)
+    dense = dense_module(384, 128, module_input_name=module_input_name)
     return SentenceTransformer(modules=[encoder[0], encoder[1], dense], device="cpu")
 
 
@@ -590,10 +598,9 @@ def test_n_features_out_is_the_width_of_the_token_states(encoder):
 @pytest.mark.pretrained
 def test_an_encoder_in_training_mode_is_refused(encoder):
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.base.modules import Dense
     from torch.nn import Dropout
 
-    dropout = Dense(
+    dropout = dense_module(
         384, 384, activation_function=Dropout(0.5), module_input_name="token_embeddings"
     )
     model = SentenceTransformer(modules=[encoder[0], dropout], device="cpu")
