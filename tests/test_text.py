@@ -330,7 +330,10 @@ def test_token_embeddings_name_the_text_extra_when_it_is_missing(monkeypatch):
     import sys
 
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)
-    with pytest.raises(ImportError, match=r"pip install \"skattn\[text\]\""):
+    with pytest.raises(
+        ImportError,
+        match=r"pip install sentence-transformers.*pip install \"\.\[text\]\"",
+    ):
         TokenEmbeddings("sentence-transformers/all-MiniLM-L6-v2").fit()
 
 

@@ -98,7 +98,7 @@ class TokenEmbeddings(_TextTransformer):
     pieces' last-layer states, as ``SentenceTransformer.encode(texts,
     output_value="token_embeddings")`` returns them (with the encoder's
     special tokens, such as ``[CLS]`` first and ``[SEP]`` last). Needs the
-    optional ``[text]`` extra (``pip install "skattn[text]"``).
+    optional ``[text]`` extra (``pip install ".[text]"`` from a clone).
 
     Nothing is loaded when the transformer is made (so ``clone``, a grid
     search's copies and ``get_params`` never load a model): ``fit`` loads it,
@@ -493,8 +493,9 @@ def _read(path, device, verbose):
         from sentence_transformers import SentenceTransformer
     except ImportError as error:
         raise ImportError(
-            "TokenEmbeddings needs sentence-transformers, the optional [text] "
-            'extra of skattn: pip install "skattn[text]".'
+            "TokenEmbeddings needs sentence-transformers: pip install "
+            "sentence-transformers, or the optional [text] extra of skattn "
+            '(pip install ".[text]" from a clone of its repository).'
         ) from error
     local = os.path.isabs(path)  # a name of the hub is never absolute
     if local and not os.path.isdir(path):
