@@ -613,3 +613,42 @@ def test_an_encoder_in_training_mode_is_refused(encoder):
     assert dropout.training  # left as it was
     embed = TokenEmbeddings(model.eval(), cache=False).fit()
     assert_array_equal(embed.transform(["a film"])[0], embed.transform(["a film"])[0])
+
+
+def _cache_info_and_encoders():
+    from skattn.text import _pretrained
+
+    with _pretrained._ENCODERS_LOCK:
+        return tuple(TokenEmbeddings.cache_info())
+
+
+@pytest.mark.filterwarnings("ignore:.*use of fork\\(\\) may lead to deadlocks")
+def test_a_child_forked_while_another_thread_holds_the_cache_reads_it():
+    """Another thread holds the token-state cache's lock and the loaded
+    encoders' lock when the process forks: that thread does not exist in the
+    child, whose cache and encoders still answer."""
+    import multiprocessing
+
+    from skattn.text import _pretrained
+
+    holding, release = threading.Event(), threading.Event()
+
+    def hold():
+        with _pretrained._CACHE._lock, _pretrained._ENCODERS_LOCK:
+            holding.set()
+            release.wait(60)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert holding.wait(60)
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            result = pool.apply_async(_cache_info_and_encoders)
+            try:
+                info = result.get(timeout=60)
+            except multiprocessing.TimeoutError:
+                pytest.fail("the forked child waited for a lock no thread holds")
+    finally:
+        release.set()
+        thread.join(60)
+    assert len(info) == 5

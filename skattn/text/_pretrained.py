@@ -91,6 +91,18 @@ _ENCODERS = {}
 _ENCODERS_LOCK = threading.Lock()
 
 
+def _locks_after_fork_in_child():
+    """A forked child has only the thread that forked: a lock another thread
+    held at the fork would stay held for ever, so the child makes its own."""
+    global _ENCODERS_LOCK
+    _ENCODERS_LOCK = threading.Lock()
+    _CACHE._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_locks_after_fork_in_child)
+
+
 class TokenEmbeddings(_TextTransformer):
     """Texts to the token states of a pretrained sentence-transformers encoder.
 
