@@ -440,7 +440,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         params["head_coef"] = params["head_coef"][:n_pooled].copy()
         history = History.read(self)
         name = type(self).__name__
-        tasks.to_attributes = lambda params: self._full_model().to_attributes(
+        tasks.to_attributes = lambda params: self._model().to_attributes(
             self._with_full_head(self._trained_params(params, model, input_dtype))
         )
         start = time.time()
@@ -459,7 +459,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
                 )
         finally:  # trained, or as far as an interrupted fit went (one epoch's state)
             trained = self._trained_params(params, model, input_dtype)
-            self._store_params(self._with_full_head(trained), self._full_model())
+            self._store_params(self._with_full_head(trained), self._model())
             history.write(self)
         if self.verbose:
             print(f"[{name}] Training took {time.time() - start:.2f}s.")
@@ -507,36 +507,18 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
     def discard_optimizer_state(self):
         """Forget the state of Adam that :meth:`partial_fit` continues from.
 
-        A model trained with Adam keeps the optimizer's state (two moment
-        arrays the size of the weights, its step count and settings) so that
-        ``partial_fit`` continues exactly where training stopped: about half
-        of the model's pickle. Without it, the model transforms and predicts
-        as before, and a later ``partial_fit`` starts Adam afresh from the
-        fitted weights (moments at zero, step count 0).
+        Adam's two moment arrays are the size of the weights: about half of a
+        pickle (see the user guide, "Persistence"). Without them the model
+        transforms and predicts as before, and a later ``partial_fit`` starts
+        Adam afresh from the fitted weights.
 
         Returns
         -------
         self : object
-            The estimator, fitted as before.
-
-        Examples
-        --------
-        >>> import pickle
-        >>> from skattn import AttentionClassifier
-        >>> from skattn.datasets import make_sequence_classification
-        >>> X, y = make_sequence_classification(n_samples=60, random_state=0)
-        >>> clf = AttentionClassifier(max_iter=2, random_state=0).fit(X, y)
-        >>> before = len(pickle.dumps(clf))
-        >>> after = len(pickle.dumps(clf.discard_optimizer_state()))
-        >>> after < 0.6 * before
-        True
         """
         check_is_fitted(self)
         self._optimizer_state = None
         return self
-
-    def _full_model(self):
-        return build_model(self._config())
 
     def _with_full_head(self, params):
         """Trained parameters whose head covers the pooled vector only, with
