@@ -437,7 +437,7 @@ def test_missing_matplotlib(monkeypatch, sequences):
         if module == "matplotlib" or module.startswith("matplotlib."):
             monkeypatch.delitem(sys.modules, module)
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    message = r'pip install "skattn\[plot\]"'
+    message = r'pip install matplotlib.*pip install "\.\[plot\]"'
     with pytest.raises(ImportError, match=message):
         AttentionDisplay.from_estimator(attn, sequences)
     with pytest.raises(ImportError, match=message):

@@ -22,9 +22,9 @@ def check_matplotlib(caller):
         import matplotlib.pyplot as plt
     except ImportError as error:
         raise ImportError(
-            f"{caller} requires matplotlib, the optional [plot] dependency of "
-            'skattn: install it with pip install "skattn[plot]" (or pip install '
-            "matplotlib)."
+            f"{caller} requires matplotlib: pip install matplotlib, or the "
+            'optional [plot] extra of skattn (pip install ".[plot]" from a clone '
+            "of its repository)."
         ) from error
     return plt
 

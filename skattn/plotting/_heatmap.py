@@ -50,8 +50,8 @@ class AttentionDisplay:
     computes the weights of one sample with
     :meth:`AttentionTransformer.attention_weights
     <skattn.AttentionTransformer.attention_weights>` and labels its tokens. All
-    parameters are stored as attributes. Drawing needs matplotlib (``pip
-    install "skattn[plot]"``).
+    parameters are stored as attributes. Drawing needs matplotlib (the
+    ``[plot]`` extra).
 
     Parameters
     ----------

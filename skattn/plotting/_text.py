@@ -54,7 +54,7 @@ class TokenAttributionDisplay:
     It is recommended to create the display with :meth:`from_estimator`, which
     computes the scores of one sample with the fitted model's own forward and
     backward passes. All parameters are stored as attributes. Drawing needs
-    matplotlib (``pip install "skattn[plot]"``).
+    matplotlib (the ``[plot]`` extra); the HTML does not.
 
     Parameters
     ----------
