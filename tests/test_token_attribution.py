@@ -418,7 +418,8 @@ def test_html_needs_no_matplotlib(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     display = TokenAttributionDisplay([0.2, 0.7], token_labels=["a", "b"])
     assert [text for text, _ in html_spans(display._repr_html_())] == ["a", "b"]
-    with pytest.raises(ImportError, match=r'pip install matplotlib.*pip install "\.\[plot\]"'):
+    message = r'pip install matplotlib.*pip install "\.\[plot\]"'
+    with pytest.raises(ImportError, match=message):
         display.plot()
 
 
