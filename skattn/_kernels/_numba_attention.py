@@ -6,7 +6,8 @@ Arrays are ``(N, H, T, D)`` of any strides; an attention is one ``(n, h)``,
 taken by its flat index ``n * H + h``. Each attention copies its queries, keys
 and values once into contiguous blocks with an extra column (the rows'
 shifts, or ones), so that one ``np.dot`` (scipy's BLAS) gives a block of
-shifted scores or of weighted values with their row sums.
+shifted scores or of weighted values with their row sums; the columns of
+values times powers of two (:func:`_augmented_values`).
 """
 
 # Authors: The skattn developers
@@ -153,6 +154,30 @@ def _augmented(x, rows, column, scale):
 
 
 @numba.njit(**JIT)
+def _augmented_values(v, n_keys):
+    """``[v[:n_keys] * 2**exponent, 1]``, contiguous, and ``exponent`` (of
+    each column): the power of two that brings the column's largest
+    magnitude to at least 1/2, so that its products with exponentials far
+    below 1 do not underflow (see
+    :func:`skattn._kernels.attention.value_column_exponents`)."""
+    n_values = v.shape[1]
+    largest = np.zeros(n_values, v.dtype)
+    for j in range(n_keys):
+        for e in range(n_values):
+            largest[e] = max(largest[e], abs(v[j, e]))
+    exponent = np.zeros(n_values, np.int32)
+    for e in range(n_values):
+        exponent[e] = max(-math.frexp(largest[e])[1], 0)
+    out = np.empty((n_keys, n_values + 1), v.dtype)
+    for j in range(n_keys):
+        for e in range(n_values):
+            value = v[j, e]
+            out[j, e] = math.ldexp(value, exponent[e]) if exponent[e] else value
+        out[j, n_values] = 1.0
+    return out, exponent
+
+
+@numba.njit(**JIT)
 def _zero_causal(block_t, j0, i0):
     """Zero the probabilities of keys after their query: ``block_t`` is
     (keys, queries) of the block at key ``j0`` and query ``i0``."""
@@ -219,7 +244,7 @@ def _forward_one(
         return
     k_aug, k_norms = _augmented(k, n_keys, np.ones(n_keys, dtype), scale)
     k_max = math.sqrt(k_norms.max()) * abs(scale)
-    v_aug, _ = _augmented(v, n_keys, np.ones(n_keys, dtype), dtype.type(1.0))
+    v_aug, exponent = _augmented_values(v, n_keys)
     # queries with minus each row's shift: an upper bound of its scores
     q_aug, q_norms = _augmented(q, row_stop, np.zeros(row_stop, dtype), 1.0)
     for i in range(row_start, row_stop):
@@ -236,8 +261,9 @@ def _forward_one(
                 shift = _exact_row(q_aug[i], k_aug, v_aug, stop, acc[r])
                 q_aug[i, n_dims] = -shift
                 total = acc[r, n_values]
-            for e in range(n_values):
-                out[i, e] = acc[r, e] / total
+            for e in range(n_values):  # the values were times 2**exponent
+                value = acc[r, e] / total
+                out[i, e] = math.ldexp(value, -exponent[e]) if exponent[e] else value
             lse[i] = math.log(total) - q_aug[i, n_dims]
 
 

@@ -354,12 +354,45 @@ def keys_with_ones(k, scale):
     return np.swapaxes(k_aug, -1, -2)
 
 
+def value_column_exponents(v, keys=None):
+    """Powers of two that bring each column of values to a largest magnitude
+    of at least 1/2.
+
+    The folded shift (see :func:`attention_tile_shift_folded`) is an upper
+    bound of a row's scores, not its largest: its exponentials can be as
+    small as ``FOLDED_SUM_FLOOR / Tk``, and their products with values far
+    below 1 underflow (in float32, values of 1e-25 against exponentials of
+    1e-24). The columns of values multiplied by ``2**exponent`` (exact) keep
+    those products in range, and the output is divided back.
+
+    Parameters
+    ----------
+    v : ndarray of shape (..., Tk, Dv)
+    keys : ndarray of bool of shape (..., Tk), default=None
+        The keys some query may attend to (None: all): the largest magnitude
+        is over them, so that padding does not change it.
+
+    Returns
+    -------
+    exponent : ndarray of int32 of shape (..., 1, Dv), or None
+        ``max(0, -e)``, ``e`` the binary exponent of the largest magnitude of
+        each column (``x < 2**e``); None when every column's is at least 1/2
+        (the usual case).
+    """
+    magnitude = np.abs(v)
+    if keys is not None:
+        magnitude = np.where(keys[..., None], magnitude, 0)
+    largest = magnitude.max(axis=-2, keepdims=True, initial=0)  # (..., 1, Dv)
+    exponent = np.maximum(-np.frexp(largest)[1], 0)
+    return exponent if exponent.any() else None
+
+
 def fold_keys_values(k, v, scale, keys=None):
     """Keys and values extended so that one product also shifts, one also sums.
 
     ``keys``: True for the keys some query may attend to, shape ``(..., Tk)``
     (None: all); the largest key norm is over them, so that padding does not
-    change it.
+    change it, and so are the values' column exponents.
 
     Returns
     -------
@@ -367,14 +400,20 @@ def fold_keys_values(k, v, scale, keys=None):
         Transposed keys times ``scale``, with a row of ones (it multiplies the
         query's shift).
     v_aug : ndarray of shape (..., Tk, Dv + 1)
-        Values with a column of ones (it sums the probabilities of a row).
+        Values times ``2**column_exponent``, with a column of ones (it sums the
+        probabilities of a row).
     k_norm_max : ndarray of shape (..., 1, 1)
         Largest norm of the scaled keys (times ``|scale|``: a bound of the
         scores for either sign of ``scale``).
+    column_exponent : ndarray of int32 of shape (..., 1, Dv), or None
+        From :func:`value_column_exponents`.
     """
+    column_exponent = value_column_exponents(v, keys)
+    if column_exponent is not None:
+        v = np.ldexp(v, column_exponent)
     v_aug = append_column(v, 1)  # (..., Tk, Dv + 1)
     k_norm_max = key_norm_max(k, keys)[..., None]
-    return keys_with_ones(k, scale), v_aug, k_norm_max * abs(scale)
+    return keys_with_ones(k, scale), v_aug, k_norm_max * abs(scale), column_exponent
 
 
 def folds_rows(n_keys, n_dims):
@@ -401,7 +440,9 @@ def key_norm_max(k, keys=None):
     return np.sqrt(np.max(norms, axis=-1))[..., None]
 
 
-def attention_tile_shift_folded(q, k_aug_t, v_aug, k_norm_max, allowed, batch_shape):
+def attention_tile_shift_folded(
+    q, k_aug_t, v_aug, k_norm_max, column_exponent, allowed, batch_shape
+):
     """:func:`attention_tile` with the shift and the row sums folded into the
     two matrix products.
 
@@ -420,7 +461,7 @@ def attention_tile_shift_folded(q, k_aug_t, v_aug, k_norm_max, allowed, batch_sh
     ----------
     q : ndarray of shape (..., tq, Dk)
         A tile of queries.
-    k_aug_t, v_aug, k_norm_max
+    k_aug_t, v_aug, k_norm_max, column_exponent
         From :func:`fold_keys_values`.
     allowed, batch_shape
         As for :func:`attention_tile` (the scale is in ``k_aug_t``).
@@ -451,6 +492,8 @@ def attention_tile_shift_folded(q, k_aug_t, v_aug, k_norm_max, allowed, batch_sh
         row_sum = np.where(folded, row_sum, 1)
     context = context_sum[..., :-1]
     context /= row_sum
+    if column_exponent is not None:  # the values were multiplied by 2**column_exponent
+        np.ldexp(context, -column_exponent, out=context)
     lse = np.broadcast_to(shift, row_sum.shape) + np.log(row_sum)  # (..., tq, 1)
     return context, lse[..., 0], folded[..., 0]
 

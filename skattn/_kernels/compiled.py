@@ -21,7 +21,10 @@ GIL, so that threads scale and short sequences pay no Python dispatch.
 The forward pass shifts each row by an upper bound of its scores
 (``|scale| |q| max |k|``, as the numpy path's folded tile does), which needs
 no pass over the scores, so that the key blocks of a row simply add up; a row
-whose sum underflows is computed again shifted by its largest score. The
+whose sum underflows is computed again shifted by its largest score. Its
+exponentials can be far below 1: each column of values is multiplied by the
+power of two that brings its largest magnitude to at least 1/2 (exact), so
+that their products do not underflow, and the output divided back. The
 backward pass recomputes the probabilities from the forward pass's
 log-sum-exp, key block by key block (Dao, "FlashAttention-2", 2023: the
 gradients of a key block accumulate over the query blocks).

@@ -134,6 +134,57 @@ def test_negative_scale_bounds_the_shift():
     assert_allclose(out, expected, rtol=1e-12)
 
 
+# values far below 1 in float32: two orders of magnitude, and the smallest
+# normal number (1.18e-38) up to rounding
+SMALL_VALUES = [1e-25, 1e-30, 1.5e-38]
+
+
+@pytest.mark.parametrize("magnitude", SMALL_VALUES)
+def test_values_of_equal_scores_are_averaged_whatever_their_magnitude(magnitude):
+    """Equal scores, each far below its upper bound (queries orthogonal to
+    the keys): the output is the mean of the values, in float32 as in
+    float64, for a column of small values beside a column of ones."""
+    q = np.array([[8.8, 0.0]], dtype=np.float32)
+    k = np.tile(np.array([[0.0, 8.8]], dtype=np.float32), (64, 1))
+    v = np.tile(np.array([[magnitude, 1.0]], dtype=np.float32), (64, 1))
+    assert_allclose(scaled_dot_product_attention(q, k, v), v[:1], rtol=1e-6)
+
+
+def small_values_attention(magnitude, dtype):
+    """Queries along two axes, keys (mostly) along the two others: the
+    largest score of each row 14 to 42 below its Cauchy-Schwarz bound (the
+    folded shift, 50). Values of ``magnitude``; in float32, the float64
+    inputs rounded; key padding."""
+    rng = np.random.default_rng(0)
+    q = np.zeros((2, 3, 64, 4))
+    q[..., :2] = rng.standard_normal((2, 3, 64, 2))
+    q *= 10 / np.linalg.norm(q, axis=-1, keepdims=True)
+    k = rng.standard_normal((2, 3, 64, 4)) * [0.1, 0.1, 1, 1]
+    k *= 10 / np.linalg.norm(k, axis=-1, keepdims=True)
+    v = rng.standard_normal((2, 3, 64, 2)) * magnitude
+    d_out = rng.standard_normal((2, 3, 64, 2))
+    mask = (np.arange(64) < np.array([64, 40])[:, None])[:, None, None, :]
+    arrays = (a.astype(np.float32).astype(dtype) for a in (q, k, v, d_out))
+    return *arrays, mask
+
+
+@pytest.mark.parametrize("magnitude", SMALL_VALUES)
+def test_float32_attention_of_small_values_equals_float64(magnitude):
+    """The output and the gradients of values of 1e-25 to 1e-38 in float32
+    agree with float64 (where nothing underflows) to float32 rounding, relative
+    to their largest magnitude."""
+    results = {}
+    for dtype in (np.float32, np.float64):
+        q, k, v, d_out, mask = small_values_attention(magnitude, dtype)
+        out, lse, _ = attention_forward(q, k, v, mask=mask)
+        grads = attention_backward(d_out, q, k, v, out, lse, mask=mask)
+        results[dtype] = (out, *grads)
+    for got, expected in zip(results[np.float32], results[np.float64], strict=True):
+        size = np.abs(expected).max()
+        assert size > 0
+        assert_allclose(got / size, expected / size, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "shapes",
     [
