@@ -132,7 +132,9 @@ def output_quantiles(runner, sequences, rows, levels, tokens_per_row, budget_byt
             runner.inputs(x), lengths[batch]
         ):
             valid = tokens[token_mask(token_lengths, tokens.shape[1])]  # (n, E)
-            found.append(valid[:: max(1, len(valid) // (tokens_per_row * len(batch)))])
+            step = max(1, len(valid) // (tokens_per_row * len(batch)))
+            # a copy: a view of the kept tokens would hold all the valid ones
+            found.append(valid[::step].copy())
         return found
 
     collected = [[] for _ in runner.models]
