@@ -1,8 +1,10 @@
-"""fit within scikit-learn's working_memory.
+"""fit within scikit-learn's working_memory: every pass over X in blocks.
 
 tracemalloc's peak of ``fit`` is measured beyond the input (allocated before
-tracing starts), on one thread (each thread computes a batch of its own: n
-threads hold n batches).
+tracing starts) at two sizes of X, on one thread (each thread computes a batch
+of its own: n threads hold n batches). Beyond what the fitted estimator holds,
+the peak stays within a few budgets, and it does not grow with the number of
+samples.
 """
 
 import gc
@@ -10,14 +12,43 @@ import tracemalloc
 import warnings
 
 import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import config_context
 from threadpoolctl import threadpool_limits
 
-from skattn import RandomAttentionFeatures
+from skattn import AttentionTransformer, RandomAttentionFeatures
+from skattn._model.sequences import token_moments
 
 MiB = 2**20
-# working_memory of these tests, in MiB
+# working_memory of these tests, in MiB; X takes 1 MiB, then 4 MiB
 BUDGET = 1
+SMALL, LARGE = 64, 256
+# what fit may trace beyond X and the fitted estimator: a batch within the
+# budget, and what the budget does not count but X's size does not change
+# (the random features' sample of outputs for their thresholds, 0.5 MiB here)
+ALLOWED = 2 * BUDGET * MiB
+# the growth of the peak from the small X to the large one, beyond the growth
+# of the fitted estimator: the blocks are cut evenly within the budget, so
+# that their sizes differ between the two inputs
+SLACK = BUDGET * MiB // 2
+
+ESTIMATORS = {
+    "transformer": lambda: AttentionTransformer(
+        objective=None, n_heads=2, head_dim=8, ff_dim=16, random_state=0
+    ),
+    "random": lambda: RandomAttentionFeatures(n_models=4, random_state=0),
+}
+
+# wide tokens (word vectors), and a narrow series: read in patches, and beside
+# its differences by the random features
+SHAPES = {"wide": (128, 32), "series": (1024, 4)}
+
+
+def _make(n_samples, shape, dtype):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n_samples, *SHAPES[shape])).astype(dtype)
+    return X, np.arange(n_samples) % 2
 
 
 def _fit_memory(estimator, X, y):
@@ -40,6 +71,27 @@ def _fit_memory(estimator, X, y):
     return peak, held
 
 
+@pytest.mark.parametrize(
+    "name, shape, dtype",
+    [
+        ("transformer", "wide", np.float32),
+        ("random", "series", np.float32),
+    ],
+)
+def test_fit_peak_memory_stays_within_working_memory(name, shape, dtype):
+    make = ESTIMATORS[name]
+    _fit_memory(make(), *_make(8, shape, dtype))  # caches and compiled kernels
+    small_peak, small_held = _fit_memory(make(), *_make(SMALL, shape, dtype))
+    X, y = _make(LARGE, shape, dtype)
+    assert X.nbytes >= 4 * BUDGET * MiB
+    large_peak, large_held = _fit_memory(make(), X, y)
+    assert large_peak - large_held <= ALLOWED, (large_peak / MiB, large_held / MiB)
+    assert large_peak - small_peak <= large_held - small_held + SLACK, (
+        small_peak / MiB,
+        large_peak / MiB,
+    )
+
+
 def test_threshold_sample_holds_only_the_kept_tokens():
     """The PPV's thresholds are quantiles of at most 32 outputs a sequence of
     16 sequences (0.25 MiB for 2 models of width 64): fit on 16 sequences of
@@ -56,3 +108,30 @@ def test_threshold_sample_holds_only_the_kept_tokens():
     one_peak, _ = _fit_memory(make(), X[:1], None)
     peak, _ = _fit_memory(make(), X, None)
     assert peak - one_peak <= 1 * MiB, (one_peak / MiB, peak / MiB)
+
+
+@pytest.mark.parametrize("differences", [False, True])
+@pytest.mark.parametrize("kind", ["3d", "list", "table"])
+def test_token_moments_in_blocks_of_a_few_samples_agree_to_rounding(kind, differences):
+    """Blocks cut smaller than 256 samples add the same sums in another order:
+    float64 moments within a few ulps of the tokens' magnitude, float32 ones
+    identical."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 20, 3)) * [1.0, 1e3, 1e-3] + [0.0, 5.0, -2.0]
+    weight = rng.uniform(0, 2, size=len(X))
+    if kind == "list":
+        X = [x[: rng.integers(1, 21)] for x in X]
+    kwargs = dict(differences=differences, per_position=kind == "table")
+    for dtype in (np.float64, np.float32):
+        sequences = [x.astype(dtype) for x in X] if kind == "list" else X.astype(dtype)
+        mean, scale = token_moments(sequences, weight, **kwargs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a sample above the budget
+            blocked = token_moments(sequences, weight, budget_bytes=2000, **kwargs)
+        if dtype == np.float32:
+            assert_array_equal(blocked[0], mean)
+            assert_array_equal(blocked[1], scale)
+        else:  # the mean's rounding is relative to the tokens' magnitude
+            magnitude = np.maximum(np.abs(mean), scale)
+            assert np.all(np.abs(blocked[0] - mean) <= 1e-14 * magnitude)
+            assert_allclose(blocked[1], scale, rtol=1e-14)

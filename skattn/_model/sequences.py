@@ -3,7 +3,10 @@
 A checked input is either one array of shape (n_samples, n_tokens, n_features)
 or a list of arrays of shape (n_tokens_i, n_features). The model sees
 right-padded batches of shape (batch, max_tokens, n_features) together with
-the length of each row. Pure numpy.
+the length of each row. Every pass over the sequences holds a block of them
+at a time, within a budget of bytes: the caller's, or for
+:func:`token_moments` by default scikit-learn's ``working_memory``. Pure
+numpy but for that setting.
 """
 
 # Authors: The skattn developers
@@ -14,11 +17,18 @@ import warnings
 import numpy as np
 
 from .._parallel import CACHE_BYTES, even_chunks, imap_parallel
+from .._validation import batch_budget
 
 # Tokens of at most this many features are channels of a series (measurements),
 # which patch_size="auto" reads in patches; wider tokens (word vectors, encoder
 # states) are not cut into patches.
 SERIES_MAX_FEATURES = 8
+
+# token_moments sums the tokens of at most this many consecutive samples at
+# once, fewer where their float64 copies would take more than working_memory:
+# the same blocks, and so the same moments to the bit, whatever the budget
+# that fits them.
+MOMENT_GROUP_SAMPLES = 256
 
 
 def series_median_length(sequences, lengths, sample_weight=None):
@@ -281,13 +291,21 @@ def first_differences(x):
 
 
 def token_moments(
-    sequences, sample_weight=None, *, per_position=False, differences=False
+    sequences,
+    sample_weight=None,
+    *,
+    per_position=False,
+    differences=False,
+    budget_bytes=None,
 ):
     """Mean and standard deviation of the token features over the valid tokens.
 
     Every token of sample ``i`` counts with weight ``sample_weight[i]``, so that
     a weight of 2 is a repeated sample. Accumulated in float64, a block of
-    samples at a time.
+    samples at a time: the groups of ``MOMENT_GROUP_SAMPLES`` consecutive
+    samples, each cut into even blocks where its float64 copies would take
+    more than ``budget_bytes`` (the sums of a cut group are added in another
+    order, which can change the last bits of the moments).
 
     Parameters
     ----------
@@ -302,6 +320,10 @@ def token_moments(
     differences : bool, default=False
         The moments of the tokens' :func:`first_differences` instead of the
         tokens' (the first token of a sequence counts, with difference 0).
+    budget_bytes : float or None, default=None
+        Memory a block may use; None: scikit-learn's ``working_memory``. A
+        block holds at least one sample, and a sample above it warns (see
+        :func:`batch_indices`).
 
     Returns
     -------
@@ -316,36 +338,55 @@ def token_moments(
     weights = np.asarray(weights, dtype=np.float64)
     lengths = sequence_lengths(sequences)
     n_features = token_width(sequences)
+    if budget_bytes is None:
+        budget_bytes = batch_budget()
 
-    def blocks():
-        """Float64 blocks of samples' valid tokens (no padding) with the
-        weight of each: ``(n_tokens, n_features)`` and ``(n_tokens, 1)``, or
-        for ``per_position`` ``(b, T, n_features)`` and ``(b, 1, 1)``; the
-        weights are None without ``sample_weight`` (all 1)."""
-        for start in range(0, n_samples, 256):
-            stop = min(start + 256, n_samples)
-            w = weights[start:stop]
-            if isinstance(sequences, np.ndarray):
-                # C order: sums over a transposed view (channels-first input)
-                # are those of its contiguous copy, to the bit
-                block = sequences[start:stop].astype(np.float64, order="C")
-                if differences:
-                    block = first_differences(block)
-                if per_position:
-                    yield block, None if sample_weight is None else w[:, None, None]
-                    continue
-                block = block.reshape(-1, n_features)
-            else:  # each sequence's tokens after the last one's, in C order
-                block_lengths = lengths[start:stop]
-                block = np.empty((int(block_lengths.sum()), n_features))
-                np.concatenate(sequences[start:stop], out=block)
-                if differences:  # 0 at the first token of each sequence
-                    block = first_differences(block[None])[0]
-                    block[np.cumsum(block_lengths) - block_lengths] = 0
-            if sample_weight is None:
-                yield block, None
-            else:
-                yield block, np.repeat(w, lengths[start:stop])[:, None]
+    def row_bytes(n_tokens):
+        """A sample's float64 tokens while its block is summed: the tokens
+        (and, as their differences are made, their halves and the
+        differences), and each token's weight."""
+        copies = 3 if differences else 1
+        return n_tokens * (copies * n_features + 1) * 8
+
+    spans = []  # (start, stop) of each block
+    for group in range(0, n_samples, MOMENT_GROUP_SAMPLES):
+        stop = min(group + MOMENT_GROUP_SAMPLES, n_samples)
+        longest = lengths[group:stop].max()
+        _warn_if_over_budget(longest, row_bytes, budget_bytes)
+        chunks = even_chunks(stop - group, row_bytes(longest), budget_bytes)
+        spans += [(group + chunk.start, group + chunk.stop) for chunk in chunks]
+
+    def block_of(start, stop):
+        """Float64 block of the samples' valid tokens (no padding), a new
+        array, with the weight of each: ``(n_tokens, n_features)`` and
+        ``(n_tokens, 1)``, or for ``per_position`` ``(b, T, n_features)`` and
+        ``(b, 1, 1)``; the weights are None without ``sample_weight`` (all 1)."""
+        w = weights[start:stop]
+        if isinstance(sequences, np.ndarray):
+            # C order: sums over a transposed view (channels-first input)
+            # are those of its contiguous copy, to the bit
+            block = sequences[start:stop].astype(np.float64, order="C")
+            if differences:
+                block = first_differences(block)
+            if per_position:
+                return block, None if sample_weight is None else w[:, None, None]
+            block = block.reshape(-1, n_features)
+        else:  # each sequence's tokens after the last one's, in C order
+            block_lengths = lengths[start:stop]
+            block = np.empty((int(block_lengths.sum()), n_features))
+            np.concatenate(sequences[start:stop], out=block)
+            if differences:  # 0 at the first token of each sequence
+                block = first_differences(block[None])[0]
+                block[np.cumsum(block_lengths) - block_lengths] = 0
+        if sample_weight is None:
+            return block, None
+        return block, np.repeat(w, lengths[start:stop])[:, None]
+
+    def each_block(function):
+        """``function(block, w)`` of each block in order, which may change
+        the block (one block exists at a time)."""
+        for start, stop in spans:
+            yield function(*block_of(start, stop))
 
     # the moments of x / 2**e, e the exponent of each feature's largest |x|:
     # the sums and squares of tokens beyond 1e154 overflow (and the squares
@@ -355,25 +396,38 @@ def token_moments(
     # feature below 2**-400; otherwise the scaling changes no digit of the
     # result, and costs a pass over the tokens
     largest = 0.0
-    for block, _ in blocks():
-        largest = np.maximum(largest, np.max(np.abs(block), axis=0))
+    for block_largest in each_block(
+        lambda block, w: np.max(np.abs(block, out=block), axis=0)
+    ):
+        largest = np.maximum(largest, block_largest)
     exponent = np.frexp(largest)[1]
     scaled = np.any(np.abs(exponent) > 400)
     if not scaled:
         exponent = np.zeros_like(exponent)
 
     def weighted_sum(values, w):
-        return np.sum(values if w is None else w * values, axis=0)
+        """Sum of ``w * values`` over the block's tokens (``values`` changed)."""
+        if w is not None:
+            values *= w
+        return np.sum(values, axis=0)
 
-    def scaled_blocks():
-        for block, w in blocks():
-            yield (np.ldexp(block, -exponent) if scaled else block), w
+    def scaled_sum(block, w):
+        if scaled:
+            np.ldexp(block, -exponent, out=block)
+        return weighted_sum(block, w)
 
     # two passes, so that a large mean does not cancel the variance's digits
-    total = sum(weighted_sum(block, w) for block, w in scaled_blocks())
+    total = sum(each_block(scaled_sum))
     count = np.sum(weights) if per_position else np.sum(weights * lengths)
     mean = total / count  # of the scaled tokens
-    variance = sum(weighted_sum((block - mean) ** 2, w) for block, w in scaled_blocks())
+
+    def squares_sum(block, w):
+        if scaled:
+            np.ldexp(block, -exponent, out=block)
+        block -= mean
+        return weighted_sum(np.square(block, out=block), w)
+
+    variance = sum(each_block(squares_sum))
     variance /= count
     # constant: a variance within the rounding of the sums of a constant
     # feature, relative to its mean (scikit-learn's _is_constant_feature)
