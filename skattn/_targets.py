@@ -23,7 +23,7 @@ from sklearn.utils import check_array
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 
-from ._model.sequences import astype_sequences, compute_dtype
+from ._model.sequences import compute_dtype, sequences_dtype
 from ._validation import check_array_like, normalize_weights
 
 
@@ -45,6 +45,11 @@ class TrainingSet:
         The L2 penalty for these weights (see :func:`penalty`).
     task : {"classification", "regression"}
         Picks the loss.
+    dtype : dtype
+        The dtype the loss reads floating sequences in, each batch cast as it
+        is made (a cast copy of all the sequences would take memory in
+        proportion to X); token ids stay integers. None at construction: the
+        sequences' :func:`compute_dtype`.
     """
 
     sequences: object
@@ -53,18 +58,26 @@ class TrainingSet:
     sample_weight: np.ndarray
     alpha: float
     task: str
+    dtype: np.dtype | None = None
+
+    def __post_init__(self):
+        if self.dtype is None:
+            self.dtype = compute_dtype(self.sequences)
+        self.dtype = np.dtype(self.dtype)
 
     def __len__(self):
         return len(self.lengths)
 
     def astype(self, dtype):
-        """The set in ``dtype`` (the sequences, weights and regression targets)."""
+        """The set in ``dtype``: the weights and regression targets cast, the
+        floating sequences read in it (see ``dtype``)."""
         y = self.y.astype(dtype) if self.task == "regression" else self.y
+        floating = sequences_dtype(self.sequences).kind == "f"
         return dataclasses.replace(
             self,
-            sequences=astype_sequences(self.sequences, dtype),
             y=y,
             sample_weight=self.sample_weight.astype(dtype),
+            dtype=dtype if floating else None,
         )
 
 

@@ -287,9 +287,15 @@ def loss_gradients(model, params, data, rows, *, dropout=None):
         )
         for name in model.trainable_names()
     }
-    row_bytes = model_row_bytes(model, data.sequences, training=True)
+    row_bytes = model_row_bytes(model, data.sequences, training=True, dtype=data.dtype)
     for batch_loss, batch_grads in map_batches(
-        batch_loss_grad, data.sequences, data.lengths, rows, row_bytes, batch_budget()
+        batch_loss_grad,
+        data.sequences,
+        data.lengths,
+        rows,
+        row_bytes,
+        batch_budget(),
+        dtype=data.dtype,
     ):  # summed in the order of the batches, whatever the threads
         loss += batch_loss
         for name, grad in batch_grads.items():
@@ -320,9 +326,15 @@ def validation_metrics(model, params, data, rows):
         return batch, model.head_forward(params, pooled)
 
     predictions = np.empty((len(data), model.head.n_outputs))
-    row_bytes = model_row_bytes(model, data.sequences, training=False)
+    row_bytes = model_row_bytes(model, data.sequences, training=False, dtype=data.dtype)
     for batch, batch_predictions in map_batches(
-        predict, data.sequences, data.lengths, rows, row_bytes, batch_budget()
+        predict,
+        data.sequences,
+        data.lengths,
+        rows,
+        row_bytes,
+        batch_budget(),
+        dtype=data.dtype,
     ):
         predictions[batch] = batch_predictions
     weight = data.sample_weight[rows]
@@ -613,8 +625,9 @@ def check_finite(params, loss, n_iter, *, optimizer=None, alpha=None, start=None
         if data is not None and "token_scale" not in params:
             token = max(float(np.max(np.abs(s), initial=0)) for s in data.sequences)
             if token > LARGE:
+                outside = token > float(np.finfo(dtype).max)  # inf once cast
                 causes.append(
-                    f"the tokens reach {token:.3g}{beyond if math.isinf(token) else ''}"
+                    f"the tokens reach {token:.3g}{beyond if outside else ''}"
                     " and the model does not standardise them: pass "
                     "scale_tokens=True (the default) or rescale X"
                 )

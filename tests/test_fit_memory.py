@@ -17,16 +17,18 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import config_context
 from threadpoolctl import threadpool_limits
 
-from skattn import AttentionTransformer, RandomAttentionFeatures
+from skattn import AttentionClassifier, AttentionTransformer, RandomAttentionFeatures
 from skattn._model.sequences import token_moments
 
 MiB = 2**20
-# working_memory of these tests, in MiB; X takes 1 MiB, then 4 MiB
+# working_memory of these tests, in MiB; X takes 1 MiB, then 4 MiB (float32)
+# or 2 MiB, then 8 MiB (float64)
 BUDGET = 1
 SMALL, LARGE = 64, 256
 # what fit may trace beyond X and the fitted estimator: a batch within the
 # budget, and what the budget does not count but X's size does not change
-# (the random features' sample of outputs for their thresholds, 0.5 MiB here)
+# (the random features' sample of outputs for their thresholds, 0.5 MiB here;
+# the parameters' copies of training)
 ALLOWED = 2 * BUDGET * MiB
 # the growth of the peak from the small X to the large one, beyond the growth
 # of the fitted estimator: the blocks are cut evenly within the budget, so
@@ -36,6 +38,14 @@ SLACK = BUDGET * MiB // 2
 ESTIMATORS = {
     "transformer": lambda: AttentionTransformer(
         objective=None, n_heads=2, head_dim=8, ff_dim=16, random_state=0
+    ),
+    "classifier": lambda: AttentionClassifier(
+        n_heads=1,
+        head_dim=8,
+        ff_dim=8,
+        max_iter=2,
+        early_stopping=True,
+        random_state=0,
     ),
     "random": lambda: RandomAttentionFeatures(n_models=4, random_state=0),
 }
@@ -60,7 +70,7 @@ def _fit_memory(estimator, X, y):
         threadpool_limits(limits=1, user_api="blas"),
         warnings.catch_warnings(),
     ):
-        # a long sequence above the budget
+        # the classifier's two epochs; a long sequence above the budget
         warnings.simplefilter("ignore")
         tracemalloc.start()
         try:
@@ -75,6 +85,8 @@ def _fit_memory(estimator, X, y):
     "name, shape, dtype",
     [
         ("transformer", "wide", np.float32),
+        # Adam trains in float32: float64 X is cast a batch at a time
+        ("classifier", "series", np.float64),
         ("random", "series", np.float32),
     ],
 )

@@ -22,11 +22,12 @@ from .sequences import (
 )
 
 
-def model_row_bytes(model, sequences, *, training):
+def model_row_bytes(model, sequences, *, training, dtype=None):
     """``row_bytes(n_tokens)`` of the model on these sequences (see
-    ``Model.row_bytes``)."""
+    ``Model.row_bytes``), computed in ``dtype`` (None: their
+    :func:`~skattn._model.sequences.compute_dtype`)."""
     n_features = token_width(sequences)
-    itemsize = compute_dtype(sequences).itemsize
+    itemsize = np.dtype(compute_dtype(sequences) if dtype is None else dtype).itemsize
 
     def row_bytes(n_tokens):
         return model.row_bytes(

@@ -106,19 +106,6 @@ def compute_dtype(sequences):
     return dtype if dtype.kind == "f" else np.dtype(np.float64)
 
 
-def astype_sequences(sequences, dtype):
-    """The sequences in ``dtype``: a cast array, or a list of cast arrays.
-
-    Arrays already of ``dtype``, and integer token ids, are returned as they
-    are (not copied).
-    """
-    if sequences_dtype(sequences).kind != "f":
-        return sequences
-    if isinstance(sequences, np.ndarray):
-        return sequences.astype(dtype, copy=False)
-    return [sequence.astype(dtype, copy=False) for sequence in sequences]
-
-
 def pad_sequences(sequences, dtype):
     """Stack sequences of different lengths into a zero-padded batch.
 
@@ -206,7 +193,7 @@ def _warn_if_over_budget(n_tokens, row_bytes, budget_bytes):
         )
 
 
-def padded_batches(sequences, lengths, rows, row_bytes, budget_bytes):
+def padded_batches(sequences, lengths, rows, row_bytes, budget_bytes, dtype=None):
     """Padded batches of the samples ``rows`` within a memory budget.
 
     Parameters
@@ -221,6 +208,10 @@ def padded_batches(sequences, lengths, rows, row_bytes, budget_bytes):
         ``row_bytes(n_tokens)``: memory of one row padded to ``n_tokens``.
     budget_bytes : float
         Memory allowed per batch (see :func:`batch_indices`).
+    dtype : dtype or None, default=None
+        The dtype of the batches of floating tokens, each cast as it is made
+        (no cast copy of all the sequences); None, and for token ids, the
+        sequences' own.
 
     Yields
     ------
@@ -228,10 +219,12 @@ def padded_batches(sequences, lengths, rows, row_bytes, budget_bytes):
         The samples of this batch, a subset of ``rows``.
     x : ndarray of shape (len(batch), T, n_features)
         Their tokens, C-ordered, zero-padded to the longest: a view of
-        ``sequences`` for consecutive rows of a C-ordered array, never
-        ``sequences`` modified.
+        ``sequences`` for consecutive rows of a C-ordered array of ``dtype``,
+        never ``sequences`` modified.
     """
-    dtype = sequences_dtype(sequences)
+    own = sequences_dtype(sequences)
+    if dtype is None or own.kind != "f":
+        dtype = own
     for batch in batch_indices(lengths[rows], row_bytes, budget_bytes):
         batch = rows[batch]
         if isinstance(sequences, np.ndarray):
@@ -239,14 +232,22 @@ def padded_batches(sequences, lengths, rows, row_bytes, budget_bytes):
             # copy of these rows only (the transpose of channels-first input
             # too, so that it computes exactly as its contiguous copy)
             if np.all(np.diff(batch) == 1):
-                yield batch, np.ascontiguousarray(sequences[batch[0] : batch[-1] + 1])
-            else:
+                x = sequences[batch[0] : batch[-1] + 1]
+                yield batch, np.asarray(x, dtype=dtype, order="C")
+            elif dtype == own:
                 yield batch, np.ascontiguousarray(sequences[batch])
+            else:  # cast row by row: no copy of the rows in their own dtype
+                x = np.empty((len(batch), *sequences.shape[1:]), dtype=dtype)
+                for out, row in zip(x, batch, strict=True):
+                    out[...] = sequences[row]
+                yield batch, x
         else:
             yield batch, pad_sequences([sequences[i] for i in batch], dtype)[0]
 
 
-def map_batches(function, sequences, lengths, rows, row_bytes, budget_bytes):
+def map_batches(
+    function, sequences, lengths, rows, row_bytes, budget_bytes, dtype=None
+):
     """``function(batch, x)`` for each of :func:`padded_batches`, in order.
 
     Batches run side by side on the threads the BLAS limit allows, at most as
@@ -259,7 +260,9 @@ def map_batches(function, sequences, lengths, rows, row_bytes, budget_bytes):
     result
         ``function(batch, x)``, in the order of the batches.
     """
-    batches = padded_batches(sequences, lengths, rows, row_bytes, budget_bytes)
+    batches = padded_batches(
+        sequences, lengths, rows, row_bytes, budget_bytes, dtype=dtype
+    )
     yield from imap_parallel(lambda item: function(*item), batches)
 
 
