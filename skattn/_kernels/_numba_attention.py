@@ -159,7 +159,7 @@ def _augmented_values(v, n_keys):
     each column): the power of two that brings the column's largest
     magnitude to at least 1/2, so that its products with exponentials far
     below 1 do not underflow (see
-    :func:`skattn._kernels.attention.value_column_exponents`)."""
+    :func:`skattn._kernels.folded.value_column_exponents`)."""
     n_values = v.shape[1]
     largest = np.zeros(n_values, v.dtype)
     for j in range(n_keys):

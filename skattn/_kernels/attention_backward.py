@@ -18,18 +18,15 @@ from .._parallel import single_threaded_blas
 from . import compiled
 from .attention import (
     TILE_ELEMENTS,
-    append_column,
     compiled_lengths,
     default_scale,
     exp_minus_row_max,
-    folds_rows,
-    key_norm_max,
-    keys_with_ones,
     masked_scores,
     query_tiles,
     tile_mask,
 )
 from .dropout import check_dropout, dropout_multipliers
+from .folded import append_column, folds_rows, key_norm_max, keys_with_ones
 
 # The backward pass recomputes each probability as exp(scale * q.k - lse). A
 # dot product of d terms is exact to about d * eps * |scale| * |q| * |k|
