@@ -57,7 +57,7 @@ import numpy as np
 
 # Query rows and keys of one block: ROWS * KEYS float32 scores are 32 KiB,
 # an L1 cache; among 16 to 128 rows by 128 to 512 keys, blocks of 32 to 64 KiB
-# were the fastest (benchmarks/results/2026-12-01-speed.md).
+# are the fastest (user guide, "Performance").
 ROWS = 32
 KEYS = 256
 

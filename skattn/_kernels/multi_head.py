@@ -90,8 +90,8 @@ def project_qkv(x, w_query, w_key, w_value, n_heads):
     Three matrix products, not one with ``concat_qkv(w_query, w_key,
     w_value)``: with OpenBLAS, the fused float32 product rounds most entries
     differently from separate products (shapes (6400, 32) @ (32, 96) and
-    (16384, 128) @ (128, 384); float64 agreed on those shapes), and separate
-    products keep the results of the default model unchanged.
+    (16384, 128) @ (128, 384); float64 agrees on those shapes), and separate
+    products round as each projection alone does.
     :func:`project_qkv_backward` does use the fused layout.
 
     Returns

@@ -93,8 +93,8 @@ def per_token_outputs(model, params, sequences, budget_bytes, *, layer=None):
 
     The result is allocated once, each sequence's own tokens only, and the
     batches write into it: the weights of a long sequence are the largest
-    array of the call, and copies of it (per row, then stacked) tripled its
-    memory.
+    array of the call, and copies of it (per row, then stacked) would triple
+    its memory.
 
     Parameters
     ----------
