@@ -49,3 +49,23 @@ def pytest_generate_tests(metafunc):
 def rng(global_random_seed):
     """A numpy Generator seeded from ``global_random_seed``."""
     return np.random.default_rng(global_random_seed)
+
+
+@pytest.fixture
+def without_matplotlib(monkeypatch):
+    """The test runs as if matplotlib were not installed: it is dropped from
+    the imported modules, and importing it raises ImportError."""
+    import builtins
+    import sys
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    for module in list(sys.modules):
+        if module == "matplotlib" or module.startswith("matplotlib."):
+            monkeypatch.delitem(sys.modules, module)
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)

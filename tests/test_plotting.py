@@ -4,7 +4,6 @@ every token's, apart."""
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-import builtins
 import itertools
 import subprocess
 import sys
@@ -424,19 +423,8 @@ def test_token_embeddings_pipeline_with_cls_pooling_has_one_cls_label():
     ]
 
 
-def test_missing_matplotlib(monkeypatch, sequences):
+def test_missing_matplotlib(sequences, without_matplotlib):
     attn = seeded().fit(sequences)
-    real_import = builtins.__import__
-
-    def no_matplotlib(name, *args, **kwargs):
-        if name == "matplotlib" or name.startswith("matplotlib."):
-            raise ImportError(f"No module named {name!r}")
-        return real_import(name, *args, **kwargs)
-
-    for module in list(sys.modules):
-        if module == "matplotlib" or module.startswith("matplotlib."):
-            monkeypatch.delitem(sys.modules, module)
-    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     message = r'pip install matplotlib.*pip install "\.\[plot\]"'
     with pytest.raises(ImportError, match=message):
         AttentionDisplay.from_estimator(attn, sequences)

@@ -9,11 +9,9 @@ attributes (``transform_sequences``, ``attention_weights``).
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-import builtins
 import copy
 import math
 import re
-import sys
 
 import numpy as np
 import pytest
@@ -404,18 +402,7 @@ def test_html_escapes_each_word_in_order_on_colours_ordered_as_the_scores():
     assert 'title="-0.8"' in markup
 
 
-def test_html_needs_no_matplotlib(monkeypatch):
-    real_import = builtins.__import__
-
-    def no_matplotlib(name, *args, **kwargs):
-        if name == "matplotlib" or name.startswith("matplotlib."):
-            raise ImportError(f"No module named {name!r}")
-        return real_import(name, *args, **kwargs)
-
-    for module in list(sys.modules):
-        if module == "matplotlib" or module.startswith("matplotlib."):
-            monkeypatch.delitem(sys.modules, module)
-    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+def test_html_needs_no_matplotlib(without_matplotlib):
     display = TokenAttributionDisplay([0.2, 0.7], token_labels=["a", "b"])
     assert [text for text, _ in html_spans(display._repr_html_())] == ["a", "b"]
     message = r'pip install matplotlib.*pip install "\.\[plot\]"'

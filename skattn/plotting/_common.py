@@ -219,3 +219,17 @@ def range_label(labels, start, stop):
     if stop - start == 1:
         return labels[start]
     return f"{labels[start]}\N{EN DASH}{labels[stop - 1]}"
+
+
+def label_strings(token_labels, n_tokens, of):
+    """The labels of ``n_tokens`` tokens as a list of str (their positions
+    when ``token_labels`` is None), checked to be one per token; ``of`` names
+    what is labelled, for the message ("weights of 5 tokens")."""
+    if token_labels is None:
+        return [str(position) for position in range(n_tokens)]
+    labels = [str(label) for label in np.asarray(token_labels).ravel()]
+    if len(labels) != n_tokens:
+        raise ValueError(
+            f"token_labels has {len(labels)} labels for {of}: give one label per token."
+        )
+    return labels

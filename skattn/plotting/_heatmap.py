@@ -13,6 +13,7 @@ from ._common import (
     check_index,
     check_matplotlib,
     check_sample,
+    label_strings,
     model_token_labels,
     select_sample,
 )
@@ -384,15 +385,9 @@ class AttentionDisplay:
 
     def _labels(self, n_tokens):
         """The token labels as a list of str, checked against ``n_tokens``."""
-        if self.token_labels is None:
-            return [str(position) for position in range(n_tokens)]
-        labels = [str(label) for label in np.asarray(self.token_labels).ravel()]
-        if len(labels) != n_tokens:
-            raise ValueError(
-                f"token_labels has {len(labels)} labels for weights of {n_tokens} "
-                "tokens: give one label per token."
-            )
-        return labels
+        return label_strings(
+            self.token_labels, n_tokens, f"weights of {n_tokens} tokens"
+        )
 
     def _axes(self, plt, ax, n_axes, grid, labels):
         """The axes to draw on, their figure and the side of a heatmap in

@@ -20,6 +20,7 @@ from ._common import (
     check_index,
     check_matplotlib,
     check_sample,
+    label_strings,
     model_token_labels,
     select_sample,
 )
@@ -418,15 +419,7 @@ class TokenAttributionDisplay:
 
     def _labels(self, n_tokens):
         """The token labels as a list of str, checked against ``n_tokens``."""
-        if self.token_labels is None:
-            return [str(position) for position in range(n_tokens)]
-        labels = [str(label) for label in np.asarray(self.token_labels).ravel()]
-        if len(labels) != n_tokens:
-            raise ValueError(
-                f"token_labels has {len(labels)} labels for {n_tokens} scores: "
-                "give one label per token."
-            )
-        return labels
+        return label_strings(self.token_labels, n_tokens, f"{n_tokens} scores")
 
 
 def _check_predictor(estimator):
