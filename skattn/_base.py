@@ -24,10 +24,9 @@ from ._callbacks import CALLBACK_BASES, FitTasks
 from ._dask import blocked_fit, blocked_outputs, is_dask_collection
 from ._input import CHANNELS_FIRST, CHANNELS_LAST, IDS, TABLE, check_input, input_format
 from ._lbfgs import fit_lbfgs
-from ._model.encoder import ACTIVATIONS
 from ._model.evaluate import forward_batches, per_token_outputs
 from ._model.model import ModelConfig, build_model
-from ._model.pooling import POOLINGS
+from ._model.options import REGISTRIES
 from ._model.sequences import (
     SERIES_MAX_FEATURES,
     compute_dtype,
@@ -58,6 +57,7 @@ from ._validation import (
     check_sample_weight,
     check_target,
     format_bytes,
+    option_constraint,
 )
 
 _STOCHASTIC_SOLVERS = ("adam",)
@@ -96,13 +96,10 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         "head_dim": [Interval(Integral, 1, None, closed="left"), None],
         "n_layers": [Interval(Integral, 1, None, closed="left")],
         "ff_dim": [Interval(Integral, 0, None, closed="left")],
-        "activation": [StrOptions(set(ACTIVATIONS))],
         "dropout": [Interval(Real, 0, 1, closed="left")],
-        "layer_norm": [StrOptions({"post", "pre"}), None],
         "residual": ["boolean"],
         "causal": ["boolean"],
-        "positional_encoding": [StrOptions({"sinusoidal", "learned"}), None],
-        "pooling": [StrOptions(set(POOLINGS))],
+        **{name: option_constraint(each) for name, each in REGISTRIES.items()},
         "vocabulary_size": [
             Interval(Integral, 1, None, closed="left"),
             StrOptions({"auto"}),

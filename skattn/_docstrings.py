@@ -15,6 +15,20 @@ vector is for in that class.
 import inspect
 import textwrap
 
+from ._model.options import REGISTRIES
+
+
+def option_entry(option, default, summary):
+    """The entry of a parameter whose values are those of the registry of
+    ``option``: its type from the registry's values, then ``summary`` and
+    each value with its description."""
+    registry = REGISTRIES[option]
+    default = "None" if default is None else f'"{default}"'
+    text = " ".join([summary, *registry.descriptions()])
+    body = textwrap.indent(textwrap.fill(text, 76, break_on_hyphens=False), "    ")
+    return f"\n{option} : {registry.choices()}, default={default}\n{body}\n"
+
+
 PARAMETERS = {
     "n_heads": """
 n_heads : int, default=4
@@ -35,22 +49,14 @@ ff_dim : int, default=128
     Width of each layer's feed-forward sublayer; 0: none
     (:ref:`default-transformer-ff_dim`).
 """,
-    "activation": """
-activation : {"relu", "gelu"}, default="relu"
-    Activation of the feed-forward sublayer (``"gelu"`` exact, as torch's).
-""",
+    "activation": option_entry("activation", "relu", "Feed-forward:"),
     "dropout": """
 dropout : float, default=0.0
     Training-only dropout in torch's places (attention weights, sublayer
     outputs, feed-forward activation), drawn from ``random_state`` whatever
     the threads or batches. Needs ``solver="adam"``.
 """,
-    "layer_norm": """
-layer_norm : {"post", "pre"} or None, default="post"
-    Where each sublayer normalises: ``"post"``, ``norm(x + f(x))`` (torch's
-    ``norm_first=False``); ``"pre"``, ``x + f(norm(x))`` and a final norm
-    (``norm_first=True``); None: no layer norm.
-""",
+    "layer_norm": option_entry("layer_norm", "post", "Sublayer ``f``'s norm:"),
     "residual": """
 residual : bool, default=True
     Add each sublayer's input to its output.
@@ -60,20 +66,14 @@ causal : bool, default=False
     Token ``i`` attends only to tokens ``j <= i`` (the class token of
     ``pooling="cls"``, after the last token, attends to all).
 """,
-    "positional_encoding": """
-positional_encoding : {"sinusoidal", "learned"} or None, default="sinusoidal"
-    Added to the projected tokens: Vaswani et al.'s fixed encoding, a table
-    learned from it (up to fit's longest sequence), or none (the per-token
-    outputs are then permutation-equivariant).
-""",
-    "pooling": """
-pooling : {"mean", "max", "first", "last", "cls", "attention", "flatten"}, \
-        default="mean"
-    How the per-token outputs become one vector ({pooled}), over the valid
-    tokens only: their mean or maximum, the first or last token, a learned
-    class token appended after the last (``"cls"``), a learned query
-    attending over them, or all side by side (one length, fit's).
-""",
+    "positional_encoding": option_entry(
+        "positional_encoding", "sinusoidal", "Token positions:"
+    ),
+    "pooling": option_entry(
+        "pooling",
+        "mean",
+        "The per-token outputs as one vector ({pooled}), over the valid tokens:",
+    ),
     "vocabulary_size": """
 vocabulary_size : int, "auto" or None, default=None
     None: tokens are vectors. An int: each token is an integer id below it

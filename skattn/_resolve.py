@@ -18,6 +18,7 @@ import numpy as np
 
 from ._input import IDS, TABLE
 from ._model.model import ModelConfig
+from ._model.options import REGISTRIES
 from ._model.pooling import TOKEN_STATISTICS
 from ._model.sequences import SERIES_MAX_FEATURES, series_median_length, token_width
 from ._model.units import patch_count
@@ -186,12 +187,10 @@ def fitted_structure(config, input_format):
         "head_dim": config.d_model // config.n_heads,
         "n_layers": config.n_layers,
         "ff_dim": config.ff_dim,
-        "activation": config.activation,
-        "layer_norm": config.layer_norm,
         "residual": config.residual,
         "causal": config.causal,
-        "positional_encoding": config.positional_encoding,
-        "pooling": config.pooling,
+        # every option of a registry: its values are units of the model
+        **{name: getattr(config, name) for name in REGISTRIES},
         "vocabulary_size": config.vocabulary_size,
         "patch_size": config.patch_size,
         "features_per_token": input_format["features_per_token"],

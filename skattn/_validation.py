@@ -51,6 +51,13 @@ class Interval(_param_validation.Interval):
         return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)
 
 
+def option_constraint(registry):
+    """The constraint of a parameter whose values are those of ``registry``
+    (a :class:`~skattn._model.registry.Registry`): its names, and None when
+    the registry has it."""
+    return [StrOptions(set(registry.names()))] + [None] * registry.allows_none()
+
+
 def check_array_like(value, name):
     """Raise a TypeError for a one-pass iterator, a set or a mapping.
 

@@ -17,6 +17,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from threadpoolctl import threadpool_limits
 
 from skattn import AttentionTransformer, RandomAttentionFeatures
+from skattn._model.options import REGISTRIES
 
 # Parameters that fix the model's structure, each with a value that differs from
 # the one fitted in the tests below.
@@ -38,6 +39,10 @@ STRUCTURAL_CHANGES = {
     "pool_tokens": True,  # of AttentionTransformer: the columns of transform
 }
 PER_TOKEN = ("transform", "transform_sequences", "attention_weights")
+
+
+def test_every_registered_option_has_a_structural_change():
+    assert set(REGISTRIES) <= set(STRUCTURAL_CHANGES)
 
 
 def _fitted(**params):

@@ -25,12 +25,13 @@ from threadpoolctl import threadpool_limits
 
 from skattn import AttentionClassifier, AttentionTransformer, RandomAttentionFeatures
 from skattn._model.evaluate import model_row_bytes
+from skattn._model.options import REGISTRIES
 from skattn._model.sequences import padded_batches
 from skattn._model.units import LAYER_NORM_EPS
 
-POOLINGS = ["mean", "max", "first", "last", "cls", "attention", "flatten"]
+POOLINGS = REGISTRIES["pooling"].names()
 RAGGED_POOLINGS = [pooling for pooling in POOLINGS if pooling != "flatten"]
-POSITIONAL_ENCODINGS = ["sinusoidal", "learned", None]
+POSITIONAL_ENCODINGS = [*REGISTRIES["positional_encoding"].names(), None]
 PER_TOKEN_METHODS = ["transform_sequences", "attention_weights"]
 METHODS = ["transform", *PER_TOKEN_METHODS]
 TOLERANCE = {

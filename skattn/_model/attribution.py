@@ -27,7 +27,7 @@ import numpy as np
 from .._kernels.attention import attention_forward
 from .._kernels.multi_head import project
 from .model import _local
-from .pooling import POOLING_BACKWARD, backward_max
+from .pooling import POOLINGS, backward_max
 from .sequences import compute_dtype
 from .units import Embedding, InputProjection, Patches, TokenScaler, token_mask
 
@@ -215,7 +215,7 @@ def _statistics_gradient(model, tokens, d_statistics, lengths):
         if name == "min":  # min(t) = -max(-t): the signs cancel
             d, _ = backward_max(block, -tokens, lengths, None, None)
         else:
-            d, _ = POOLING_BACKWARD[name](block, tokens, lengths, None, None)
+            d, _ = POOLINGS.get(name)[1](block, tokens, lengths, None, None)
         d_tokens += d
     return d_tokens
 

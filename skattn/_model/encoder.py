@@ -14,6 +14,7 @@ feed-forward width, H heads, Dh head width.
 # SPDX-License-Identifier: BSD-3-Clause
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import erf
@@ -58,8 +59,38 @@ def gelu_derivative(a):
     return cdf + a * density
 
 
-ACTIVATIONS = {"relu": relu, "gelu": gelu}
-DERIVATIVES = {"relu": relu_derivative, "gelu": gelu_derivative}
+@dataclass(frozen=True)
+class Activation:
+    """An activation of the feed-forward sublayer and its derivative, both
+    elementwise functions of the pre-activation."""
+
+    function: object
+    derivative: object
+
+
+RELU = Activation(relu, relu_derivative)
+GELU = Activation(gelu, gelu_derivative)
+
+
+@dataclass(frozen=True)
+class NormPlacement:
+    """Where the layer norms of an encoder go.
+
+    Attributes
+    ----------
+    first : bool
+        Each sublayer normalises its input (torch's ``norm_first=True``);
+        otherwise the residual sum.
+    final : bool
+        A layer norm after the last layer.
+    """
+
+    first: bool
+    final: bool
+
+
+POST_NORM = NormPlacement(first=False, final=False)
+PRE_NORM = NormPlacement(first=True, final=True)
 
 
 class DropoutStreams:
@@ -205,7 +236,10 @@ def write_attention_weights(q, k, mask, causal, out):
 
 
 class FeedForward(Unit):
-    """``linear2(dropout(activation(linear1(x))))``, with biases."""
+    """``linear2(dropout(activation(linear1(x))))``, with biases.
+
+    ``activation`` is an :class:`Activation`.
+    """
 
     def __init__(self, d_model, ff_dim, activation, layer):
         self.d_model, self.ff_dim = d_model, ff_dim
@@ -223,7 +257,7 @@ class FeedForward(Unit):
     def forward(self, params, x, context):
         pre = project(x, params["linear1"])  # (N, T, F)
         pre += params["linear1_bias"]
-        hidden = ACTIVATIONS[self.activation](pre)  # (N, T, F)
+        hidden = self.activation.function(pre)  # (N, T, F)
         scale = None
         if context.dropout is not None:
             site = self.layer * N_DROPOUT_SITES + FEED_FORWARD_HIDDEN
@@ -243,7 +277,7 @@ class FeedForward(Unit):
         d_hidden = project(d_out, params["linear2"].T)  # (N, T, F)
         if scale is not None:
             d_hidden *= scale
-        d_pre = d_hidden * DERIVATIVES[self.activation](pre)  # (N, T, F)
+        d_pre = d_hidden * self.activation.derivative(pre)  # (N, T, F)
         d_pre_flat = d_pre.reshape(-1, self.ff_dim)  # (N*T, F)
         grads["linear1"] = x.reshape(-1, self.d_model).T @ d_pre_flat
         grads["linear1_bias"] = d_pre_flat.sum(axis=0)
@@ -327,13 +361,15 @@ class EncoderLayer(Unit):
     index : int
         Place of the layer in the encoder (its dropout sites, and the layer
         whose attention weights ``Context.weights_layer`` asks for).
-    d_model, n_heads, ff_dim, activation
-        The width, heads, feed-forward width (0: none) and its activation.
+    d_model, n_heads, ff_dim
+        The width, heads and feed-forward width (0: none).
+    activation : Activation
+        The feed-forward sublayer's activation.
     residual : bool
         Add each sublayer's input to its output.
-    layer_norm : {"post", "pre"} or None
+    layer_norm : NormPlacement or None
         Where each sublayer normalises: after the residual sum (torch's
-        ``norm_first=False``), before the sublayer (``norm_first=True``), or
+        ``norm_first=False``), before the sublayer (``norm_first=True``); None:
         nowhere.
     """
 
@@ -341,7 +377,8 @@ class EncoderLayer(Unit):
         self, index, d_model, *, n_heads, ff_dim, activation, residual, layer_norm
     ):
         self.d_model, self.n_heads, self.ff_dim = d_model, n_heads, ff_dim
-        options = dict(residual=residual, norm_first=layer_norm == "pre")
+        norm_first = layer_norm is not None and layer_norm.first
+        options = dict(residual=residual, norm_first=norm_first)
         site = index * N_DROPOUT_SITES
         self.sublayers = [
             Sublayer(

@@ -8,7 +8,8 @@ computes, one unit per piece::
       -> [standardised with statistics fixed in fit, for scale_tokens]
       -> [patches of P tokens as tokens (N, T / P, P * D), for patch_size]
       -> input projection (D -> E), when the model has one
-      -> + positional encoding
+      -> + positional encoding (of the positional_encoding registry, which
+         may instead transform each attention's queries and keys)
       -> [class token appended, for pooling="cls"]
       -> n_layers encoder layers, each: self-attention sublayer, then
          feed-forward sublayer (torch.nn.TransformerEncoderLayer semantics)
@@ -22,7 +23,8 @@ is the key of the flat parameter dict that the optimizers and the L-BFGS
 packing see. The same parameters nest as the estimators' ``init`` dict reads
 them (:meth:`Model.nest`): ``{"input": ..., "layers": [{"query": ...}, ...]}``.
 A new unit is a class of ``units.py`` (or ``encoder.py``) and one line in
-:func:`build_model`.
+:func:`build_model`; a new value of an option (a positional encoding, a
+pooling, an activation) is one line of its registry in ``options.py``.
 
 Shape legend: N samples, T tokens (padded length), D token width, E model width
 (``n_heads * head_dim``), F pooled width, K outputs.
@@ -39,6 +41,7 @@ import numpy as np
 
 from .encoder import EncoderLayer
 from .head import LinearHead
+from .options import REGISTRIES
 from .pooling import Pooling, pool_statistics
 from .units import (
     ClassToken,
@@ -47,7 +50,6 @@ from .units import (
     InputProjection,
     LayerNorm,
     Patches,
-    Positions,
     TokenScaler,
     glorot_uniform,
     sinusoidal_positions,
@@ -167,8 +169,14 @@ def build_model(config):
     read_units = [unit for _, unit in units]  # before the projection
     if config.projects_input:
         add(InputProjection(width, config.d_model))
-    if config.positional_encoding is not None:
-        add(Positions(config.positional_encoding, config.n_positions, config.d_model))
+    # each option's unit, placement or function, from its registry
+    option = {
+        name: registry.get(getattr(config, name))
+        for name, registry in REGISTRIES.items()
+    }
+    positions = option["positional_encoding"]
+    if positions is not None:
+        add(positions(config.n_positions, config.d_model, config.n_heads))
     if config.pooling == "cls":
         add(ClassToken(config.d_model))
     for index in range(config.n_layers):
@@ -177,12 +185,12 @@ def build_model(config):
             config.d_model,
             n_heads=config.n_heads,
             ff_dim=config.ff_dim,
-            activation=config.activation,
+            activation=option["activation"],
             residual=config.residual,
-            layer_norm=config.layer_norm,
+            layer_norm=option["layer_norm"],
         )
         add(layer, prefix=f"{LAYER_PREFIX}{index}.")
-    if config.layer_norm == "pre":
+    if option["layer_norm"] is not None and option["layer_norm"].final:
         add(LayerNorm(config.d_model, "final_norm", attributes=True))
     pooling = Pooling(config.pooling, config.d_model, config.n_positions)
     head = None

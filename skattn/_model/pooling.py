@@ -17,6 +17,7 @@ import numpy as np
 from .._kernels import compiled
 from .._kernels.attention import attention_forward
 from .._kernels.attention_backward import attention_backward
+from .registry import Registry
 from .units import ParamSpec, Unit, token_mask
 
 
@@ -267,15 +268,29 @@ def pool_statistics(tokens, lengths, names):
     return _blocks(blocks)
 
 
-POOLINGS = {
-    "mean": pool_mean,
-    "max": pool_max,
-    "first": pool_first,
-    "last": pool_last,
-    "cls": pool_last,  # the class token is appended after the last token
-    "attention": pool_attention,
-    "flatten": pool_flatten,
-}
+# The poolings of the model: each a pooling and its backward pass.
+POOLINGS = (
+    Registry("pooling")
+    .add("mean", (pool_mean, backward_mean), "their mean;")
+    .add("max", (pool_max, backward_max), "feature-wise maximum;")
+    .add("first", (pool_first, backward_first), "the first token;")
+    .add("last", (pool_last, backward_last), "the last;")
+    .add(
+        "cls",  # the class token is appended after the last token
+        (pool_last, backward_last),
+        "a learned class token appended after the last;",
+    )
+    .add(
+        "attention",
+        (pool_attention, backward_attention),
+        "a learned query attending over them;",
+    )
+    .add(
+        "flatten",
+        (pool_flatten, backward_flatten),
+        "all side by side (one length: fit's).",
+    )
+)
 
 # Statistics without parameters: of the tokens (pool_statistics), and of
 # RandomAttentionFeatures' models (with its PPV and LSPV). "min" is no pooling
@@ -290,16 +305,6 @@ STATISTIC_POOLINGS = {
 
 # The statistics RandomAttentionFeatures pools each model's outputs into.
 STATISTICS = {**STATISTIC_POOLINGS, "ppv": pool_ppv, "lspv": pool_lspv}
-
-POOLING_BACKWARD = {
-    "mean": backward_mean,
-    "max": backward_max,
-    "first": backward_first,
-    "last": backward_last,
-    "cls": backward_last,
-    "attention": backward_attention,
-    "flatten": backward_flatten,
-}
 
 
 class Pooling(Unit):
@@ -324,11 +329,9 @@ class Pooling(Unit):
         return {"pooling_query": spec}
 
     def forward(self, params, tokens, context):
-        pooled, cache = POOLINGS[self.kind](tokens, context.lengths, params)
+        pooled, cache = POOLINGS.get(self.kind)[0](tokens, context.lengths, params)
         return pooled, (tokens, context.lengths, cache)
 
     def backward(self, params, d_pooled, cache):
         tokens, lengths, pool_cache = cache
-        return POOLING_BACKWARD[self.kind](
-            d_pooled, tokens, lengths, params, pool_cache
-        )
+        return POOLINGS.get(self.kind)[1](d_pooled, tokens, lengths, params, pool_cache)

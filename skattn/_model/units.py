@@ -501,38 +501,70 @@ class InputProjection(Unit):
         return self.d_model
 
 
-class Positions(Unit):
-    """Positional encoding added to the tokens.
+class PositionalEncoding(Unit):
+    """A positional encoding: what it adds to the tokens, and what it does to
+    the queries and keys of every attention.
 
-    ``"sinusoidal"``: the fixed table of Vaswani et al.; ``"learned"``: a table
-    of ``n_positions`` rows initialised from it. Positions beyond the learned
-    table use the sinusoidal encoding.
+    The base class adds nothing and transforms nothing; a kind of the
+    ``positional_encoding`` registry (``options.py``) overrides
+    :meth:`forward` and :meth:`backward` to add positions to the tokens, or
+    :meth:`query_key_transform` to move them into the attention.
+
+    Parameters
+    ----------
+    n_positions : int
+        Model tokens of fit's longest sequence.
+    d_model : int
+        Model width E.
+    n_heads : int
+        Attention heads (the head width is ``d_model // n_heads``).
     """
 
-    def __init__(self, kind, n_positions, d_model):
-        self.kind, self.n_positions, self.d_model = kind, n_positions, d_model
+    def __init__(self, n_positions, d_model, n_heads):
+        self.n_positions, self.d_model, self.n_heads = n_positions, d_model, n_heads
+
+    def forward(self, params, x, context):
+        return x, None
+
+    def backward(self, params, d_out, cache):
+        return d_out, {}
+
+    def query_key_transform(self):
+        """What each attention does to its queries and keys after their
+        projections, or None for nothing (see
+        :func:`skattn._kernels.multi_head.multi_head_forward`'s
+        ``query_key``)."""
+        return None
+
+
+class SinusoidalPositions(PositionalEncoding):
+    """The fixed table of Vaswani et al. (:func:`sinusoidal_positions`) added
+    to the tokens."""
+
+    def forward(self, params, x, context):
+        n_tokens, d_model = x.shape[1:]
+        return x + sinusoidal_positions(n_tokens, d_model, x.dtype), None  # (N, T, E)
+
+
+class LearnedPositions(PositionalEncoding):
+    """A learned table of ``n_positions`` rows, initialised from the
+    sinusoidal one, added to the tokens; positions beyond it use the
+    sinusoidal encoding."""
 
     def param_specs(self):
-        if self.kind != "learned":
-            return {}
         shape = (self.n_positions, self.d_model)
         spec = ParamSpec(shape, "sinusoidal", False, "position_embeddings_")
         return {"position_embeddings": spec}
 
     def forward(self, params, x, context):
         n_tokens, d_model = x.shape[1:]
-        if self.kind == "learned":
-            table = params["position_embeddings"][:n_tokens]  # (min(T, T_fit), E)
-            if n_tokens > table.shape[0]:
-                beyond = sinusoidal_positions(n_tokens, d_model, x.dtype)
-                table = np.concatenate([table, beyond[table.shape[0] :]])  # (T, E)
-        else:
-            table = sinusoidal_positions(n_tokens, d_model, x.dtype)  # (T, E)
+        table = params["position_embeddings"][:n_tokens]  # (min(T, T_fit), E)
+        if n_tokens > table.shape[0]:
+            beyond = sinusoidal_positions(n_tokens, d_model, x.dtype)
+            table = np.concatenate([table, beyond[table.shape[0] :]])  # (T, E)
         return x + table, n_tokens  # a new array: never modifies x
 
     def backward(self, params, d_out, n_tokens):
-        if self.kind != "learned":
-            return d_out, {}
         table = params["position_embeddings"]
         n_learned = min(n_tokens, table.shape[0])
         grad = np.zeros_like(table)

@@ -12,6 +12,7 @@ from helpers import numeric_gradient, relative_error
 from skattn._kernels import compiled
 from skattn._model.encoder import DropoutStreams, FeedForward, SelfAttention, Sublayer
 from skattn._model.model import ModelConfig, build_model
+from skattn._model.options import ACTIVATIONS, POSITIONAL_ENCODINGS
 from skattn._model.pooling import POOLINGS, Pooling
 from skattn._model.sequences import pad_sequences
 from skattn._model.units import (
@@ -20,7 +21,6 @@ from skattn._model.units import (
     Embedding,
     InputProjection,
     LayerNorm,
-    Positions,
 )
 
 
@@ -108,11 +108,11 @@ def test_embedding_backward_holds_the_rows_of_the_valid_tokens(rng):
     assert relative_error(values, numeric[rows]) < 1e-6
 
 
-@pytest.mark.parametrize("kind", ["learned", "sinusoidal"])
+@pytest.mark.parametrize("kind", POSITIONAL_ENCODINGS.names())
 @pytest.mark.parametrize("n_positions", [2, 6])  # beyond the table: sinusoidal
 def test_positions_backward(rng, batch, kind, n_positions):
     x, lengths = batch
-    unit = Positions(kind, n_positions, 4)
+    unit = POSITIONAL_ENCODINGS.get(kind)(n_positions, 4, 2)
     check_unit(unit, seeded_params(unit, rng), x, lengths, rng)
 
 
@@ -140,11 +140,11 @@ def test_self_attention_backward(rng, batch, causal):
     check_unit(unit, seeded_params(unit, rng), x, lengths, rng, causal=causal)
 
 
-@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("activation", ACTIVATIONS.names())
 @pytest.mark.parametrize("dropout", [None, 0.3])
 def test_feed_forward_backward(rng, batch, activation, dropout):
     x, lengths = batch
-    unit = FeedForward(4, 5, activation, layer=1)
+    unit = FeedForward(4, 5, ACTIVATIONS.get(activation), layer=1)
     streams = None if dropout is None else DropoutStreams(dropout, 7, np.arange(3))
     check_unit(unit, seeded_params(unit, rng), x, lengths, rng, dropout=streams)
 
@@ -166,7 +166,7 @@ def test_sublayer_backward(
     if inner == "attention":
         inner_unit = SelfAttention(4, 2, layer=0)
     else:
-        inner_unit = FeedForward(4, 3, "gelu", layer=0)
+        inner_unit = FeedForward(4, 3, ACTIVATIONS.get("gelu"), layer=0)
     unit = Sublayer(
         inner_unit,
         LayerNorm(4, "norm1") if layer_norm else None,
@@ -178,7 +178,7 @@ def test_sublayer_backward(
     check_unit(unit, seeded_params(unit, rng), x, lengths, rng, dropout=streams)
 
 
-@pytest.mark.parametrize("kind", list(POOLINGS))
+@pytest.mark.parametrize("kind", POOLINGS.names())
 @pytest.mark.parametrize("ragged", [False, True])
 def test_pooling_backward(rng, kind, ragged):
     if ragged and kind == "flatten":

@@ -1,0 +1,63 @@
+"""The registries of the model's architectural options.
+
+Each :class:`~skattn._model.registry.Registry` below lists the values of one
+option of the estimators with what :func:`~skattn._model.model.build_model`
+builds for it and the sentence that documents it. A new value is a unit (or
+function) and one line here; the parameter constraints, the documentation of
+the parameter, the check of a fitted model's structure and the tests read
+:data:`REGISTRIES`.
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from .encoder import GELU, POST_NORM, PRE_NORM, RELU
+from .pooling import POOLINGS
+from .registry import Registry
+from .units import LearnedPositions, SinusoidalPositions
+
+POSITIONAL_ENCODINGS = (
+    Registry("positional_encoding")
+    .add(
+        "sinusoidal",
+        SinusoidalPositions,
+        "Vaswani et al.'s fixed table, added to the tokens;",
+    )
+    .add(
+        "learned",
+        LearnedPositions,
+        "a table learned from it (up to fit's longest sequence);",
+    )
+    .add(
+        None,
+        None,
+        "none (permutation-equivariant outputs).",
+    )
+)
+
+ACTIVATIONS = (
+    Registry("activation")
+    .add("relu", RELU, "``max(a, 0)``;")
+    .add("gelu", GELU, "exact, as torch's.")
+)
+
+LAYER_NORMS = (
+    Registry("layer_norm")
+    .add(
+        "post",
+        POST_NORM,
+        "``norm(x + f(x))`` (torch's ``norm_first=False``);",
+    )
+    .add(
+        "pre",
+        PRE_NORM,
+        "``x + f(norm(x))``, a final norm (``norm_first=True``);",
+    )
+    .add(None, None, "none.")
+)
+
+# Every registry of an option of ModelConfig, by the option's name.
+REGISTRIES = {
+    registry.option: registry
+    for registry in (ACTIVATIONS, LAYER_NORMS, POSITIONAL_ENCODINGS, POOLINGS)
+}

@@ -1,0 +1,70 @@
+"""The registries of the architectural options: one list of each option's
+values, read by the model, the constraints, the documentation and the check
+of a fitted model's structure."""
+
+import numpy as np
+import pytest
+
+from skattn import AttentionClassifier, AttentionTransformer
+from skattn._model.model import ModelConfig, build_model
+from skattn._model.options import REGISTRIES
+from skattn._model.registry import Registry
+from skattn._resolve import fitted_structure
+
+
+@pytest.mark.parametrize("option", sorted(REGISTRIES))
+def test_an_unknown_value_fails_listing_the_known_ones(option):
+    config = ModelConfig(n_features=3, d_model=4, n_heads=2).replace(
+        **{option: "unknown"}
+    )
+    known = ", ".join(repr(name) for name in REGISTRIES[option]._entries)
+    message = f"{option}='unknown' is not one of the known values: {known}."
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        build_model(config)
+
+
+def test_a_value_registered_twice_is_refused():
+    registry = Registry("kind").add("a", 1, "first.")
+    with pytest.raises(ValueError, match="kind='a' is registered twice"):
+        registry.add("a", 2, "again.")
+    assert registry.get("a") == 1
+    assert registry.choices() == '{"a"}'
+    assert registry.descriptions() == ['``"a"``: first.']
+    assert Registry("kind").add("a", 1, "x").add(None, None, "y").choices() == (
+        '{"a"} or None'
+    )
+
+
+@pytest.mark.parametrize("estimator", [AttentionTransformer, AttentionClassifier])
+@pytest.mark.parametrize("option", sorted(REGISTRIES))
+def test_constraints_and_docstrings_list_every_registered_value(estimator, option):
+    registry = REGISTRIES[option]
+    constraint = estimator._parameter_constraints[option]
+    assert constraint[0].options == set(registry.names())
+    assert (None in constraint) == registry.allows_none()
+    doc = " ".join(estimator.__doc__.split())
+    assert f"{option} : {registry.choices()}" in doc
+    for line in registry.descriptions():
+        assert " ".join(line.split()) in doc
+
+
+@pytest.mark.parametrize("option", sorted(REGISTRIES))
+def test_every_registered_option_fixes_the_fitted_structure(option):
+    # a warm start or partial_fit with another value of the option is refused
+    config = ModelConfig(n_features=3, d_model=4, n_heads=2)
+    structure = fitted_structure(config, {"features_per_token": 1, "data_format": 0})
+    assert structure[option] == getattr(config, option)
+
+
+@pytest.mark.parametrize("option", sorted(REGISTRIES))
+def test_every_registered_value_builds_a_model_that_runs(option):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 3))
+    for name in REGISTRIES[option].names():
+        config = ModelConfig(
+            n_features=3, d_model=4, n_heads=2, ff_dim=5, n_positions=3
+        ).replace(**{option: name})
+        model = build_model(config)
+        params = model.init_params(np.random.RandomState(0), np.float64)
+        _, pooled, _ = model.forward(params, x, np.array([3, 2]))
+        assert pooled.shape[0] == 2 and np.isfinite(pooled).all()
