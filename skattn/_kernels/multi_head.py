@@ -158,12 +158,14 @@ def multi_head_forward(
     causal=False,
     return_weights=False,
     dropout=None,
+    query_key=None,
 ):
     """Multi-head self-attention forward pass, keeping what backward needs.
 
-    All arrays must already be in one floating dtype. See
-    :func:`multi_head_attention` for the meaning of the arguments but
-    ``dropout``.
+    The projections, then ``query_key`` on the queries and keys, the
+    attention of each head and the output projection. All arrays must already
+    be in one floating dtype. See :func:`multi_head_attention` for the meaning
+    of the arguments but ``dropout`` and ``query_key``.
 
     Parameters
     ----------
@@ -171,17 +173,27 @@ def multi_head_forward(
         ``(p, keys)``: attention dropout (see :func:`attention_forward`), with
         one stream key per sequence and head: ``keys`` broadcastable to
         ``x.shape[:-2] + (n_heads,)``.
+    query_key : object or None, default=None
+        A transform of the projected queries and keys before the scores (the
+        rotation of rotary positions), with ``forward(q, k)`` returning ``(q,
+        k, cache)`` for ``q, k`` of shape (..., H, T, Dh), and ``backward(d_q,
+        d_k, cache)`` returning the gradients with respect to its inputs.
+        None: the projections as they are.
 
     Returns
     -------
     out : ndarray of shape (..., T, d_out)
         Output (the merged context when ``w_output`` is None).
     cache : dict
-        ``q``, ``k``, ``v`` of shape (..., H, T, Dh), ``context`` of shape
-        (..., H, T, Dh), ``merged`` of shape (..., T, H*Dh), ``lse`` of shape
-        (..., H, T) and ``weights`` of shape (..., H, T, T) or None.
+        ``q``, ``k`` (after ``query_key``), ``v`` of shape (..., H, T, Dh),
+        ``context`` of shape (..., H, T, Dh), ``merged`` of shape (..., T,
+        H*Dh), ``lse`` of shape (..., H, T), ``weights`` of shape (..., H, T,
+        T) or None and ``query_key``, the transform's cache.
     """
     q, k, v = project_qkv(x, w_query, w_key, w_value, n_heads)  # (..., H, T, Dh)
+    query_key_cache = None
+    if query_key is not None:
+        q, k, query_key_cache = query_key.forward(q, k)  # (..., H, T, Dh)
     context, lse, weights = attention_forward(
         q,
         k,
@@ -194,7 +206,14 @@ def multi_head_forward(
     merged = merge_heads(context)  # (..., T, H*Dv)
     out = merged if w_output is None else project(merged, w_output)  # (..., T, d_out)
     cache = dict(
-        q=q, k=k, v=v, context=context, merged=merged, lse=lse, weights=weights
+        q=q,
+        k=k,
+        v=v,
+        context=context,
+        merged=merged,
+        lse=lse,
+        weights=weights,
+        query_key=query_key_cache,
     )
     return out, cache
 
@@ -375,6 +394,7 @@ def multi_head_backward(
     mask=None,
     causal=False,
     dropout=None,
+    query_key=None,
 ):
     """Gradients of :func:`multi_head_forward`.
 
@@ -382,7 +402,8 @@ def multi_head_backward(
     ----------
     d_out : ndarray of shape (..., T, d_out)
         Gradient of the loss with respect to the output.
-    x, w_query, w_key, w_value, w_output, n_heads, mask, causal, dropout
+    x, w_query, w_key, w_value, w_output, n_heads, mask, causal, dropout, \
+            query_key
         As given to :func:`multi_head_forward`.
     cache : dict
         The cache :func:`multi_head_forward` returned.
@@ -412,6 +433,8 @@ def multi_head_backward(
         causal=causal,
         dropout=dropout,
     )  # (..., H, T, Dh)
+    if query_key is not None:
+        d_q, d_k = query_key.backward(d_q, d_k, cache["query_key"])
     d_x, grads["query"], grads["key"], grads["value"] = project_qkv_backward(
         d_q, d_k, d_v, x, w_query, w_key, w_value
     )  # (..., T, D)

@@ -134,12 +134,16 @@ class DropoutStreams:
 class SelfAttention(Unit):
     """Multi-head self-attention without biases: query, key, value, output.
 
-    Padded keys are masked; with dropout, the attention weights are dropped
-    as in ``torch.nn.MultiheadAttention``.
+    The projections, then ``query_key`` (the transform of the queries and keys
+    of a positional encoding, or None), the attention of each head and the
+    output projection (:func:`multi_head_forward`). Padded keys are masked;
+    with dropout, the attention weights are dropped as in
+    ``torch.nn.MultiheadAttention``.
     """
 
-    def __init__(self, d_model, n_heads, layer):
+    def __init__(self, d_model, n_heads, layer, query_key=None):
         self.d_model, self.n_heads, self.layer = d_model, n_heads, layer
+        self.query_key = query_key
 
     def param_specs(self):
         shape = (self.d_model, self.d_model)
@@ -164,6 +168,7 @@ class SelfAttention(Unit):
             mask=mask,
             causal=context.causal,
             dropout=dropout,
+            query_key=self.query_key,
         )  # (N, T, E)
         if context.weights_layer == self.layer:
             write_attention_weights(
@@ -185,6 +190,7 @@ class SelfAttention(Unit):
             mask=mask,
             causal=causal,
             dropout=dropout,
+            query_key=self.query_key,
         )
 
 
@@ -371,10 +377,22 @@ class EncoderLayer(Unit):
         Where each sublayer normalises: after the residual sum (torch's
         ``norm_first=False``), before the sublayer (``norm_first=True``); None:
         nowhere.
+    query_key : object or None, default=None
+        The transform of the attention's queries and keys (see
+        :class:`SelfAttention`).
     """
 
     def __init__(
-        self, index, d_model, *, n_heads, ff_dim, activation, residual, layer_norm
+        self,
+        index,
+        d_model,
+        *,
+        n_heads,
+        ff_dim,
+        activation,
+        residual,
+        layer_norm,
+        query_key=None,
     ):
         self.d_model, self.n_heads, self.ff_dim = d_model, n_heads, ff_dim
         norm_first = layer_norm is not None and layer_norm.first
@@ -382,7 +400,7 @@ class EncoderLayer(Unit):
         site = index * N_DROPOUT_SITES
         self.sublayers = [
             Sublayer(
-                SelfAttention(d_model, n_heads, index),
+                SelfAttention(d_model, n_heads, index, query_key),
                 None if layer_norm is None else LayerNorm(d_model, "norm1"),
                 dropout_site=site + ATTENTION_OUTPUT,
                 **options,

@@ -174,9 +174,13 @@ def build_model(config):
         name: registry.get(getattr(config, name))
         for name, registry in REGISTRIES.items()
     }
-    positions = option["positional_encoding"]
-    if positions is not None:
-        add(positions(config.n_positions, config.d_model, config.n_heads))
+    query_key = None
+    if option["positional_encoding"] is not None:
+        positions = option["positional_encoding"](
+            config.n_positions, config.d_model, config.n_heads
+        )
+        add(positions)
+        query_key = positions.query_key_transform()
     if config.pooling == "cls":
         add(ClassToken(config.d_model))
     for index in range(config.n_layers):
@@ -188,6 +192,7 @@ def build_model(config):
             activation=option["activation"],
             residual=config.residual,
             layer_norm=option["layer_norm"],
+            query_key=query_key,
         )
         add(layer, prefix=f"{LAYER_PREFIX}{index}.")
     if option["layer_norm"] is not None and option["layer_norm"].final:

@@ -140,6 +140,49 @@ def test_self_attention_backward(rng, batch, causal):
     check_unit(unit, seeded_params(unit, rng), x, lengths, rng, causal=causal)
 
 
+class MixedQueries:
+    """A query/key transform for the tests: each query plus its token's key,
+    each key times a per-feature factor (linear, and mixing q and k)."""
+
+    def __init__(self, factors):
+        self.factors = factors  # (Dh,)
+
+    def forward(self, q, k):
+        return q + k, k * self.factors, None
+
+    def backward(self, d_q, d_k, cache):
+        return d_q, d_q + d_k * self.factors
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_self_attention_with_a_query_key_transform_backward(rng, batch, causal):
+    x, lengths = batch
+    unit = SelfAttention(4, 2, layer=0, query_key=MixedQueries(np.array([2.0, -1])))
+    check_unit(unit, seeded_params(unit, rng), x, lengths, rng, causal=causal)
+
+
+def test_the_query_key_transform_acts_between_projections_and_scores(rng, batch):
+    # q + k, k * factors: the attention of weights w_q + w_k and w_k * factors
+    # (per head, the factors of its two features)
+    x, lengths = batch
+    factors = np.array([0.5, 3.0])
+    plain = SelfAttention(4, 2, layer=0)
+    params = seeded_params(plain, rng)
+    moved = dict(
+        params,
+        query=params["query"] + params["key"],
+        key=params["key"] * np.tile(factors, 2),
+    )
+    context = Context(lengths, causal=False)
+    transformed = SelfAttention(4, 2, layer=0, query_key=MixedQueries(factors))
+    np.testing.assert_allclose(
+        transformed.forward(params, x, context)[0],
+        plain.forward(moved, x, context)[0],
+        rtol=1e-12,
+        atol=1e-12,
+    )
+
+
 @pytest.mark.parametrize("activation", ACTIVATIONS.names())
 @pytest.mark.parametrize("dropout", [None, 0.3])
 def test_feed_forward_backward(rng, batch, activation, dropout):
