@@ -14,6 +14,9 @@ from sklearn.utils.estimator_checks import (
     check_transformer_get_feature_names_out_pandas,
 )
 
+from skattn._model.sequences import pad_sequences
+from skattn._model.units import Context
+
 EPS = 1e-6
 LENGTHS = (3, 7, 1, 5)
 
@@ -86,6 +89,49 @@ def numeric_gradient(loss, array):
         array[index] = saved
         grad[index] = (plus - minus) / (2 * EPS)
     return grad
+
+
+def ragged_batch(rng, lengths, width):
+    """A right-padded batch whose padding holds noise (it must not matter)."""
+    x, lengths = pad_sequences(
+        [rng.standard_normal((n, width)) for n in lengths], np.float64
+    )
+    x += 5.0 * rng.standard_normal(x.shape) * (x == 0)
+    return x, lengths
+
+
+def seeded_params(unit, rng):
+    """The unit's parameters, moved off their initial values."""
+    return {
+        name: rng.standard_normal(spec.shape) * (0.5 if len(spec.shape) > 1 else 1.0)
+        + (1.0 if spec.init == "ones" else 0.0)
+        for name, spec in unit.param_specs().items()
+    }
+
+
+def check_unit(unit, params, x, lengths, rng, *, dropout=None, causal=False):
+    """Gradients of a weighted sum of the unit's output: parameters and x."""
+
+    def run():
+        context = Context(lengths.copy(), causal=causal, dropout=dropout)
+        return unit.forward(params, x, context)
+
+    out, cache = run()
+    weight = rng.standard_normal(out.shape)
+    if out.ndim == 3:  # outputs at padded positions are never read
+        valid = np.arange(out.shape[1]) < lengths[:, None] + (out.shape[1] - x.shape[1])
+        weight *= valid[:, :, None]
+    d_x, grads = unit.backward(params, weight.copy(), cache)
+
+    def loss():
+        return np.sum(run()[0] * weight)
+
+    assert set(grads) == set(params)
+    for name, array in params.items():
+        assert grads[name].shape == array.shape
+        assert relative_error(grads[name], numeric_gradient(loss, array)) < 1e-6, name
+    if d_x is not None:
+        assert relative_error(d_x, numeric_gradient(loss, x)) < 1e-6
 
 
 def order_task(n=120, n_tokens=6, width=4, seed=0):
