@@ -68,6 +68,7 @@ for label, ax in enumerate(axes):
     ax.plot(X_train[y_train == label][:3, :, 0].T, linewidth=1)
     ax.set_title(f"class {label}: {'dip' if label else 'spike'} first", fontsize=10)
 axes[-1].set_xlabel("time step")
+plt.show()
 
 # %%
 # A linear baseline on the raw values
@@ -119,7 +120,11 @@ ax.plot(series, color="k", linewidth=1)
 for edge in range(0, len(series) + 1, attention.patch_size_):
     ax.axvline(edge - 0.5, color="0.8", linewidth=0.5)
 ax.set(xlabel="time step", title=f"test series {sample} and its 12 patches")
+plt.show()
 
+# %%
+# The weights of the 4 heads on that series, and the patch each attends to
+# most:
 display = AttentionDisplay.from_estimator(attention, X_test, sample=sample)
 for head, weights in enumerate(display.weights):
     most = display.token_labels[weights.sum(axis=0).argmax()]
