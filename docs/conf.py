@@ -1,20 +1,19 @@
 """Sphinx configuration of the skattn documentation site.
 
-Build the whole site, every gallery example executed, warnings as errors:
+Build the whole site, every gallery example executed, warnings as errors (what
+CI builds, in an environment with the ``[docs]`` extra only):
 
     python -m sphinx -W -b html docs docs/_build/html
 
-``SKATTN_DOCS_GALLERY=fast`` executes only the examples of ``FAST_EXAMPLES``
-(the others are rendered without their output), which is what CI builds;
-``SKATTN_DOCS_GALLERY=none`` executes none. Nothing here reads the network:
-no intersphinx, so references to scikit-learn, numpy or torch render as plain
+``SKATTN_DOCS_GALLERY=none`` executes no example (their pages then show no
+output), for work on the text. Nothing here reads the network: no
+intersphinx, so references to scikit-learn, numpy or torch render as plain
 names.
 """
 
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-import importlib.util
 import os
 import re
 import sys
@@ -52,6 +51,9 @@ templates_path = ["_templates"]
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
 root_doc = "index"
 default_role = "literal"  # `x` in a page reads as ``x``, never as a reference
+# an API page's "On this page" lists its methods as fit(), not as
+# AttentionTransformer.fit(): the class is the page's title
+toc_object_entries_show_parents = "hide"
 pygments_style = "sphinx"
 
 # -- API reference: autosummary and numpydoc ----------------------------------
@@ -75,51 +77,17 @@ numpydoc_validation_exclude = {
 
 # -- Gallery -----------------------------------------------------------------
 
-# Executed by ``SKATTN_DOCS_GALLERY=fast`` (CI): every example but four. The
-# quick start, which the test suite already runs (tests/test_examples.py checks
-# what it prints); plot_dask_cluster (35 s, a cluster of its own; its calls are
-# tested in tests/test_dask.py); plot_random_vs_learned (16 s) and plot_text
-# (about 3 minutes: three text pipelines, a grid search and a pretrained
-# encoder; its pieces are tested in tests/test_text.py): CI runs the test suite
-# twice and must stay within 15 minutes. Together about 40 s on 2 cores.
-# Names without ".py", as in examples/.
-FAST_EXAMPLES = (
-    "textbook_attention",
-    "plot_text_token_embeddings",
-    "plot_time_series_attention",
-    "plot_long_sequences",
-    "plot_tables_as_tokens",
-    "plot_grid_search",
-)
-
-# Examples that need an extra beyond [docs]: without it they are rendered
-# without their output, and the build says so.
-EXTRA_EXAMPLES = {"plot_dask_cluster": ("distributed", "[dask]")}
-
+# Every example is executed, one at a time, so that each page shows its output
+# and the times it prints are those of one process on the machine. The
+# [docs] extra holds what they import (dask for plot_dask_cluster); plot_text
+# runs its pretrained-encoder part only with the [text] extra, and says so.
 _GALLERY = os.environ.get("SKATTN_DOCS_GALLERY", "all").strip().lower()
 if _GALLERY == "all":
-    _missing = [
-        name
-        for name, (module, _) in EXTRA_EXAMPLES.items()
-        if importlib.util.find_spec(module) is None
-    ]
-    for _name in _missing:
-        print(
-            f"skattn docs: {_name} is not executed: it needs the "
-            f'{EXTRA_EXAMPLES[_name][1]} extra (pip install -e ".[docs,dask]").'
-        )
-    _skip = "|".join(re.escape(name) for name in _missing)
-    # every example, not only plot_*.py, but those whose extra is missing
-    _filename_pattern = rf"^(?!.*[\\/]({_skip})\.py$).*\.py$" if _missing else r"\.py$"
-elif _GALLERY == "fast":
-    _names = "|".join(re.escape(name) for name in FAST_EXAMPLES)
-    _filename_pattern = rf"[\\/]({_names})\.py$"
+    _filename_pattern = r"\.py$"  # every example, not only plot_*.py
 elif _GALLERY == "none":
     _filename_pattern = r"^$"
 else:
-    raise ValueError(
-        f"SKATTN_DOCS_GALLERY must be 'all', 'fast' or 'none', got {_GALLERY!r}."
-    )
+    raise ValueError(f"SKATTN_DOCS_GALLERY must be 'all' or 'none', got {_GALLERY!r}.")
 
 sphinx_gallery_conf = {
     "examples_dirs": "../examples",
@@ -138,11 +106,7 @@ sphinx_gallery_conf = {
     "show_memory": False,
     "download_all_examples": False,
     "min_reported_time": 1,
-    # CI's build (fast) runs two examples at a time, one per core (53 s instead
-    # of 66 s on 2 cores). The times the examples print are then those of a
-    # shared machine; the full build, whose pages are the ones to read, runs
-    # one at a time.
-    "parallel": 2 if _GALLERY == "fast" else False,
+    "parallel": False,
     # No BLAS limit here: skattn already runs BLAS on one thread inside its
     # calls and spreads batches over the cores that limit allows, so a limit of
     # one would only make the examples (and their printed times) single-core.
@@ -160,7 +124,10 @@ warnings.filterwarnings(
 
 html_theme = "pydata_sphinx_theme"
 html_title = f"skattn {release}"
-html_static_path = []
+# docs/_static/skattn.css: the sidebars wrap long names (methods, classes of
+# the API pages) instead of cutting them
+html_static_path = ["_static"]
+html_css_files = ["skattn.css"]
 html_show_sourcelink = False
 html_theme_options = {
     "navbar_align": "left",
