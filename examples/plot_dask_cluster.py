@@ -137,7 +137,11 @@ if __name__ == "__main__":
     )
 
 # %%
-# Each worker held a block (4 MiB), its output and a batch, never the array.
+# A worker's peak is that of the few blocks it held at once (4 MiB each),
+# their outputs and a batch: it depends on the size of the blocks and on
+# ``working_memory``, not on how many blocks the array has. How many blocks a
+# worker holds at once is the scheduler's choice, and the peak varies from one
+# run to the next.
 #
 # 3. Training on a dask array
 # ---------------------------
@@ -173,7 +177,7 @@ if __name__ == "__main__":
     cluster.close()
 
 # %%
-# On two cores the grid search gains little over skattn's own threads; it
-# gains with every machine added. The blocked transform keeps each worker's
-# memory at a block and a batch, whatever the size of the array; see
+# On two cores the grid search gains little or nothing over skattn's own
+# threads; it gains with every machine added. The blocked transform keeps each worker's
+# memory at a few blocks and a batch, whatever the size of the array; see
 # :ref:`dask` for the design and what changes at a hundred machines.

@@ -111,8 +111,8 @@ plt.show()
 # Neither wins everywhere. On ``"order"`` the learned encoder is the most
 # accurate: the labels teach its positions and its query-key products what to
 # compare. On ``"cooccurrence"`` (an XOR of two markers) 64 random models with
-# a ridge classifier beat it, and 16 random models are cheapest on both tasks,
-# a fraction of a second against seconds of training. Random features are the
-# first thing to try on a new data set; learn the attention when they fall
-# short and the data are large enough to learn from. Both cost more with
-# longer sequences: see the real-data benchmark, :ref:`benchmarks`.
+# a ridge classifier beat it, and 16 random models are the cheapest to fit on
+# both tasks. Random features are the first thing to try on a new data set;
+# learn the attention when they fall short and the data are large enough to
+# learn from. Both cost more with longer sequences: see the real-data
+# benchmark, :ref:`benchmarks`.
