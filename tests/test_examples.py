@@ -21,7 +21,7 @@ EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
 EXAMPLES = sorted(EXAMPLES_DIR.glob("*.py"))
 # The examples whose printed numbers the tests below check (and so run).
 CHECKED_EXAMPLES = ["quickstart.py", "textbook_attention.py"]
-TIMEOUT = 300  # seconds; each example takes a few seconds on one core
+TIMEOUT = 300  # seconds; each of the two takes under a minute on one core
 
 # The examples are small: BLAS threads only add contention on a busy machine
 # (a shared CI runner), and one thread makes the printed numbers reproducible.
