@@ -14,6 +14,7 @@ the parameter, the check of a fitted model's structure and the tests read
 from .encoder import GELU, POST_NORM, PRE_NORM, RELU
 from .pooling import POOLINGS
 from .registry import Registry
+from .rotary import RotaryPositions
 from .units import LearnedPositions, SinusoidalPositions
 
 POSITIONAL_ENCODINGS = (
@@ -26,12 +27,13 @@ POSITIONAL_ENCODINGS = (
     .add(
         "learned",
         LearnedPositions,
-        "a table learned from it (up to fit's longest sequence);",
+        "a learned table (up to fit's longest sequence);",
     )
+    .add("rotary", RotaryPositions, "queries and keys rotated (RoFormer);")
     .add(
         None,
         None,
-        "none (permutation-equivariant outputs).",
+        "none.",
     )
 )
 
