@@ -34,8 +34,8 @@ class AttentionTransformer(
     """Multi-head self-attention over sequences of token embeddings.
 
     Each sample is a sequence of tokens (vectors of ``n_features`` numbers).
-    The transformer projects the tokens to the model width, adds a positional
-    encoding, runs them through ``n_layers`` encoder layers (multi-head
+    The transformer projects the tokens to the model width, encodes their
+    positions, runs them through ``n_layers`` encoder layers (multi-head
     self-attention, then a feed-forward sublayer, each with a residual
     connection, layer norm and dropout, as
     :class:`torch.nn.TransformerEncoderLayer`) and pools the tokens into one
@@ -71,7 +71,7 @@ class AttentionTransformer(
         the whole :class:`~sklearn.pipeline.Pipeline`, so that every test fold
         is transformed by a model that never saw it.
 
-    With the same weights (and ``scale_tokens=False``),
+    With the same weights (``scale_tokens=False``, positions not rotary),
     ``transform_sequences`` equals :class:`torch.nn.TransformerEncoder` of
     ``TransformerEncoderLayer(d_model, n_heads, ff_dim, activation=...,
     norm_first=layer_norm == "pre", batch_first=True)`` with zero attention

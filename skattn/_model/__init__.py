@@ -6,8 +6,13 @@
   class token, layer norm.
 - ``encoder``: the encoder layer, ``torch.nn.TransformerEncoderLayer``'s
   self-attention and feed-forward sublayers, and their dropout.
+- ``rotary``: rotary positions, which rotate each attention's queries and
+  keys.
 - ``pooling``: poolings of the per-token outputs, and the statistics of
   random attention features.
+- ``registry`` and ``options``: the values of each architectural option
+  (positional encoding, pooling, activation, layer norm) with what the model
+  builds for them and their documentation.
 - ``head``: the linear training head and the losses.
 - ``model``: :class:`~skattn._model.model.ModelConfig`, the one description
   of a model, :func:`~skattn._model.model.build_model` and
