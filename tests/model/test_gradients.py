@@ -206,6 +206,8 @@ STACKS = [
     (2, 5, "gelu", "post", True, False, "mean", "learned", 0.3),
     (2, 5, "gelu", "pre", True, True, "cls", "sinusoidal", 0.3),
     (3, 3, "relu", "pre", True, False, "attention", "learned", 0.2),
+    (2, 5, "gelu", "pre", True, True, "cls", "rotary", None),
+    (2, 4, "relu", "post", True, False, "attention", "rotary", 0.3),
 ]
 
 
