@@ -408,7 +408,10 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         if config.token_scale_shape is not None:
             weight = user_weight if train is None else train.sample_weight
             params["token_mean"], params["token_scale"] = token_moments(
-                sequences, weight, per_position=input_format(self)["kind"] == TABLE
+                sequences,
+                weight,
+                per_position=input_format(self)["kind"] == TABLE,
+                budget_bytes=batch_budget(),
             )
         self._store_params(params, model)
         history = History()

@@ -153,7 +153,7 @@ def test_token_moments_in_blocks_of_a_few_samples_agree_to_rounding(kind, differ
     kwargs = dict(differences=differences, per_position=kind == "table")
     for dtype in (np.float64, np.float32):
         sequences = [x.astype(dtype) for x in X] if kind == "list" else X.astype(dtype)
-        mean, scale = token_moments(sequences, weight, **kwargs)
+        mean, scale = token_moments(sequences, weight, budget_bytes=2**30, **kwargs)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a sample above the budget
             blocked = token_moments(sequences, weight, budget_bytes=2000, **kwargs)

@@ -147,10 +147,10 @@ def test_token_moments_scale_exactly_with_a_power_of_two(power, differences):
     X = [rng.standard_normal((n, 3)) + [0.0, 5.0, -2.0] for n in (4, 9, 1, 6)]
     for x in X:
         x[:, 2] *= 2.0**40  # another exponent than the other two
-    mean, scale = token_moments(X, differences=differences)
+    mean, scale = token_moments(X, differences=differences, budget_bytes=2**30)
     factor = 2.0**power
     big_mean, big_scale = token_moments(
-        [x * factor for x in X], differences=differences
+        [x * factor for x in X], differences=differences, budget_bytes=2**30
     )
     np.testing.assert_array_equal(big_mean, mean * factor)
     np.testing.assert_array_equal(big_scale, scale * factor)
@@ -161,8 +161,8 @@ def test_token_moments_scale_exactly_with_a_power_of_two(power, differences):
     # a 3D array of one length: the same numbers as the list of its rows
     X3 = rng.standard_normal((5, 7, 3)) * factor
     np.testing.assert_array_equal(
-        token_moments(X3, differences=differences),
-        token_moments(list(X3), differences=differences),
+        token_moments(X3, differences=differences, budget_bytes=2**30),
+        token_moments(list(X3), differences=differences, budget_bytes=2**30),
     )
 
 

@@ -17,7 +17,6 @@ import warnings
 import numpy as np
 
 from .._parallel import CACHE_BYTES, even_chunks, imap_parallel
-from .._validation import batch_budget
 
 # Tokens of at most this many features are channels of a series (measurements),
 # which patch_size="auto" reads in patches; wider tokens (word vectors, encoder
@@ -299,7 +298,7 @@ def token_moments(
     *,
     per_position=False,
     differences=False,
-    budget_bytes=None,
+    budget_bytes,
 ):
     """Mean and standard deviation of the token features over the valid tokens.
 
@@ -323,9 +322,9 @@ def token_moments(
     differences : bool, default=False
         The moments of the tokens' :func:`first_differences` instead of the
         tokens' (the first token of a sequence counts, with difference 0).
-    budget_bytes : float or None, default=None
-        Memory a block may use; None: scikit-learn's ``working_memory``. A
-        block holds at least one sample, and a sample above it warns (see
+    budget_bytes : float
+        Memory a block may use (scikit-learn's ``working_memory``, from the
+        estimator). A block holds at least one sample, and a sample above it warns (see
         :func:`batch_indices`).
 
     Returns
@@ -341,8 +340,6 @@ def token_moments(
     weights = np.asarray(weights, dtype=np.float64)
     lengths = sequence_lengths(sequences)
     n_features = token_width(sequences)
-    if budget_bytes is None:
-        budget_bytes = batch_budget()
 
     def row_bytes(n_tokens):
         """A sample's float64 tokens while its block is summed: the tokens

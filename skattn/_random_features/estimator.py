@@ -455,13 +455,18 @@ class RandomAttentionFeatures(
             )
         self.token_mean_ = self.token_scale_ = None
         self.difference_mean_ = self.difference_scale_ = None
+        budget = batch_budget()
         if self.scale_tokens:
             self.token_mean_, self.token_scale_ = token_moments(
-                sequences, sample_weight, per_position=table
+                sequences, sample_weight, per_position=table, budget_bytes=budget
             )
         if self.scale_tokens and self._any_difference():
             self.difference_mean_, self.difference_scale_ = token_moments(
-                sequences, sample_weight, per_position=table, differences=True
+                sequences,
+                sample_weight,
+                per_position=table,
+                differences=True,
+                budget_bytes=budget,
             )
         self.statistics_ = statistics
         self._pool_tokens = isinstance(self.pool_tokens, str) or bool(self.pool_tokens)
