@@ -509,7 +509,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
 
         Adam's two moment arrays are the size of the weights: about half of a
         pickle (see the user guide, "Persistence"). Without them the model
-        transforms and predicts as before, and a later ``partial_fit`` starts
+        transforms and predicts the same, and a later ``partial_fit`` starts
         Adam afresh from the fitted weights.
 
         Returns
