@@ -10,6 +10,8 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from .._input import CHANNELS_FIRST, IDS, input_format
+
 # The label of the class token of pooling="cls" (the model's, the last token):
 # not "[CLS]", the first word piece of BERT-style encoders (TokenEmbeddings),
 # which comes first in the same sequence.
@@ -233,3 +235,26 @@ def label_strings(token_labels, n_tokens, of):
             f"token_labels has {len(labels)} labels for {of}: give one label per token."
         )
     return labels
+
+
+def read_sample(estimator, X, sample, words, token_labels):
+    """Sample ``sample`` of ``X`` as ``estimator`` reads it (see
+    :func:`select_sample`), and its token labels: ``token_labels`` when
+    given, else the words of a text pipeline's first step (``words``).
+
+    Returns
+    -------
+    x_sample, n_units, is_table
+        As :func:`select_sample` returns them.
+    token_labels : list of str or None
+    """
+    fitted_format = input_format(estimator)
+    x_sample, n_units, is_table = select_sample(
+        X,
+        sample,
+        ids=fitted_format["kind"] == IDS,
+        channels_first=fitted_format["data_format"] == CHANNELS_FIRST,
+    )
+    if token_labels is None and words is not None:
+        token_labels = words(check_sample(sample, len(X)))
+    return x_sample, n_units, is_table, token_labels

@@ -7,15 +7,13 @@ import math
 
 import numpy as np
 
-from .._input import CHANNELS_FIRST, IDS, input_format
 from ._common import (
     attention_step,
     check_index,
     check_matplotlib,
-    check_sample,
     label_strings,
     model_token_labels,
-    select_sample,
+    read_sample,
 )
 
 # Every token gets its tick label, up to MAX_LABELS tokens (MAX_GRID_LABELS
@@ -337,15 +335,9 @@ class AttentionDisplay:
         estimator, X, words = attention_step(
             estimator, X, "AttentionDisplay.from_estimator"
         )
-        fitted_format = input_format(estimator)
-        x_sample, n_units, is_table = select_sample(
-            X,
-            sample,
-            ids=fitted_format["kind"] == IDS,
-            channels_first=fitted_format["data_format"] == CHANNELS_FIRST,
+        x_sample, n_units, is_table, token_labels = read_sample(
+            estimator, X, sample, words, token_labels
         )
-        if token_labels is None and words is not None:
-            token_labels = words(check_sample(sample, len(X)))
         weights = estimator.attention_weights(x_sample, layer=layer)[0]
         n_heads = weights.shape[0]
         if head is not None:

@@ -8,7 +8,6 @@ import html
 import numpy as np
 from sklearn.base import is_classifier, is_regressor
 
-from .._input import CHANNELS_FIRST, IDS, input_format
 from .._model.attribution import (
     ATTENDING_POOLINGS,
     pooling_attention,
@@ -19,10 +18,9 @@ from ._common import (
     attention_step,
     check_index,
     check_matplotlib,
-    check_sample,
     label_strings,
     model_token_labels,
-    select_sample,
+    read_sample,
 )
 
 METHODS = ("attribution", "attention")
@@ -368,15 +366,9 @@ class TokenAttributionDisplay:
             )
         if method == "attribution":
             _check_predictor(estimator)
-        fitted_format = input_format(estimator)
-        x_sample, n_units, is_table = select_sample(
-            X,
-            sample,
-            ids=fitted_format["kind"] == IDS,
-            channels_first=fitted_format["data_format"] == CHANNELS_FIRST,
+        x_sample, n_units, is_table, token_labels = read_sample(
+            estimator, X, sample, words, token_labels
         )
-        if token_labels is None and words is not None:
-            token_labels = words(check_sample(sample, len(X)))
         sequences = estimator._check_sequences(x_sample)
         params = estimator._fitted_params(compute_dtype(sequences), model)
         x = np.asarray(sequences[0])[np.newaxis]  # the sample alone, unpadded
