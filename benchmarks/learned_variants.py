@@ -45,9 +45,9 @@ from realdata import (
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
-import skattn._base
-import skattn._optimizers
-import skattn._training
+import skattn._estimators.base
+import skattn._training.adam
+import skattn._training.optimizers
 
 SCHEDULE = {"name": "constant", "warmup": 0.0, "max_iter": 1, "total_steps": 1}
 
@@ -68,9 +68,9 @@ def schedule_factor(step):
 def install_schedule():
     """Patch Adam's step and the training loop of this process (see the module
     docstring); the constant schedule leaves the package as it is."""
-    update_params = skattn._optimizers.AdamOptimizer.update_params
-    fit_adam = skattn._training.fit_adam
-    gen_batches = skattn._training.gen_batches
+    update_params = skattn._training.optimizers.AdamOptimizer.update_params
+    fit_adam = skattn._training.adam.fit_adam
+    gen_batches = skattn._training.adam.gen_batches
 
     def scheduled_update_params(self, params, grads):
         initial = self.state["learning_rate_init"]
@@ -91,9 +91,9 @@ def install_schedule():
             SCHEDULE["total_steps"] = SCHEDULE["max_iter"] * steps_per_epoch
         return gen_batches(n_train, batch_size, **kwargs)
 
-    skattn._optimizers.AdamOptimizer.update_params = scheduled_update_params
-    skattn._base.fit_adam = counting_fit_adam
-    skattn._training.gen_batches = counting_gen_batches
+    skattn._training.optimizers.AdamOptimizer.update_params = scheduled_update_params
+    skattn._estimators.base.fit_adam = counting_fit_adam
+    skattn._training.adam.gen_batches = counting_gen_batches
 
 
 def main(argv=None):

@@ -3,11 +3,11 @@
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+from ._estimators.predictors import AttentionClassifier, AttentionRegressor
+from ._estimators.transformer import AttentionTransformer
 from ._kernels.attention import scaled_dot_product_attention
 from ._kernels.multi_head import multi_head_attention
-from ._predictors import AttentionClassifier, AttentionRegressor
 from ._random_features import RandomAttentionFeatures
-from ._transformer import AttentionTransformer
 
 __version__ = "0.1.0.dev0"
 

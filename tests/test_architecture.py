@@ -15,24 +15,46 @@ import skattn
 
 PACKAGE = Path(skattn.__file__).parent
 
-# Each layer by the first part of its modules' names under skattn, bottom up.
+# Each layer by the dotted names of its modules (or packages) under skattn,
+# bottom up; a module belongs to the layer of its longest listed prefix.
 LAYERS = [
     ("infrastructure", {"_parallel"}),
     ("kernels", {"_kernels"}),
     ("model", {"_model"}),
+    ("input and targets", {"_input"}),
+    ("training", {"_training"}),
     (
         "estimator support",
-        {"_validation", "_input", "_resolve", "_targets", "_optimizers", "_callbacks"},
+        {"_estimators.resolve", "_estimators.docstrings", "_estimators.dask"},
     ),
-    ("training", {"_training", "_lbfgs"}),
-    ("integrations", {"_dask", "_docstrings", "datasets"}),
+    ("datasets", {"datasets"}),
     ("random features", {"_random_features"}),
-    ("attention estimators", {"_base"}),
-    ("public estimators", {"_transformer", "_predictors", "text"}),
+    ("attention estimators", {"_estimators.base"}),
+    (
+        "public estimators",
+        {"_estimators.transformer", "_estimators.predictors", "text"},
+    ),
     ("displays", {"plotting"}),
-    ("package", {"__init__"}),
+    ("package", {"__init__", "_estimators"}),
 ]
-RANK = {part: rank for rank, (_, parts) in enumerate(LAYERS) for part in parts}
+PREFIX_RANK = {
+    prefix: rank for rank, (_, parts) in enumerate(LAYERS) for prefix in parts
+}
+
+# At most this many private modules sit at the top of the package: the rest
+# live in the folders of their layers.
+MAX_TOP_LEVEL_PRIVATE_MODULES = 8
+
+
+def rank_of(name):
+    """The layer of a module by its dotted name under skattn."""
+    parts = name.split(".")
+    for n in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:n])
+        if prefix in PREFIX_RANK:
+            return PREFIX_RANK[prefix]
+    raise KeyError(f"{name} belongs to no layer of LAYERS")
+
 
 # Modules of pure numpy on arrays (and scipy): no scikit-learn.
 NUMPY_ONLY = (
@@ -82,16 +104,28 @@ MODULES = list(modules())
 
 
 def test_every_module_has_a_layer():
-    assert {name.split(".")[0] for name, _ in MODULES} == set(RANK)
+    for name, _ in MODULES:
+        rank_of(name)  # raises for a module of no layer
+
+
+def test_every_listed_layer_has_a_module():
+    names = [name for name, _ in MODULES]
+    for prefix in PREFIX_RANK:
+        assert any(n == prefix or n.startswith(prefix + ".") for n in names), prefix
+
+
+def test_private_modules_live_in_the_folders_of_their_layers():
+    top = [p.name for p in PACKAGE.glob("_*.py") if p.name != "__init__.py"]
+    assert len(top) <= MAX_TOP_LEVEL_PRIVATE_MODULES, sorted(top)
 
 
 @pytest.mark.parametrize("name, path", MODULES, ids=[name for name, _ in MODULES])
 def test_modules_import_only_their_layer_and_below(name, path):
-    rank = RANK[name.split(".")[0]]
+    rank = rank_of(name)
     for target, _ in imports(name, path):
         if target is None:
             continue
-        target_rank = RANK[target.split(".")[0]]
+        target_rank = rank_of(target)
         assert target_rank <= rank, (
             f"{name} ({LAYERS[rank][0]}) imports {target} "
             f"({LAYERS[target_rank][0]}), a layer above it"

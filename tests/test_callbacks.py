@@ -19,7 +19,7 @@ from skattn import (
     AttentionTransformer,
     RandomAttentionFeatures,
 )
-from skattn._callbacks import CALLBACK_BASES
+from skattn._training.callbacks import CALLBACK_BASES
 
 FAST = dict(max_iter=3, head_dim=4, n_heads=2, random_state=0)
 

@@ -24,7 +24,7 @@ from skattn import (
     AttentionTransformer,
     RandomAttentionFeatures,
 )
-from skattn._dask import block_orders
+from skattn._estimators.dask import block_orders
 
 SMALL = dict(n_heads=2, head_dim=4, ff_dim=8, random_state=0)
 
@@ -105,7 +105,7 @@ def test_import_skattn_imports_no_dask():
     """skattn imports without dask, and recognises no collection without it."""
     code = (
         "import sys, skattn\n"
-        "from skattn._dask import is_dask_collection\n"
+        "from skattn._estimators.dask import is_dask_collection\n"
         "class Fake:\n"
         "    def __dask_graph__(self):\n"
         "        return {}\n"

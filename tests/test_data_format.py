@@ -18,7 +18,7 @@ from numpy.testing import assert_allclose, assert_array_equal, assert_equal
 from sklearn.utils._param_validation import InvalidParameterError
 
 from skattn import AttentionTransformer, RandomAttentionFeatures
-from skattn._input import check_input
+from skattn._input.formats import check_input
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 

@@ -13,7 +13,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
-import skattn._training
+import skattn._training.adam
 from skattn import AttentionTransformer
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -25,14 +25,14 @@ FAST = dict(max_iter=4, n_iter_no_change=10, random_state=0, head_dim=8)
 def split_spy(monkeypatch):
     """Record the rows early stopping's internal split picks."""
     picked = []
-    split = skattn._training.validation_split
+    split = skattn._training.adam.validation_split
 
     def spy(*args, **kwargs):
         train, validation = split(*args, **kwargs)
         picked.append((train, validation))
         return train, validation
 
-    monkeypatch.setattr(skattn._training, "validation_split", spy)
+    monkeypatch.setattr(skattn._training.adam, "validation_split", spy)
     return picked
 
 

@@ -76,17 +76,17 @@ def test_balanced_class_weight_names_the_missing_class_in_partial_fit():
 def test_a_validation_split_of_zero_weight_is_named(monkeypatch):
     """Early stopping whose held-out samples all weigh zero raised
     ZeroDivisionError (their validation loss is 0 / 0)."""
-    import skattn._training
+    import skattn._training.adam
 
     X, y = _classification()
     picked = []
-    split = skattn._training.validation_split
+    split = skattn._training.adam.validation_split
 
     def spy(*args, **kwargs):
         picked.append(split(*args, **kwargs))
         return picked[-1]
 
-    monkeypatch.setattr(skattn._training, "validation_split", spy)
+    monkeypatch.setattr(skattn._training.adam, "validation_split", spy)
     est = AttentionTransformer(early_stopping=True, **FAST).fit(X, y)
     ((_, validation),) = picked  # the same rows at the next fit: the same seed
     weight = np.ones(len(y))

@@ -23,7 +23,7 @@ needs_skops = pytest.mark.skipif(
     sio is None, reason="skops is not installed (pip install skops, in the test extra)"
 )
 
-TRANSFORMER = "skattn._transformer.AttentionTransformer"
+TRANSFORMER = "skattn._estimators.transformer.AttentionTransformer"
 RANDOM_FEATURES = "skattn._random_features.estimator.RandomAttentionFeatures"
 
 

@@ -16,7 +16,7 @@ from threadpoolctl import threadpool_limits
 
 from skattn import AttentionTransformer
 from skattn._model.head import cross_entropy_loss, squared_loss
-from skattn._optimizers import AdamOptimizer
+from skattn._training.optimizers import AdamOptimizer
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -231,9 +231,9 @@ def test_results_do_not_depend_on_the_thread_count(ragged):
 def test_float32_loss_and_gradients_stay_float32(task, options):
     """No float64 creeps into the gradients (float64 sample weights and targets
     included)."""
+    from skattn._input.targets import TrainingSet
     from skattn._model.sequences import sequence_lengths
-    from skattn._targets import TrainingSet
-    from skattn._training import loss_gradients
+    from skattn._training.loss import loss_gradients
 
     X, y = order_task(n=40)
     X = X.astype(np.float32)
@@ -698,10 +698,10 @@ class Interrupt(BaseException):
 def interrupt_at_step(monkeypatch, step):
     """Make the ``step``-th minibatch gradient (from 1) raise Interrupt, in
     either solver."""
-    import skattn._lbfgs
-    import skattn._training
+    import skattn._training.adam
+    import skattn._training.lbfgs
 
-    loss_gradients = skattn._training.loss_gradients
+    loss_gradients = skattn._training.adam.loss_gradients
     calls = []
 
     def interrupted(*args, **kwargs):
@@ -710,8 +710,8 @@ def interrupt_at_step(monkeypatch, step):
             raise Interrupt
         return loss_gradients(*args, **kwargs)
 
-    monkeypatch.setattr(skattn._training, "loss_gradients", interrupted)
-    monkeypatch.setattr(skattn._lbfgs, "loss_gradients", interrupted)
+    monkeypatch.setattr(skattn._training.adam, "loss_gradients", interrupted)
+    monkeypatch.setattr(skattn._training.lbfgs, "loss_gradients", interrupted)
 
 
 def assert_same_training_state(a, b):
@@ -801,4 +801,4 @@ def test_convergence_warnings_point_at_the_estimators_method(solver):
     X, y = order_task(n=40)
     with pytest.warns(ConvergenceWarning) as record:
         AttentionTransformer(solver=solver, max_iter=1, tol=0).fit(X, y)
-    assert {Path(w.filename).name for w in record} == {"_transformer.py"}
+    assert {Path(w.filename).name for w in record} == {"transformer.py"}

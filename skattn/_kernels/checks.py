@@ -3,7 +3,7 @@
 :func:`skattn.scaled_dot_product_attention` and
 :func:`skattn.multi_head_attention` take arrays from users: each argument is
 checked here once, with a message that names it. Pure numpy (and scipy's
-sparse test): the estimators check their input in ``_validation.py``.
+sparse test): the estimators check their input in ``_input/validation.py``.
 """
 
 # Authors: The skattn developers

@@ -22,9 +22,22 @@ from sklearn.base import (
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._callbacks import CALLBACK_BASES, FitTasks
-from .._dask import blocked_outputs, is_dask_collection
-from .._input import CHANNELS_FIRST, CHANNELS_LAST, TABLE, check_input, input_format
+from .._estimators.dask import blocked_outputs, is_dask_collection
+from .._input.formats import (
+    CHANNELS_FIRST,
+    CHANNELS_LAST,
+    TABLE,
+    check_input,
+    input_format,
+)
+from .._input.validation import (
+    Interval,
+    StrOptions,
+    _fit_context,
+    batch_budget,
+    check_finite_output,
+    check_sample_weight,
+)
 from .._model.model import ModelConfig, build_model
 from .._model.pooling import STATISTICS
 from .._model.sequences import (
@@ -37,14 +50,7 @@ from .._model.sequences import (
     token_width,
 )
 from .._parallel import single_threaded_blas
-from .._validation import (
-    Interval,
-    StrOptions,
-    _fit_context,
-    batch_budget,
-    check_finite_output,
-    check_sample_weight,
-)
+from .._training.callbacks import CALLBACK_BASES, FitTasks
 from .configs import (
     THRESHOLDED,
     differences,
@@ -503,7 +509,7 @@ class RandomAttentionFeatures(
             When tokens too large for float32 (unstandardised, or far
             outside those of fit) make the models overflow, instead of NaN.
         """
-        if is_dask_collection(X):  # lazy, block by block (skattn._dask)
+        if is_dask_collection(X):  # lazy, block by block (skattn._estimators.dask)
             return blocked_outputs(self, "transform", X)
         check_is_fitted(self)
         sequences = check_input(self, X, reset=False)

@@ -10,7 +10,7 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from .._input import CHANNELS_FIRST, IDS, input_format
+from .._input.formats import CHANNELS_FIRST, IDS, input_format
 
 # The label of the class token of pooling="cls" (the model's, the last token):
 # not "[CLS]", the first word piece of BERT-style encoders (TokenEmbeddings),

@@ -14,7 +14,7 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import Interval, _fit_context
+from .._input.validation import Interval, _fit_context
 from ._words import _TextTransformer, check_texts
 
 # The token states TokenEmbeddings computed, by fitted model, length and text:

@@ -13,7 +13,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.feature_extraction.text import CountVectorizer
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import Interval, _fit_context
+from .._input.validation import Interval, _fit_context
 
 UNKNOWN = 0  # the id of tokens not in the vocabulary
 NO_WORD = "[UNK]"  # the token of a text without a word (the one token it gets)

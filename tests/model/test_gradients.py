@@ -279,9 +279,9 @@ def test_training_loss_gradient(rng, task, options):
     """Model + head + weighted loss + L2 penalty, as the solvers compute it,
     on ragged input."""
     from skattn import AttentionTransformer
+    from skattn._input.targets import TrainingSet
     from skattn._model.sequences import sequence_lengths
-    from skattn._targets import TrainingSet
-    from skattn._training import loss_gradients
+    from skattn._training.loss import loss_gradients
 
     X = [rng.standard_normal((n, 3)) for n in (4, 2, 5, 3, 1)]
     if task == "classification":

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from skattn import AttentionClassifier, AttentionTransformer
+from skattn._estimators.resolve import fitted_structure
 from skattn._model.model import ModelConfig, build_model
 from skattn._model.options import REGISTRIES
 from skattn._model.registry import Registry
-from skattn._resolve import fitted_structure
 
 
 @pytest.mark.parametrize("option", sorted(REGISTRIES))

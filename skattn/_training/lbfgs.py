@@ -1,7 +1,7 @@
 """The L-BFGS solver: full-batch L-BFGS-B on the packed parameter vector.
 
-The other solver of :mod:`skattn._training`, on the same loss and gradients
-(:func:`skattn._training.loss_gradients`), training set and history; like
+The other solver of :mod:`skattn._training.adam`, on the same loss and gradients
+(:func:`skattn._training.loss.loss_gradients`), training set and history; like
 scikit-learn's ``NeighborhoodComponentsAnalysis.fit``, through
 ``scipy.optimize.minimize``.
 """
@@ -17,8 +17,8 @@ import numpy as np
 import scipy.optimize
 from sklearn.exceptions import ConvergenceWarning
 
-from ._model.units import SparseRows
-from ._training import check_finite, largest_weight, loss_gradients, print_iteration
+from .._model.units import SparseRows
+from .loss import check_finite, largest_weight, loss_gradients, print_iteration
 
 
 def fit_lbfgs(

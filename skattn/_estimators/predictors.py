@@ -1,6 +1,6 @@
 """AttentionClassifier and AttentionRegressor: the transformer with its head.
 
-Both are :class:`~skattn._base.BaseAttention` with a fixed ``objective``: the
+Both are :class:`~skattn._estimators.base.BaseAttention` with a fixed ``objective``: the
 same model, the same training code, and the linear head that
 :class:`~skattn.AttentionTransformer` trains and sets aside, here used to
 predict.
@@ -16,13 +16,13 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.metaestimators import available_if
 
-from ._base import BaseAttention
-from ._dask import blocked_outputs, is_dask_collection
-from ._docstrings import fill_docstring
-from ._model.evaluate import forward_batches
-from ._model.sequences import compute_dtype
-from ._parallel import single_threaded_blas
-from ._validation import _fit_context, batch_budget, check_finite_output
+from .._input.validation import _fit_context, batch_budget, check_finite_output
+from .._model.evaluate import forward_batches
+from .._model.sequences import compute_dtype
+from .._parallel import single_threaded_blas
+from .base import BaseAttention
+from .dask import blocked_outputs, is_dask_collection
+from .docstrings import fill_docstring
 
 ATTRIBUTES = [
     "n_features_in_",
@@ -265,7 +265,7 @@ class AttentionClassifier(ClassifierMixin, BaseAttention):
             One logit per class; for two classes, the log-odds of
             ``classes_[1]`` (the difference of its logit and the other's).
         """
-        if is_dask_collection(X):  # lazy, block by block (skattn._dask)
+        if is_dask_collection(X):  # lazy, block by block (skattn._estimators.dask)
             return blocked_outputs(self, "decision_function", X)
         logits = head_outputs(self, X)
         if logits.shape[1] == 2:
@@ -287,7 +287,7 @@ class AttentionClassifier(ClassifierMixin, BaseAttention):
         y_pred : ndarray of shape (n_samples,)
             Predicted class labels.
         """
-        if is_dask_collection(X):  # lazy, block by block (skattn._dask)
+        if is_dask_collection(X):  # lazy, block by block (skattn._estimators.dask)
             return blocked_outputs(self, "predict", X)
         logits = head_outputs(self, X)
         return self.classes_[np.argmax(logits, axis=1)]
@@ -307,7 +307,7 @@ class AttentionClassifier(ClassifierMixin, BaseAttention):
         log_proba : ndarray of shape (n_samples, n_classes)
             Log-probability of each class of ``classes_``.
         """
-        if is_dask_collection(X):  # lazy, block by block (skattn._dask)
+        if is_dask_collection(X):  # lazy, block by block (skattn._estimators.dask)
             return blocked_outputs(self, "predict_log_proba", X)
         logits = head_outputs(self, X)
         shifted = logits - logits.max(axis=1, keepdims=True)
@@ -328,7 +328,7 @@ class AttentionClassifier(ClassifierMixin, BaseAttention):
         proba : ndarray of shape (n_samples, n_classes)
             Probability of each class of ``classes_``; rows sum to 1.
         """
-        if is_dask_collection(X):  # lazy, block by block (skattn._dask)
+        if is_dask_collection(X):  # lazy, block by block (skattn._estimators.dask)
             return blocked_outputs(self, "predict_proba", X)
         logits = head_outputs(self, X)
         proba = np.exp(logits - logits.max(axis=1, keepdims=True))
@@ -539,7 +539,7 @@ class AttentionRegressor(RegressorMixin, BaseAttention):
             1-D for a single target (``y`` of shape (n_samples,) or
             (n_samples, 1)).
         """
-        if is_dask_collection(X):  # lazy, block by block (skattn._dask)
+        if is_dask_collection(X):  # lazy, block by block (skattn._estimators.dask)
             return blocked_outputs(self, "predict", X)
         y_pred = head_outputs(self, X) * self._target_scale + self._target_mean
         if y_pred.shape[1] == 1:

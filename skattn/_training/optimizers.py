@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ._model.units import SparseRows
+from .._model.units import SparseRows
 
 
 class AdamOptimizer:

@@ -3,7 +3,7 @@
 :class:`BaseAttention` holds the parameter constraints, ``fit`` and
 ``partial_fit`` as a sequence of named steps (check the input and the target,
 make the training set, resolve the model's :class:`~skattn._model.model.ModelConfig`
-and seed it, train it with a solver of ``_training.py``), the translation
+and seed it, train it with a solver of ``_training``), the translation
 between the model's parameters and the fitted attributes, and the batched
 forward pass behind the per-token methods. The public estimators add their
 docstrings and the methods of their kind.
@@ -20,34 +20,16 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ._callbacks import CALLBACK_BASES, FitTasks
-from ._dask import blocked_fit, blocked_outputs, is_dask_collection
-from ._input import CHANNELS_FIRST, CHANNELS_LAST, IDS, TABLE, check_input, input_format
-from ._lbfgs import fit_lbfgs
-from ._model.evaluate import forward_batches, per_token_outputs
-from ._model.model import ModelConfig, build_model
-from ._model.options import REGISTRIES
-from ._model.sequences import (
-    SERIES_MAX_FEATURES,
-    compute_dtype,
-    sequence_lengths,
-    token_moments,
-    token_width,
+from .._input.formats import (
+    CHANNELS_FIRST,
+    CHANNELS_LAST,
+    IDS,
+    TABLE,
+    check_input,
+    input_format,
 )
-from ._parallel import single_threaded_blas
-from ._resolve import check_structure, fitted_structure, resolve_config
-from ._targets import TargetEncoding, check_classes, training_set, validation_set
-from ._training import (
-    AdamSettings,
-    History,
-    fit_adam,
-    fit_linear_head,
-    new_optimizer,
-    resolve_learning_rate,
-    resolve_patience,
-    training_dtype,
-)
-from ._validation import (
+from .._input.targets import TargetEncoding, check_classes, training_set, validation_set
+from .._input.validation import (
     Interval,
     StrOptions,
     batch_budget,
@@ -59,6 +41,31 @@ from ._validation import (
     format_bytes,
     option_constraint,
 )
+from .._model.evaluate import forward_batches, per_token_outputs
+from .._model.model import ModelConfig, build_model
+from .._model.options import REGISTRIES
+from .._model.sequences import (
+    SERIES_MAX_FEATURES,
+    compute_dtype,
+    sequence_lengths,
+    token_moments,
+    token_width,
+)
+from .._parallel import single_threaded_blas
+from .._training.adam import (
+    AdamSettings,
+    fit_adam,
+    new_optimizer,
+    resolve_learning_rate,
+    resolve_patience,
+)
+from .._training.state import History
+from .._training.head import fit_linear_head
+from .._training.loss import training_dtype
+from .._training.callbacks import CALLBACK_BASES, FitTasks
+from .._training.lbfgs import fit_lbfgs
+from .dask import blocked_fit, blocked_outputs, is_dask_collection
+from .resolve import check_structure, fitted_structure, resolve_config
 
 _STOCHASTIC_SOLVERS = ("adam",)
 
@@ -158,7 +165,9 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         self, X, y, sample_weight, *, incremental, classes=None, X_val=None, y_val=None
     ):
         """Shared body of fit and partial_fit."""
-        if is_dask_collection(X):  # Adam streamed over the blocks (skattn._dask)
+        if is_dask_collection(
+            X
+        ):  # Adam streamed over the blocks (skattn._estimators.dask)
             return blocked_fit(
                 self,
                 X,
@@ -303,7 +312,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         return train, user_weight
 
     def _target_encoding(self, task):
-        """The fitted :class:`~skattn._targets.TargetEncoding` of ``task``."""
+        """The fitted :class:`~skattn._input.targets.TargetEncoding` of ``task``."""
         if task == "classification":
             return TargetEncoding(task, classes=self.classes_)
         return TargetEncoding(task, mean=self._target_mean, scale=self._target_scale)
@@ -532,7 +541,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
 
     def _fit_head(self, train):
         """Fit the head on the trained model's pooled vectors and the tokens'
-        statistics (see :func:`~skattn._training.fit_linear_head`)."""
+        statistics (see :func:`~skattn._training.head.fit_linear_head`)."""
         model = self._model()
         params = self._fitted_params(compute_dtype(train.sequences), model)
         features = np.empty((len(train), model.head.n_features))
@@ -695,7 +704,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
             per token whatever ``data_format``: with ``"channels_first"``, one
             per time point.
         """
-        if is_dask_collection(X):  # lazy, block by block (skattn._dask)
+        if is_dask_collection(X):  # lazy, block by block (skattn._estimators.dask)
             return blocked_outputs(self, "transform_sequences", X)
         return self._per_token(X)
 
@@ -737,7 +746,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
             with patches, ``n_tokens`` counts patches. With
             ``data_format="channels_first"`` the tokens are the time points.
         """
-        if is_dask_collection(X):  # lazy, block by block (skattn._dask)
+        if is_dask_collection(X):  # lazy, block by block (skattn._estimators.dask)
             return blocked_outputs(
                 self, "attention_weights", X, layer=layer, max_bytes=max_bytes
             )

@@ -16,12 +16,12 @@ import math
 
 import numpy as np
 
-from ._input import IDS, TABLE
-from ._model.model import ModelConfig
-from ._model.options import REGISTRIES
-from ._model.pooling import TOKEN_STATISTICS
-from ._model.sequences import SERIES_MAX_FEATURES, series_median_length, token_width
-from ._model.units import patch_count
+from .._input.formats import IDS, TABLE
+from .._model.model import ModelConfig
+from .._model.options import REGISTRIES
+from .._model.pooling import TOKEN_STATISTICS
+from .._model.sequences import SERIES_MAX_FEATURES, series_median_length, token_width
+from .._model.units import patch_count
 
 # head_dim=None: a model 64 wide, as the one-layer torch encoder of the
 # benchmark, whatever the width of the tokens (user guide, "How the defaults
@@ -52,7 +52,7 @@ def resolve_config(params, kind, sequences, lengths, user_weight, init, n_output
     params : dict
         The estimator's parameters.
     kind : {"table", "sequences", "ids"}
-        How X was read (see ``skattn._input.input_format``).
+        How X was read (see ``skattn._input.formats.input_format``).
     sequences, lengths
         The checked training sequences and their lengths.
     user_weight : ndarray or None

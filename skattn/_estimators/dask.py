@@ -40,7 +40,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
-from ._training import History, resolve_patience, warn_if_diverged
+from .._training.state import History
+from .._training.adam import resolve_patience, warn_if_diverged
 
 
 def is_dask_collection(X):

@@ -15,7 +15,7 @@ vector is for in that class.
 import inspect
 import textwrap
 
-from ._model.options import REGISTRIES
+from .._model.options import REGISTRIES
 
 
 def option_entry(option, default, summary):

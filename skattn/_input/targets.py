@@ -23,8 +23,8 @@ from sklearn.utils import check_array
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 
-from ._model.sequences import compute_dtype, sequences_dtype
-from ._validation import check_array_like, normalize_weights
+from .._model.sequences import compute_dtype, sequences_dtype
+from .validation import check_array_like, normalize_weights
 
 
 @dataclasses.dataclass
@@ -348,7 +348,7 @@ def class_sample_weight(y, classes, class_weight, sample_weight):
     Returns
     -------
     sample_weight : ndarray of shape (n_samples,)
-        The product, normalised (see :func:`skattn._validation.normalize_weights`).
+        The product, normalised (see :func:`skattn._input.validation.normalize_weights`).
     exponent : int
         The power of two it was divided by.
     """

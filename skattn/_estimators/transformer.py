@@ -7,12 +7,12 @@ import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.metaestimators import available_if
 
-from ._base import BaseAttention
-from ._dask import blocked_outputs, is_dask_collection
-from ._docstrings import fill_docstring
-from ._model.sequences import compute_dtype
-from ._parallel import single_threaded_blas
-from ._validation import StrOptions, _fit_context, check_finite_output
+from .._input.validation import StrOptions, _fit_context, check_finite_output
+from .._model.sequences import compute_dtype
+from .._parallel import single_threaded_blas
+from .base import BaseAttention
+from .dask import blocked_outputs, is_dask_collection
+from .docstrings import fill_docstring
 
 
 @fill_docstring(
@@ -332,7 +332,7 @@ class AttentionTransformer(
             (``n_tokens * d_model_`` for ``pooling="flatten"``), then with
             ``pool_tokens`` five per token feature.
         """
-        if is_dask_collection(X):  # lazy, block by block (skattn._dask)
+        if is_dask_collection(X):  # lazy, block by block (skattn._estimators.dask)
             return blocked_outputs(self, "transform", X)
         sequences = self._check_sequences(X)
         X_new = np.empty(
