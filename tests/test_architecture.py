@@ -25,7 +25,12 @@ LAYERS = [
     ("training", {"_training"}),
     (
         "estimator support",
-        {"_estimators.resolve", "_estimators.docstrings", "_estimators.dask"},
+        {
+            "_estimators.resolve",
+            "_estimators.docstrings",
+            "_estimators.dask",
+            "_estimators.attributes",
+        },
     ),
     ("datasets", {"datasets"}),
     ("random features", {"_random_features"}),

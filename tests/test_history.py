@@ -38,8 +38,8 @@ def split_spy(monkeypatch):
 
 def penalty(est):
     """0.5 * ||W||^2 over the penalised parameters of the fitted model."""
-    model = est._model()
-    params = est._fitted_params(np.float64, model)
+    model = est._fitted.model
+    params = est._fitted.cast(np.float64)
     return sum(
         0.5 * np.sum(params[name] ** 2)
         for name, spec in model.param_specs().items()

@@ -1,8 +1,8 @@
 """Persistence: pickle and skops round trips give the same model, bit for bit.
 
-A fitted estimator holds only numpy arrays, Python numbers, dicts and lists
-(Adam's state included, as ``_optimizer_state``), so ``skops.io.load`` needs to
-trust nothing but skattn's public estimator classes.
+A fitted estimator pickles as numpy arrays, Python numbers, dicts and lists
+(its fitted model, Adam's state included, as plain dicts), so
+``skops.io.load`` needs to trust nothing but skattn's public estimator classes.
 """
 
 import pickle
@@ -101,7 +101,7 @@ def test_skops_trusts_only_the_public_estimator_classes(task):
         assert expected == [public], name
         assert sio.get_untrusted_types(data=sio.dumps(est)) == expected, name
     # the Adam state is plain numbers and arrays
-    state = adam().fit(X, y)._optimizer_state
+    state = adam().fit(X, y)._fitted.optimizer_state
     assert isinstance(state["t"], int) and state["t"] > 0
     for key in ("ms", "vs"):
         assert all(isinstance(v, np.ndarray) for v in state[key].values())
@@ -118,7 +118,10 @@ def test_partial_fit_after_a_round_trip_continues_as_without(task, round_trip, s
     for _ in range(2):
         uninterrupted.partial_fit(X, y)
         interrupted.partial_fit(X, y)
-    assert interrupted._optimizer_state["t"] == uninterrupted._optimizer_state["t"]
+    assert (
+        interrupted._fitted.optimizer_state["t"]
+        == uninterrupted._fitted.optimizer_state["t"]
+    )
     assert_array_equal(interrupted.transform(X), uninterrupted.transform(X))
     assert_array_equal(interrupted.head_coef_, uninterrupted.head_coef_)
     assert interrupted.loss_curve_ == uninterrupted.loss_curve_
@@ -133,13 +136,13 @@ def test_discarding_the_optimizer_state_halves_the_pickle_and_restarts_adam():
     X, y = order_task(n=60)
     clf = AttentionClassifier(max_iter=3, batch_size=20, random_state=0).fit(X, y)
     full = pickle.dumps(clf)
-    assert clf._optimizer_state["t"] == 3 * 3
+    assert clf._fitted.optimizer_state["t"] == 3 * 3
     slim = pickle.dumps(clf.discard_optimizer_state())
     assert len(slim) < 0.6 * len(full)
     restored = pickle.loads(slim)
     assert_array_equal(restored.predict_proba(X), pickle.loads(full).predict_proba(X))
     restored.partial_fit(X, y)
-    assert restored._optimizer_state["t"] == 3  # one epoch of three batches
+    assert restored._fitted.optimizer_state["t"] == 3  # one epoch of three batches
 
 
 @needs_skops

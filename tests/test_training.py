@@ -241,8 +241,8 @@ def test_float32_loss_and_gradients_stay_float32(task, options):
         y = y + np.linspace(0, 1, len(y))  # float64 targets
     est = AttentionTransformer(n_heads=2, max_iter=1, random_state=0, **options)
     est.fit(X, y)
-    model = est._model()
-    params = est._fitted_params(np.float32, model)
+    model = est._fitted.model
+    params = est._fitted.cast(np.float32)
     assert {value.dtype for value in params.values()} == {np.dtype(np.float32)}
     y_encoded = y if task == "classification" else y[:, None]
     weight = np.ones(len(y))
@@ -323,7 +323,7 @@ def test_auto_learning_rate_doubles_with_early_stopping(early_stopping, step):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         est.fit(X, y)
-    assert est._optimizer_state["learning_rate_init"] == step
+    assert est._fitted.optimizer_state["learning_rate_init"] == step
     # the same first step as the number itself
     given = AttentionTransformer(
         early_stopping=early_stopping, learning_rate_init=step, **kwargs
@@ -334,7 +334,7 @@ def test_auto_learning_rate_doubles_with_early_stopping(early_stopping, step):
     assert_array_equal(est.layers_[0]["query"], given.layers_[0]["query"])
     # partial_fit goes on with the fit's step size (it never validates)
     est.partial_fit(X, y)
-    assert est._optimizer_state["learning_rate_init"] == step
+    assert est._fitted.optimizer_state["learning_rate_init"] == step
 
 
 def test_early_stopping_keeps_the_best_weights():
@@ -367,7 +367,7 @@ def test_early_stopping_auto_holds_out_data_from_2000_samples(n_samples, on):
     assert (est.validation_scores_ is not None) is on
     # batch_size="auto": 32 with early stopping (200 of 2000 held out), else 200
     steps = math.ceil(1800 / 32) if on else math.ceil(n_samples / 200)
-    assert est._optimizer_state["t"] == 2 * steps
+    assert est._fitted.optimizer_state["t"] == 2 * steps
     if on:
         assert len(est.validation_scores_) == 2
     # partial_fit never holds out samples
@@ -720,7 +720,7 @@ def assert_same_training_state(a, b):
     assert_array_equal(a.layers_[0]["query"], b.layers_[0]["query"])
     assert_array_equal(a.head_coef_, b.head_coef_)
     assert a.layers_[0]["query"].dtype == b.layers_[0]["query"].dtype
-    state_a, state_b = a._optimizer_state, b._optimizer_state
+    state_a, state_b = a._fitted.optimizer_state, b._fitted.optimizer_state
     assert state_a["t"] == state_b["t"]
     for name in state_a["ms"]:
         assert_array_equal(state_a["ms"][name], state_b["ms"][name])

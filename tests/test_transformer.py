@@ -307,7 +307,7 @@ def test_batches_stay_within_working_memory(kind, training):
     est = AttentionTransformer(
         n_heads=1, head_dim=2, ff_dim=0, scale_tokens=False, random_state=0
     ).fit(X)
-    row_bytes = model_row_bytes(est._model(), X, training=training)
+    row_bytes = model_row_bytes(est._fitted.model, X, training=training)
     plan = list(padded_batches(X, lengths, np.arange(n), row_bytes, budget))
     assert len(plan) > 1
     assert_array_equal(
@@ -324,8 +324,8 @@ def test_batches_stay_within_working_memory(kind, training):
 def test_row_bytes_grow_with_depth_width_and_training():
     X = make_3d(width=4)
     kwargs = dict(n_heads=2, head_dim=8, scale_tokens=False, random_state=0)
-    shallow = AttentionTransformer(ff_dim=0, **kwargs).fit(X)._model()
-    deep = AttentionTransformer(n_layers=3, ff_dim=32, **kwargs).fit(X)._model()
+    shallow = AttentionTransformer(ff_dim=0, **kwargs).fit(X)._fitted.model
+    deep = AttentionTransformer(n_layers=3, ff_dim=32, **kwargs).fit(X)._fitted.model
     options = dict(n_features=4, itemsize=8)
     inference = shallow.row_bytes(10, training=False, **options)
     assert inference == 10 * (4 + 10 * 16 + 2) * 8  # tokens, 10 activations, scores

@@ -3,10 +3,11 @@
 :class:`BaseAttention` holds the parameter constraints, ``fit`` and
 ``partial_fit`` as a sequence of named steps (check the input and the target,
 make the training set, resolve the model's :class:`~skattn._model.model.ModelConfig`
-and seed it, train it with a solver of ``_training``), the translation
-between the model's parameters and the fitted attributes, and the batched
-forward pass behind the per-token methods. The public estimators add their
-docstrings and the methods of their kind.
+and seed it, train it with a solver of ``_training``), the fitted state (one
+:class:`~skattn._training.state.FittedModel`, which the fitted attributes
+read: see ``attributes.py``), and the batched forward pass behind the
+per-token methods. The public estimators add their docstrings and the methods
+of their kind.
 """
 
 # Authors: The skattn developers
@@ -42,7 +43,7 @@ from .._input.validation import (
     option_constraint,
 )
 from .._model.evaluate import forward_batches, per_token_outputs
-from .._model.model import ModelConfig, build_model
+from .._model.model import build_model
 from .._model.options import REGISTRIES
 from .._model.sequences import (
     SERIES_MAX_FEATURES,
@@ -59,11 +60,12 @@ from .._training.adam import (
     resolve_learning_rate,
     resolve_patience,
 )
-from .._training.state import History
-from .._training.head import fit_linear_head
-from .._training.loss import training_dtype
 from .._training.callbacks import CALLBACK_BASES, FitTasks
+from .._training.head import fit_linear_head
 from .._training.lbfgs import fit_lbfgs
+from .._training.loss import training_dtype
+from .._training.state import FittedModel, History
+from .attributes import FittedAttributes
 from .dask import blocked_fit, blocked_outputs, is_dask_collection
 from .resolve import check_structure, fitted_structure, resolve_config
 
@@ -77,25 +79,8 @@ AUTO_EARLY_STOPPING_SAMPLES = 2000
 # 1 GiB, as scikit-learn's default working_memory.
 ATTENTION_WEIGHTS_MAX_BYTES = 2**30
 
-# The fitted attributes of the parameters outside the encoder layers (those
-# live in layers_): None where the model has no such parameter. Every
-# ParamSpec.attribute of the units is one of them.
-PARAMETER_ATTRIBUTES = (
-    "token_mean_",
-    "token_scale_",
-    "input_weights_",
-    "token_embeddings_",
-    "position_embeddings_",
-    "cls_token_",
-    "final_norm_weight_",
-    "final_norm_bias_",
-    "pooling_query_",
-    "head_coef_",
-    "head_intercept_",
-)
 
-
-class BaseAttention(*CALLBACK_BASES, BaseEstimator):
+class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
     """Base class of the attention estimators (not for direct use)."""
 
     _parameter_constraints: dict = {
@@ -168,7 +153,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         if is_dask_collection(
             X
         ):  # Adam streamed over the blocks (skattn._estimators.dask)
-            return blocked_fit(
+            fitted, fresh = blocked_fit(
                 self,
                 X,
                 y,
@@ -178,14 +163,15 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
                 X_val=X_val,
                 y_val=y_val,
             )
+            return self._adopt(fitted, fresh)
         tasks = FitTasks(self, X, y, sample_weight, X_val, y_val)
-        first_pass = not hasattr(self, "layers_") or not (
+        first_pass = not hasattr(self, "_fitted") or not (
             self.warm_start or incremental
         )
         if X_val is not None or y_val is not None:
             self._check_validation_request(X_val, y_val)
         if not first_pass:  # from here on, the model is the fitted one
-            structure = fitted_structure(self._config(), input_format(self))
+            structure = fitted_structure(self._fitted.config, input_format(self))
             check_structure(self.get_params(), structure, incremental)
         role = "partial_fit" if incremental else "warm_start"
         sequences = check_input(self, X, reset=first_pass, role=role)
@@ -214,6 +200,18 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         tasks.finish()
         return self
 
+    def _adopt(self, fitted, fresh):
+        """Take the fitted state ``fitted`` (a dict of fitted attributes,
+        ``_fitted`` among them) as this estimator's; with ``fresh``, the
+        attributes of a former fit that it lacks go, as a new fit resets them."""
+        if fresh:
+            for key in list(vars(self)):
+                stale = key.endswith("_") or key == "_fitted"
+                if stale and key not in fitted and key not in self.get_params():
+                    delattr(self, key)
+        vars(self).update(fitted)
+        return self
+
     def _check_validation_request(self, X_val, y_val):
         """X_val and y_val together, for Adam's early stopping (as in
         HistGradientBoostingClassifier)."""
@@ -235,7 +233,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
 
     def _check_lengths(self, lengths, reset=False):
         """With pooling="flatten", every sequence has one length (fit's)."""
-        pooling = self.pooling if reset else self._config().pooling
+        pooling = self.pooling if reset else self._fitted.config.pooling
         if pooling != "flatten":
             return
         if reset and np.any(lengths != lengths[0]):
@@ -330,7 +328,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         except ValueError as exc:
             raise ValueError(f"X_val: {exc}") from exc
         lengths = sequence_lengths(sequences)
-        pooling = self.pooling if first_pass else self._config().pooling
+        pooling = self.pooling if first_pass else self._fitted.config.pooling
         n_tokens = train.lengths[0]
         if pooling == "flatten" and np.any(wrong := lengths != n_tokens):
             raise ValueError(
@@ -396,11 +394,6 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         config = resolve_config(
             self.get_params(), kind, sequences, lengths, user_weight, init, n_outputs
         )
-        self._model_config = config.as_dict()
-        self.n_heads_ = config.n_heads
-        self.head_dim_ = config.d_model // config.n_heads
-        self.d_model_ = config.d_model
-        self.patch_size_ = config.patch_size
         self.max_tokens_ = int(lengths.max())
         model = build_model(config)
         flat, _ = model.flat_init(init)
@@ -412,7 +405,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         ):
             # the statistics' rows of the head wait at zero until fit fits
             # them: the model without them is the one that trains
-            pooled = build_model(config.replace(token_statistics=())).head.n_features
+            pooled = model.pooled_head_only().head.n_features
             params["head_coef"][pooled:] = 0
         if config.token_scale_shape is not None:
             weight = user_weight if train is None else train.sample_weight
@@ -422,12 +415,10 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
                 per_position=input_format(self)["kind"] == TABLE,
                 budget_bytes=batch_budget(),
             )
-        self._store_params(params, model)
         history = History()
         if self.early_stopping_:
             history.start_validation()
-        history.write(self)
-        self._optimizer_state = None
+        self._fitted = FittedModel.of(model, params, history)
 
     def _train(self, train, validation, incremental, tasks):
         """Train the fitted model on ``train`` with the solver.
@@ -436,48 +427,84 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         vector alone while the model trains; ``fit`` then fits the whole head,
         statistics included (:meth:`_fit_head`).
         """
-        config = self._config()
-        # the model as it trains: its head on the pooled vector only
-        model = build_model(config.replace(token_statistics=()))
+        fitted = self._fitted
+        model = fitted.model.pooled_head_only()  # the model as it trains
         input_dtype = compute_dtype(train.sequences)
         dtype = training_dtype(self.solver, input_dtype)
         fitted_train, train = train, train.astype(dtype)
         if validation is not None:
             validation = validation.astype(dtype)
-        params = self._fitted_params(dtype, model, copy=True)
-        n_pooled = model.head.param_specs()["head_coef"].shape[0]
+        params = fitted.cast(dtype, model.param_specs(), copy=True)
+        n_pooled = model.head.n_features
         params["head_coef"] = params["head_coef"][:n_pooled].copy()
-        history = History.read(self)
-        name = type(self).__name__
-        tasks.to_attributes = lambda params: self._model().to_attributes(
-            self._with_full_head(self._trained_params(params, model, input_dtype))
-        )
+        history = fitted.history.copy()
+        trainable = set(model.trainable_names())
+
+        def stored(params):
+            """The solver's parameters as the fitted model holds them: the
+            learned ones in the input's dtype, the head's rows of the tokens'
+            statistics after the trained rows, the token statistics as fit
+            measured them."""
+            out = {
+                name: value.astype(input_dtype)
+                if name in trainable
+                else fitted.params[name]
+                for name, value in params.items()
+            }
+            full = fitted.params["head_coef"]
+            if len(full) > n_pooled:
+                out["head_coef"] = full.astype(input_dtype)  # a copy
+                out["head_coef"][:n_pooled] = params["head_coef"]
+            return fitted.replace(params=out)
+
+        tasks.fitted_state = lambda params: {"_fitted": stored(params)}
+        optimizer = settings = None
+        if self.solver == "adam":
+            settings = self._adam_settings(incremental)
+            state = fitted.optimizer_state if incremental else None
+            optimizer = new_optimizer(params, model, settings, state)
+        n_iter = history.n_iter
+        self._print_header()
         start = time.time()
-        if self.verbose:
-            header = f"{'Iteration':>10} {'Objective Value':>20} {'Time(s)':>10}"
-            if self.early_stopping_:
-                header += f" {'Validation':>12}"
-            print(f"[{name}]\n[{name}] {header}")
-            print(f"[{name}] {'-' * len(header)}")
         # one BLAS thread: on the small matrix products of a minibatch, two
         # threads ran many times slower on a busy 2-core machine
         try:
             with single_threaded_blas():
                 self._solve(
-                    model, params, train, validation, incremental, history, tasks
+                    model,
+                    params,
+                    train,
+                    validation,
+                    history,
+                    tasks,
+                    settings,
+                    optimizer,
                 )
         finally:  # trained, or as far as an interrupted fit went (one epoch's state)
-            trained = self._trained_params(params, model, input_dtype)
-            self._store_params(self._with_full_head(trained), self._model())
-            history.write(self)
+            result = stored(params).replace(history=history)
+            if optimizer is not None and history.n_iter > n_iter:
+                result = result.replace(optimizer_state=optimizer.state)
+            self._fitted = result
         if self.verbose:
-            print(f"[{name}] Training took {time.time() - start:.2f}s.")
-        if config.token_statistics and not incremental:
+            print(f"[{type(self).__name__}] Training took {time.time() - start:.2f}s.")
+        if fitted.config.token_statistics and not incremental:
             self._fit_head(fitted_train)
 
-    def _solve(self, model, params, train, validation, incremental, history, tasks):
-        """Run the solver on ``params`` and ``history`` (in place)."""
+    def _print_header(self):
+        """The verbose table's header."""
+        if not self.verbose:
+            return
         name = type(self).__name__
+        header = f"{'Iteration':>10} {'Objective Value':>20} {'Time(s)':>10}"
+        if self.early_stopping_:
+            header += f" {'Validation':>12}"
+        print(f"[{name}]\n[{name}] {header}")
+        print(f"[{name}] {'-' * len(header)}")
+
+    def _solve(
+        self, model, params, train, validation, history, tasks, settings, optimizer
+    ):
+        """Run the solver on ``params``, ``history`` and ``optimizer`` (in place)."""
         if self.solver == "lbfgs":
             fit_lbfgs(
                 model,
@@ -489,29 +516,21 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
                 history=history,
                 tasks=tasks,
                 verbose=self.verbose,
-                name=name,
+                name=type(self).__name__,
             )
-        else:
-            settings = self._adam_settings(incremental)
-            state = self._optimizer_state if incremental else None
-            optimizer = new_optimizer(params, model, settings, state)
-            n_iter = history.n_iter
-            try:
-                fit_adam(
-                    model,
-                    params,
-                    train,
-                    settings,
-                    history=history,
-                    optimizer=optimizer,
-                    rng=self._random_state,
-                    tasks=tasks,
-                    validation=validation,
-                    classes=getattr(self, "classes_", None),
-                )
-            finally:  # interrupted before its first epoch ended: as it was
-                if history.n_iter > n_iter:
-                    self._optimizer_state = optimizer.state
+            return
+        fit_adam(
+            model,
+            params,
+            train,
+            settings,
+            history=history,
+            optimizer=optimizer,
+            rng=self._random_state,
+            tasks=tasks,
+            validation=validation,
+            classes=getattr(self, "classes_", None),
+        )
 
     def discard_optimizer_state(self):
         """Forget the state of Adam that :meth:`partial_fit` continues from.
@@ -526,24 +545,15 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         self : object
         """
         check_is_fitted(self)
-        self._optimizer_state = None
+        self._fitted = self._fitted.replace(optimizer_state=None)
         return self
-
-    def _with_full_head(self, params):
-        """Trained parameters whose head covers the pooled vector only, with
-        the fitted head's rows of the tokens' statistics after it."""
-        coef = params["head_coef"]
-        if len(coef) == len(self.head_coef_):
-            return params
-        full = self.head_coef_.astype(coef.dtype)  # a copy
-        full[: len(coef)] = coef
-        return {**params, "head_coef": full}
 
     def _fit_head(self, train):
         """Fit the head on the trained model's pooled vectors and the tokens'
         statistics (see :func:`~skattn._training.head.fit_linear_head`)."""
-        model = self._model()
-        params = self._fitted_params(compute_dtype(train.sequences), model)
+        fitted = self._fitted
+        model = fitted.model
+        params = fitted.cast(compute_dtype(train.sequences))
         features = np.empty((len(train), model.head.n_features))
         with single_threaded_blas():
             for rows, _, pooled in forward_batches(
@@ -551,9 +561,12 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
             ):
                 features[rows] = pooled
         coef, intercept = fit_linear_head(features, train)
-        dtype = self.head_coef_.dtype
-        self.head_coef_ = np.ascontiguousarray(coef, dtype=dtype)
-        self.head_intercept_ = np.asarray(intercept, dtype=dtype)
+        dtype = fitted.params["head_coef"].dtype
+        head = {
+            "head_coef": np.ascontiguousarray(coef, dtype=dtype),
+            "head_intercept": np.asarray(intercept, dtype=dtype),
+        }
+        self._fitted = fitted.replace(params={**fitted.params, **head})
 
     def _adam_settings(self, incremental):
         """The solver's hyper-parameters, ``"auto"`` resolved."""
@@ -580,44 +593,6 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
             name=type(self).__name__,
         )
 
-    # The model and its parameters
-    # ----------------------------
-
-    def _config(self):
-        """The fitted model's :class:`~skattn._model.model.ModelConfig`."""
-        config = dict(self._model_config)
-        if config["token_scale_shape"] is not None:
-            config["token_scale_shape"] = tuple(config["token_scale_shape"])
-        config["token_statistics"] = tuple(config["token_statistics"])
-        return ModelConfig(**config)
-
-    def _model(self):
-        """The fitted model (with its training head, when it has one)."""
-        return build_model(self._config())
-
-    def _fitted_params(self, dtype, model, copy=False):
-        """The fitted parameters of ``model`` as a dict, cast to ``dtype``."""
-        params = model.from_attributes(self)
-        return {name: value.astype(dtype, copy=copy) for name, value in params.items()}
-
-    def _trained_params(self, params, model, dtype):
-        """The solver's parameters as stored: the trained ones copied in the
-        input's ``dtype``, the fixed ones (token statistics) at the full
-        precision they were stored with."""
-        fixed = model.from_attributes(self)
-        trainable = model.trainable_names()
-        return {
-            name: value.astype(dtype) if name in trainable else fixed[name]
-            for name, value in params.items()
-        }
-
-    def _store_params(self, params, model):
-        """Store a parameter dict as fitted attributes (None for absent ones)."""
-        attributes = dict.fromkeys(PARAMETER_ATTRIBUTES)
-        attributes.update(model.to_attributes(params))
-        for name, value in attributes.items():
-            setattr(self, name, value)
-
     # The forward pass
     # ----------------
 
@@ -632,28 +607,27 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
         """The fitted model on batches within ``working_memory``: ``(rows,
         tokens, pooled)`` of each (see
         :func:`~skattn._model.evaluate.forward_batches`)."""
-        model = self._model()
-        params = self._fitted_params(compute_dtype(sequences), model)
-        return forward_batches(model, params, sequences, batch_budget())
+        params = self._fitted.cast(compute_dtype(sequences))
+        return forward_batches(self._fitted.model, params, sequences, batch_budget())
 
     def _per_token(self, X, layer=None, max_bytes=None):
         """Per-token outputs, or the attention weights of ``layer`` (checked),
         of at most ``max_bytes`` (see ``attention_weights``)."""
         check_max_bytes(max_bytes)
         sequences = self._check_sequences(X)
-        model = self._model()
+        model = self._fitted.model
         dtype = compute_dtype(sequences)
         if layer is not None:
             n_tokens = model.token_lengths(sequence_lengths(sequences))
             self._check_weights_bytes(n_tokens, dtype, max_bytes)
-        params = self._fitted_params(dtype, model)
+        params = self._fitted.cast(dtype)
         out = per_token_outputs(model, params, sequences, batch_budget(), layer=layer)
         check_finite_output(self, out, sequences, self._scales_tokens())
         return out
 
     def _scales_tokens(self):
         """Whether the fitted model standardises its tokens."""
-        return self._config().token_scale_shape is not None
+        return self._fitted.config.token_scale_shape is not None
 
     def _check_weights_bytes(self, n_tokens, dtype, max_bytes):
         """Raise before computing attention weights larger than ``max_bytes``."""
@@ -673,7 +647,7 @@ class BaseAttention(*CALLBACK_BASES, BaseEstimator):
     def _check_layer(self, layer):
         """The index in ``range(n_layers)`` of ``layer`` (negative counts back)."""
         check_is_fitted(self)
-        n_layers = len(self.layers_)
+        n_layers = self._fitted.config.n_layers
         if not isinstance(layer, Integral) or not -n_layers <= layer < n_layers:
             raise ValueError(
                 f"layer must be an integer in [-{n_layers}, {n_layers}) for a model "

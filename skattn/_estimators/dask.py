@@ -40,8 +40,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
-from .._training.state import History
 from .._training.adam import resolve_patience, warn_if_diverged
+from .._training.state import History
 
 
 def is_dask_collection(X):
@@ -236,9 +236,13 @@ def blocked_fit(
 
     Returns
     -------
-    est
-        Fitted, with ``n_iter_`` counting epochs and ``loss_curve_`` one loss
-        per epoch: the blocks' losses weighted by their summed sample weight.
+    fitted : dict
+        The fitted state for ``est`` (see :meth:`BaseAttention._adopt`): that
+        of a working copy trained on the blocks, its history counting epochs
+        (``n_iter_``) with one loss per epoch (``loss_curve_``): the blocks'
+        losses weighted by their summed sample weight.
+    fresh : bool
+        Whether the fit started afresh (the former fitted state goes).
     """
     name = type(est).__name__
     call = f"{name}.{'partial_fit' if incremental else 'fit'}"
@@ -280,12 +284,12 @@ def blocked_fit(
     if not blocks:
         raise ValueError(f"{call}: X has no samples (shape {X.shape}).")
 
-    fitted = hasattr(est, "layers_")
+    fitted = hasattr(est, "_fitted")
     fresh = not fitted or not (est.warm_start or incremental)
     work = clone(est) if fresh else copy.deepcopy(est)
     if not fresh and not incremental:
         # fit with warm_start: Adam's moments start afresh, as in memory
-        work._optimizer_state = None
+        work.discard_optimizer_state()
     task, labels = _task(est, y, y_blocks, fresh)
     if task == "classification" and classes is None and fresh:
         # partial_fit needs every class at its first call
@@ -296,7 +300,7 @@ def blocked_fit(
         work.set_params(objective=task)
     if task is None:  # nothing is learned: the model is seeded on one block
         work = _fit_step(work, X.blocks[blocks[0]], None, None, None, False)
-        return _copy_fitted(work, est, fresh)
+        return _fitted_state(work, work._fitted), fresh
 
     block_weights = np.asarray(X.chunks[0], dtype=np.float64)
     if sample_weight is not None:
@@ -314,10 +318,11 @@ def blocked_fit(
     sizes = np.asarray(X.chunks[0])
     orders = [order[sizes[order] > 0] for order in orders]  # no empty block
     stopped = False
+    # one entry of the history per epoch, not one per block's partial_fit
+    history = work._fitted.history.copy() if not fresh else History()
     for order in orders:
-        # one entry of the history per epoch, not one per block's partial_fit
-        history = History.read(work) if hasattr(work, "layers_") else History()
-        n_losses = len(history.loss_curve)
+        n_losses = len(work.loss_curve_) if hasattr(work, "_fitted") else 0
+        t = work.t_ if hasattr(work, "_fitted") else 0
         for index in order:
             work = _fit_step(
                 work,
@@ -330,8 +335,7 @@ def blocked_fit(
         losses = np.asarray(work.loss_curve_[n_losses:])
         weights = block_weights[order]
         loss = float(np.sum(losses * weights) / np.sum(weights))
-        history.end_epoch(loss, work.t_ - history.t, est.tol)
-        history.write(work)
+        history.end_epoch(loss, work.t_ - t, est.tol)
         if not incremental and history.no_improvement_count > n_iter_no_change:
             stopped = True
             break
@@ -343,9 +347,9 @@ def blocked_fit(
             stacklevel=3,
         )
     if not incremental:
-        learning_rate = work._optimizer_state["learning_rate_init"]
-        warn_if_diverged(History.read(work), learning_rate, stacklevel=4)
-    return _copy_fitted(work, est, fresh)
+        learning_rate = work._fitted.optimizer_state["learning_rate_init"]
+        warn_if_diverged(history, learning_rate, stacklevel=4)
+    return _fitted_state(work, work._fitted.replace(history=history)), fresh
 
 
 def block_orders(random_state, n_blocks, n_epochs):
@@ -446,15 +450,9 @@ def _task(est, y, y_blocks, fresh):
     return task, _as_1d(labels)
 
 
-def _copy_fitted(work, est, fresh):
-    """Move the fitted state of ``work`` into ``est``; its parameters stay."""
-    parameters = est.get_params(deep=False)
-    if fresh:  # the attributes of a former fit go, as a new fit resets them
-        for key in list(vars(est)):
-            stale = key.endswith("_") or key == "_optimizer_state"
-            if stale and key not in parameters and key not in vars(work):
-                delattr(est, key)
-    for key, value in vars(work).items():
-        if key not in parameters:
-            setattr(est, key, value)
-    return est
+def _fitted_state(work, fitted):
+    """The fitted attributes of the working copy ``work`` (not its
+    parameters), with ``fitted`` as its fitted model."""
+    parameters = work.get_params(deep=False)
+    state = {key: value for key, value in vars(work).items() if key not in parameters}
+    return {**state, "_fitted": fitted}

@@ -41,9 +41,9 @@ def head_outputs(estimator, X):
     dtype of X.
     """
     sequences = estimator._check_sequences(X)
-    model = estimator._model()
+    model = estimator._fitted.model
     dtype = compute_dtype(sequences)
-    params = estimator._fitted_params(dtype, model)
+    params = estimator._fitted.cast(dtype)
     out = np.empty((len(sequences), model.config.n_outputs), dtype=dtype)
     with single_threaded_blas():
         for rows, _, pooled in forward_batches(

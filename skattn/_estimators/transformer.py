@@ -361,7 +361,7 @@ class AttentionTransformer(
             ``attentiontransformer_tokens_{statistic}_{feature}``.
         """
         names = super().get_feature_names_out(input_features)
-        config = self._config()
+        config = self._fitted.config
         if not config.token_statistics:
             return names
         width = config.n_features
@@ -377,7 +377,7 @@ class AttentionTransformer(
     @property
     def _n_features_out(self):
         """Number of output features, for ``get_feature_names_out``."""
-        config = self._config()
+        config = self._fitted.config
         n_features = self.d_model_
         if config.pooling == "flatten":
             n_features = config.n_positions * self.d_model_

@@ -348,7 +348,8 @@ def class_sample_weight(y, classes, class_weight, sample_weight):
     Returns
     -------
     sample_weight : ndarray of shape (n_samples,)
-        The product, normalised (see :func:`skattn._input.validation.normalize_weights`).
+        The product, normalised (see
+        :func:`skattn._input.validation.normalize_weights`).
     exponent : int
         The power of two it was divided by.
     """

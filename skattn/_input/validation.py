@@ -137,6 +137,10 @@ _NOT_WEIGHTS = frozenset({"token_mean_", "token_scale_", "classes_"})
 def _fitted_weights(estimator):
     """The floating arrays of an estimator's fitted attributes (in lists and
     dicts too, as ``layers_`` holds them), but the token statistics."""
+    fitted = vars(estimator).get("_fitted")  # an attention estimator's model
+    if fitted is not None:
+        yield from fitted.weights()
+        return
     stack = [
         value
         for name, value in vars(estimator).items()

@@ -129,6 +129,7 @@ class ModelConfig:
         if self.token_scale_shape is not None:
             shape = tuple(int(n) for n in self.token_scale_shape)
             object.__setattr__(self, "token_scale_shape", shape)
+        object.__setattr__(self, "token_statistics", tuple(self.token_statistics))
 
     def replace(self, **changes):
         """A copy with ``changes``."""
@@ -242,6 +243,24 @@ class Model:
             for prefix, unit in [*units, ("", pooling), ("", head)]
             if unit is not None
         ]
+
+    def pooled_head_only(self):
+        """This model with its head on the pooled vector alone, without the
+        tokens' statistics: the model as it trains (its units shared)."""
+        if not self.config.token_statistics:
+            return self
+        config = self.config.replace(token_statistics=())
+        head = self.head
+        if head is not None:
+            head = LinearHead(self.pooling.n_features_out, config.n_outputs)
+        return Model(
+            config,
+            self.units,
+            self.pooling,
+            head,
+            scaler=self.scaler,
+            read_units=self._read_units,
+        )
 
     # Parameters
     # ----------
@@ -378,28 +397,6 @@ class Model:
             else:
                 nested[name] = value
         return nested
-
-    def to_attributes(self, params):
-        """Fitted attributes of a parameter dict: ``"layers_"`` (see
-        :meth:`nest`) and each other parameter's attribute (None for the
-        optional attributes this model has no parameter of)."""
-        nested = self.nest(params)
-        attributes = {"layers_": nested.pop("layers")}
-        specs = self.param_specs()
-        for name, value in nested.items():
-            attributes[specs[name].attribute] = value
-        return attributes
-
-    def from_attributes(self, estimator):
-        """The parameter dict of an estimator's fitted attributes (not copied)."""
-        params = {}
-        for name, spec in self.param_specs().items():
-            if name.startswith(LAYER_PREFIX):
-                index, local = name[len(LAYER_PREFIX) :].split(".", 1)
-                params[name] = estimator.layers_[int(index)][local]
-            else:
-                params[name] = getattr(estimator, spec.attribute)
-        return params
 
     # What the units do to the tokens
     # -------------------------------

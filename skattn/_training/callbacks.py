@@ -49,10 +49,10 @@ class FitTasks:
 
     Attributes
     ----------
-    to_attributes : callable or None
-        Maps the solver's parameter dict to the fitted attributes that a
-        callback's ``fitted_estimator`` gets (copies); set by the fit once the
-        model is built.
+    fitted_state : callable or None
+        Maps the solver's parameter dict to the fitted state that a callback's
+        ``fitted_estimator`` (a shallow copy of the estimator) gets: a dict of
+        attributes holding copies; set by the fit once the model is built.
     """
 
     def __init__(self, estimator, X, y, sample_weight, X_val=None, y_val=None):
@@ -60,7 +60,7 @@ class FitTasks:
         self._training = (X, y, sample_weight)
         self._validation = (X_val, y_val, None)
         self._root = None
-        self.to_attributes = None
+        self.fitted_state = None
 
     def start(self, task_name, *, max_subtasks):
         """Begin the root task (the fit) with room for ``max_subtasks``.
@@ -111,7 +111,7 @@ class FitTasks:
         return context.call_on_fit_task_end(
             estimator=self._estimator,
             **self._hook_data(self._training, rows),
-            reconstruction_attributes=lambda: self.to_attributes(params),
+            reconstruction_attributes=lambda: self.fitted_state(params),
         )
 
     def validate(self, params, rows=None):
@@ -130,7 +130,7 @@ class FitTasks:
         return context.call_on_fit_task_end(
             estimator=self._estimator,
             **self._hook_data(data, rows),
-            reconstruction_attributes=lambda: self.to_attributes(params),
+            reconstruction_attributes=lambda: self.fitted_state(params),
         )
 
     def finish(self):

@@ -1,20 +1,33 @@
-"""What training has done so far (:class:`History`)."""
+"""What a fit keeps: the fitted model (:class:`FittedModel`) and its record
+(:class:`History`).
+
+An attention estimator holds one :class:`FittedModel` (as
+``HistGradientBoostingClassifier`` holds its predictors): the model's
+description, its parameters, what training has done and Adam's state. It is
+built once per fit; the solvers receive its parameters and history and return
+them; the estimator's public fitted attributes (``layers_``, ``head_coef_``,
+``n_iter_``, ...) read it.
+"""
 
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
 import dataclasses
+import functools
 import math
+
+import numpy as np
+
+from .._model.model import LAYER_PREFIX, ModelConfig, build_model
 
 
 @dataclasses.dataclass
 class History:
     """What training has done so far: the estimator's training attributes.
 
-    The solvers update it, epoch by epoch; the estimator reads it into its
-    attributes (``n_iter_``, ``loss_curve_``, ...) and back, so that a warm
-    start, a ``partial_fit`` and the blocked fit of a dask array go on from
-    the same record.
+    The solvers update it, epoch by epoch; the estimator's attributes
+    (``n_iter_``, ``loss_curve_``, ...) read it, and a warm start, a
+    ``partial_fit`` and the blocked fit of a dask array go on from it.
     """
 
     n_iter: int = 0
@@ -26,33 +39,6 @@ class History:
     validation_loss_curve: list | None = None
     best_validation_score: float | None = None
     no_improvement_count: int = 0
-
-    # field -> fitted attribute
-    ATTRIBUTES = {
-        "n_iter": "n_iter_",
-        "t": "t_",
-        "loss": "loss_",
-        "loss_curve": "loss_curve_",
-        "best_loss": "best_loss_",
-        "validation_scores": "validation_scores_",
-        "validation_loss_curve": "validation_loss_curve_",
-        "best_validation_score": "best_validation_score_",
-        "no_improvement_count": "_no_improvement_count",
-    }
-
-    @classmethod
-    def read(cls, estimator):
-        """The history of a fitted estimator (a copy: the lists too)."""
-        values = {
-            field: getattr(estimator, attribute)
-            for field, attribute in cls.ATTRIBUTES.items()
-        }
-        return cls(**values).copy()
-
-    def write(self, estimator):
-        """Set the estimator's training attributes (copies of the lists)."""
-        for field, value in dataclasses.asdict(self.copy()).items():
-            setattr(estimator, self.ATTRIBUTES[field], value)
 
     def copy(self):
         """A copy whose lists are new."""
@@ -107,3 +93,123 @@ class History:
 
 def _copy_list(values):
     return None if values is None else list(values)
+
+
+@dataclasses.dataclass
+class FittedModel:
+    """A fitted model: its description, its parameters and its training record.
+
+    Attributes
+    ----------
+    config : ModelConfig
+        The model's description.
+    params : dict of str to ndarray
+        Every parameter by global name (see :class:`~skattn._model.model.Model`):
+        the learned ones in the dtype of the data fit saw, the token statistics
+        in float64.
+    history : History
+        What training has done so far.
+    optimizer_state : dict or None
+        Adam's state that ``partial_fit`` continues from (None: none kept).
+    """
+
+    config: ModelConfig
+    params: dict
+    history: History = dataclasses.field(default_factory=History)
+    optimizer_state: dict | None = None
+
+    @classmethod
+    def of(cls, model, params, history):
+        """The fitted model of a built ``model`` (kept, not built again)."""
+        fitted = cls(model.config, params, history)
+        vars(fitted)["model"] = model
+        return fitted
+
+    @functools.cached_property
+    def model(self):
+        """The model of ``config``, built once."""
+        return build_model(self.config)
+
+    def replace(self, **changes):
+        """A copy with ``changes``; the built model goes along unless the
+        configuration changes. The parameter arrays are shared, not copied."""
+        new = dataclasses.replace(self, **changes)
+        if "config" not in changes and "model" in vars(self):
+            vars(new)["model"] = self.model
+        return new
+
+    def cast(self, dtype, names=None, *, copy=False):
+        """The parameters (those of ``names``, or all) cast to ``dtype``."""
+        names = self.params if names is None else names
+        return {name: self.params[name].astype(dtype, copy=copy) for name in names}
+
+    # The estimator's fitted attributes
+    # ---------------------------------
+
+    def attribute(self, attribute):
+        """The value of a fitted attribute of the parameters: ``layers_`` (one
+        dict per encoder layer, by local name), or the parameter of the
+        attribute (None where the model has none). The arrays are the
+        parameters themselves, not copies."""
+        if attribute == "layers_":
+            return self.model.nest(self.params)["layers"]
+        name = self._names().get(attribute)
+        return None if name is None else self.params[name]
+
+    def with_attribute(self, attribute, value):
+        """A copy whose parameters of ``attribute`` are ``value``."""
+        if attribute == "layers_":
+            changes = {
+                f"{LAYER_PREFIX}{index}.{local}": array
+                for index, layer in enumerate(value)
+                for local, array in layer.items()
+            }
+        elif attribute in self._names():
+            changes = {self._names()[attribute]: value}
+        else:
+            raise AttributeError(
+                f"{attribute} cannot be set: the fitted model has no such "
+                "parameter (see the estimator's model options)."
+            )
+        unknown = set(changes) - set(self.params)
+        if unknown:
+            raise AttributeError(f"layers_ has no parameters {sorted(unknown)}.")
+        params = dict(self.params)
+        params.update({name: np.asarray(array) for name, array in changes.items()})
+        return self.replace(params=params)
+
+    def _names(self):
+        """Parameter name by fitted attribute (outside ``layers_``)."""
+        return {
+            spec.attribute: name
+            for name, spec in self.model.param_specs().items()
+            if spec.attribute is not None
+        }
+
+    def weights(self):
+        """The learned parameters (not the token statistics)."""
+        specs = self.model.param_specs()
+        return [self.params[name] for name, spec in specs.items() if spec.trainable]
+
+    # Persistence: plain types only
+    # -----------------------------
+
+    def to_state(self):
+        """The fitted model as dicts, lists, numbers and arrays (what a pickle
+        or a skops file holds, so that loading trusts no private type)."""
+        return {
+            "config": self.config.as_dict(),
+            "params": dict(self.params),
+            "history": dataclasses.asdict(self.history),
+            "optimizer_state": self.optimizer_state,
+        }
+
+    @classmethod
+    def from_state(cls, state):
+        """The fitted model of :meth:`to_state`'s dict."""
+        return cls(
+            config=ModelConfig(**state["config"]),
+            params=dict(state["params"]),
+            history=History(**state["history"]),
+            optimizer_state=state["optimizer_state"],
+        )

@@ -355,7 +355,7 @@ class TokenAttributionDisplay:
         estimator, X, words = attention_step(
             estimator, X, "TokenAttributionDisplay.from_estimator"
         )
-        model = estimator._model()
+        model = estimator._fitted.model
         if method == "attention" and model.config.pooling not in ATTENDING_POOLINGS:
             raise ValueError(
                 f"method='attention' shows the attention of the pooling over the "
@@ -370,7 +370,7 @@ class TokenAttributionDisplay:
             estimator, X, sample, words, token_labels
         )
         sequences = estimator._check_sequences(x_sample)
-        params = estimator._fitted_params(compute_dtype(sequences), model)
+        params = estimator._fitted.cast(compute_dtype(sequences))
         x = np.asarray(sequences[0])[np.newaxis]  # the sample alone, unpadded
         lengths = np.array([x.shape[1]])
         if method == "attention":

@@ -295,8 +295,8 @@ def test_training_loss_gradient(rng, task, options):
         n_heads=2, head_dim=2, positional_encoding="learned", alpha=0.3,
         max_iter=1, random_state=0, **options,
     ).fit(X, y, sample_weight=sample_weight)  # fmt: skip
-    model = est._model()
-    params = est._fitted_params(np.float64, model)
+    model = est._fitted.model
+    params = est._fitted.cast(np.float64)
     data = TrainingSet(X, sequence_lengths(X), y_encoded, sample_weight, 0.3, task)
     rows = np.arange(5)
     _, grads = loss_gradients(model, params, data, rows)
