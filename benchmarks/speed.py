@@ -19,7 +19,7 @@ time is reported:
 - ``skattn transform``: ``AttentionTransformer(objective=None, ...).transform``, the
   bare layer (no positions, residual, layer norm, feed-forward sublayer or
   scaling; the same weights via ``init``) followed by mean pooling
-  (``pool_tokens=False``);
+  (``token_statistics=None``);
 - ``torch fast`` / ``torch no-fast``: ``nn.MultiheadAttention`` (eval,
   ``torch.inference_mode``, ``batch_first=True``, ``need_weights=False``, the same
   weights) with its default fast path, and with
@@ -234,7 +234,7 @@ def inference_cases(x, weights, n_heads, impls):
             residual=False,
             layer_norm=None,
             ff_dim=0,
-            pool_tokens=False,
+            token_statistics=None,
             scale_tokens=False,
         ).fit(x)
         cases["transform"] = lambda: est.transform(x)

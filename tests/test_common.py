@@ -37,7 +37,9 @@ CONFIGURATIONS = [
         patch_size=3, scale_tokens=True, pooling="flatten", max_iter=5
     ),
     # the tokens' statistics after the model's outputs
-    AttentionTransformer(n_heads=2, pool_tokens=True, max_iter=3),
+    AttentionTransformer(
+        n_heads=2, token_statistics=["mean", "max", "min", "first", "last"], max_iter=3
+    ),
 ]
 
 # The predictors pass check_classifiers_train / check_regressors_train (accuracy

@@ -343,7 +343,7 @@ def test_blocked_fit_without_target_seeds(client, data):
     est = AttentionTransformer(**SMALL).fit(_blocks(X))
     expected = AttentionTransformer(**SMALL).fit(X[:20])  # the first block
     np.testing.assert_array_equal(est.token_mean_, expected.token_mean_)
-    assert est.target_type_ is None
+    assert est.objective_ is None
 
 
 def test_empty_blocks_are_skipped(client, data, fitted):
@@ -420,7 +420,7 @@ def test_blocked_fit_decides_the_task_from_the_whole_target(client, data):
         warnings.simplefilter("ignore", ConvergenceWarning)
         est = AttentionTransformer(**params).fit(_blocks(X), _blocks(y))
         in_memory = AttentionTransformer(**params).fit(X, y)
-    assert est.target_type_ == in_memory.target_type_ == "regression"
+    assert est.objective_ == in_memory.objective_ == "regression"
     assert est.objective == "auto"  # the caller's parameter, unchanged
 
 

@@ -458,13 +458,13 @@ def test_patches_equal_reshaped_tokens():
     y = np.arange(12) % 2
     # scale_tokens=False: statistics per feature of the tokens would differ from
     # those per feature of the patches
-    # pool_tokens=False: the patches' statistics are not the tokens'
+    # token_statistics=None: the patches' statistics are not the tokens'
     # early_stopping=False: "auto" holds out a split for the wide reshaped tokens
     kwargs = dict(
         n_heads=2,
         head_dim=4,
         scale_tokens=False,
-        pool_tokens=False,
+        token_statistics=None,
         early_stopping=False,
         max_iter=2,
         random_state=0,

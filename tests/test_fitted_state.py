@@ -37,11 +37,12 @@ def count_builds(monkeypatch):
     "kwargs",
     [
         {},
-        {"pool_tokens": True},  # the model trains with the head on pooled outputs
+        # the model trains with its head on the pooled outputs alone
+        {"token_statistics": ["mean", "max"]},
         {"solver": "lbfgs", "max_iter": 3},
         {"early_stopping": True, "max_iter": 3},
     ],
-    ids=["adam", "pool_tokens", "lbfgs", "early_stopping"],
+    ids=["adam", "token_statistics", "lbfgs", "early_stopping"],
 )
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_fit_builds_the_model_once(monkeypatch, kwargs):

@@ -141,7 +141,7 @@ def test_no_objective_parameter():
         transformer = set(AttentionTransformer().get_params()) - {"objective"}
         assert set(params) == transformer
         assert "objective :" not in cls.__doc__
-        assert "pool_tokens :" in cls.__doc__
+        assert "token_statistics :" in cls.__doc__
         assert "random_state :" in cls.__doc__
 
 
@@ -161,7 +161,7 @@ def _wide_task(n=80, n_classes=3, seed=0):
 
 
 def test_head_with_token_statistics_is_a_logistic_regression_of_transform():
-    """pool_tokens: once the model is trained, the head is the logistic
+    """token_statistics: once the model is trained, the head is the logistic
     regression (C=1) of the pooled vector and the tokens' statistics."""
     from sklearn.linear_model import LogisticRegression
 

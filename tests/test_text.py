@@ -195,8 +195,8 @@ def test_ids_refuse_what_reads_vectors():
     X = [np.array([1, 2, 3])] * 2
     with pytest.raises(ValueError, match="patch_size=2 reads token vectors"):
         AttentionTransformer(vocabulary_size="auto", patch_size=2).fit(X)
-    with pytest.raises(ValueError, match="pool_tokens=True puts statistics"):
-        AttentionTransformer(vocabulary_size="auto", pool_tokens=True).fit(X)
+    with pytest.raises(ValueError, match="token_statistics=.'mean'.* puts statistics"):
+        AttentionTransformer(vocabulary_size="auto", token_statistics=["mean"]).fit(X)
 
 
 def test_raw_strings_given_to_an_estimator_name_skattn_text():

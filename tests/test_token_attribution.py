@@ -69,7 +69,7 @@ def central_differences(score, x):
         {"pooling": "cls", "n_layers": 2},
         {"pooling": "attention", "layer_norm": "pre", "activation": "gelu"},
         # the head reads statistics of the standardised tokens beside the pool
-        {"pooling": "max", "pool_tokens": True, "causal": True},
+        {"pooling": "max", "token_statistics": ["mean", "last"], "causal": True},
     ],
     ids=["cls", "attention", "statistics"],
 )
@@ -178,7 +178,7 @@ def linear_in_its_tokens(estimator, X, y):
         ff_dim=0,
         positional_encoding=None,
         scale_tokens=False,
-        pool_tokens=False,
+        token_statistics=None,
         max_iter=3,
         random_state=0,
     ).fit(X, y)

@@ -132,15 +132,15 @@ def test_objective_auto_resolves_the_task():
     X, y = order_task(n=40)
     est = AttentionTransformer(n_heads=2, max_iter=2, random_state=0)
     est.fit(X, np.array(["no", "yes"])[y])
-    assert est.target_type_ == "classification"
+    assert est.objective_ == "classification"
     assert_array_equal(est.classes_, ["no", "yes"])
     assert est.head_coef_.shape == (est.d_model_, 2)
     est.fit(X, np.column_stack([y * 1.5, -y + 0.25]))
-    assert est.target_type_ == "regression"
+    assert est.objective_ == "regression"
     assert est.classes_ is None
     assert est.head_coef_.shape == (est.d_model_, 2)
     est.fit(X)  # no y: seeded
-    assert est.target_type_ is None and est.n_iter_ == 0
+    assert est.objective_ is None and est.n_iter_ == 0
     assert est.head_coef_ is None
 
 

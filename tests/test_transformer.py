@@ -29,6 +29,8 @@ from skattn._model.options import REGISTRIES
 from skattn._model.sequences import padded_batches
 from skattn._model.units import LAYER_NORM_EPS
 
+FIVE = ["mean", "max", "min", "first", "last"]  # the tokens' statistics
+
 POOLINGS = REGISTRIES["pooling"].names()
 RAGGED_POOLINGS = [pooling for pooling in POOLINGS if pooling != "flatten"]
 POSITIONAL_ENCODINGS = [*REGISTRIES["positional_encoding"].names(), None]
@@ -702,9 +704,9 @@ def _token_statistics(X, mean=None, scale=None):
 
 @pytest.mark.parametrize("scale_tokens", [True, False])
 @pytest.mark.parametrize("kind", ["3d", "ragged", "table"])
-def test_pool_tokens_appends_the_tokens_statistics(kind, scale_tokens):
-    """pool_tokens=True: the model's pooled outputs, then the mean, max, min,
-    first and last of the (standardised) valid tokens, feature by feature,
+def test_token_statistics_appends_the_tokens_statistics(kind, scale_tokens):
+    """token_statistics of all five: the model's pooled outputs, then the mean,
+    max, min, first and last of the (standardised) valid tokens, feature by feature,
     which the head reads with them; each sequence alone gives the same row
     (padding does not matter)."""
     X = {
@@ -720,14 +722,14 @@ def test_pool_tokens_appends_the_tokens_statistics(kind, scale_tokens):
         max_iter=3,
         random_state=0,
     )
-    with_tokens = AttentionTransformer(pool_tokens=True, **kwargs).fit(X, y)
+    with_tokens = AttentionTransformer(token_statistics=FIVE, **kwargs).fit(X, y)
     X_new = with_tokens.transform(X)
     width = 2 if kind == "table" else 3
     assert X_new.shape == (len(X), with_tokens.d_model_ + 5 * width)
     assert with_tokens.head_coef_.shape == (X_new.shape[1], 2)
     # the head reads every column: its logits are transform's times its weights
     logits = X_new @ with_tokens.head_coef_ + with_tokens.head_intercept_
-    clf = AttentionClassifier(pool_tokens=True, **kwargs).fit(X, y)
+    clf = AttentionClassifier(token_statistics=FIVE, **kwargs).fit(X, y)
     assert_allclose(clf.decision_function(X), logits[:, 1] - logits[:, 0], rtol=1e-6)
     sequences = X.reshape(len(X), 3, 2) if kind == "table" else X
     mean = scale = None
@@ -741,15 +743,43 @@ def test_pool_tokens_appends_the_tokens_statistics(kind, scale_tokens):
 
 
 @pytest.mark.parametrize("width, pools", [(1, False), (8, False), (9, True)])
-def test_pool_tokens_auto_is_on_for_tokens_wider_than_8(width, pools):
+def test_token_statistics_auto_is_on_for_tokens_wider_than_8(width, pools):
     X = make_3d(width=width)
     auto = AttentionTransformer(n_heads=2, random_state=0).fit(X)
-    explicit = AttentionTransformer(n_heads=2, pool_tokens=pools, random_state=0)
+    explicit = AttentionTransformer(
+        n_heads=2, token_statistics=FIVE if pools else None, random_state=0
+    )
     assert_array_equal(auto.transform(X), explicit.fit(X).transform(X))
     assert auto.transform(X).shape[1] == auto.d_model_ + 5 * width * pools
+    assert auto.token_statistics_ == (tuple(FIVE) if pools else ())
 
 
-def test_pool_tokens_feature_names():
+def test_token_statistics_takes_any_of_the_five_in_its_order():
+    X = make_3d(width=3)
+    est = AttentionTransformer(n_heads=2, token_statistics=["last", "max"])
+    est.set_params(random_state=0).fit(X)
+    names = est.get_feature_names_out()[est.d_model_ :]
+    assert list(names) == [
+        f"attentiontransformer_tokens_{statistic}_{feature}"
+        for statistic in ["last", "max"]
+        for feature in range(3)
+    ]
+    five = AttentionTransformer(n_heads=2, token_statistics=FIVE, random_state=0)
+    tokens = five.fit(X).transform(X)[:, five.d_model_ :]  # 5 blocks of 3 columns
+    chosen = est.transform(X)[:, est.d_model_ :]
+    assert_array_equal(chosen, np.hstack([tokens[:, 12:15], tokens[:, 3:6]]))
+
+
+@pytest.mark.parametrize(
+    "value, problem",
+    [(["mean", "median"], "unknown \\['median'\\]"), (["max", "max"], "repeated")],
+)
+def test_token_statistics_refuses_unknown_or_repeated_names(value, problem):
+    with pytest.raises(ValueError, match=f"token_statistics=.*has {problem}"):
+        AttentionTransformer(token_statistics=value).fit(make_3d(width=3))
+
+
+def test_token_statistics_feature_names():
     X = make_3d(width=9)
     est = AttentionTransformer(n_heads=2, random_state=0).fit(X)
     names = est.get_feature_names_out()
@@ -765,7 +795,7 @@ def test_pool_tokens_feature_names():
     assert list(frame.columns) == model + tokens
 
 
-def test_pool_tokens_dtype_and_float32():
+def test_token_statistics_dtype_and_float32():
     X = make_3d(width=9)
     est = AttentionTransformer(n_heads=2, max_iter=2, random_state=0)
     X32 = X.astype(np.float32)
@@ -792,7 +822,7 @@ def test_default_head_dim_rule(width, n_heads, head_dim):
     assert est.head_dim_ == head_dim == math.ceil(64 / n_heads)
     assert est.d_model_ == n_heads * head_dim
     assert est.layers_[0]["query"].shape == (est.d_model_, est.d_model_)
-    # pool_tokens="auto": the tokens' 5 statistics after the model's outputs
+    # token_statistics="auto": the tokens' 5 statistics after the model's outputs
     # for tokens of more than 8 features
     tokens = 5 * width if width > 8 else 0
     assert est.transform(X).shape == (2, est.d_model_ + tokens)

@@ -105,7 +105,7 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
             StrOptions({"auto"}),
             None,
         ],
-        "pool_tokens": ["boolean", StrOptions({"auto"})],
+        "token_statistics": [StrOptions({"auto"}), list, tuple, None],
         "init": [StrOptions({"random"}), dict],
         "solver": [StrOptions({"adam", "lbfgs"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
@@ -177,25 +177,25 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
         sequences = check_input(self, X, reset=first_pass, role=role)
         lengths = sequence_lengths(sequences)
         self._check_lengths(lengths, reset=first_pass)
-        task, y = check_target(self, y, len(sequences))
-        self._check_task(task, first_pass, classes)
+        objective, y = check_target(self, y, len(sequences))
+        self._check_objective(objective, first_pass, classes)
         train, user_weight = self._training_set(
-            sequences, lengths, y, sample_weight, task, first_pass, classes
+            sequences, lengths, y, sample_weight, objective, first_pass, classes
         )
         validation = None
         if X_val is not None:
             validation = self._validation_set(X_val, y_val, train, first_pass)
         self.early_stopping_ = self._uses_early_stopping(
-            task, incremental, validation, sequences
+            objective, incremental, validation, sequences
         )
         tasks.start(
             "partial_fit" if incremental else "fit",
-            max_subtasks=self._max_subtasks(task, incremental),
+            max_subtasks=self._max_subtasks(objective, incremental),
         )
         if first_pass:
             self._random_state = check_random_state(self.random_state)
             self._initialize(sequences, lengths, train, user_weight)
-        if task is not None:
+        if objective is not None:
             self._train(train, validation, incremental, tasks)
         tasks.finish()
         return self
@@ -248,19 +248,19 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
                 f"the length seen in fit; got {lengths[wrong][0]}."
             )
 
-    def _check_task(self, task, first_pass, classes):
-        """The task of this call against the fitted one, ``classes`` and the
+    def _check_objective(self, objective, first_pass, classes):
+        """The objective of this call against the fitted one, ``classes`` and the
         solver."""
-        if not first_pass and task != self.target_type_:
-            fitted_for = self.target_type_ or "no target (seeded weights)"
+        if not first_pass and objective != self.objective_:
+            fitted_for = self.objective_ or "no target (seeded weights)"
             raise ValueError(
-                f"This call's target asks for {task or 'no training'}, but "
+                f"This call's target asks for {objective or 'no training'}, but "
                 f"{type(self).__name__} was fitted for {fitted_for}; fit it anew "
-                "(without warm_start) to change the task."
+                "(without warm_start) to change the objective."
             )
         fitted_classes = None if first_pass else getattr(self, "classes_", None)
-        check_classes(classes, task, self.objective, fitted_classes)
-        if task is not None and self.dropout and self.solver == "lbfgs":
+        check_classes(classes, objective, self.objective, fitted_classes)
+        if objective is not None and self.dropout and self.solver == "lbfgs":
             raise ValueError(
                 f"dropout={self.dropout} needs solver='adam': L-BFGS minimises one "
                 "fixed objective, and dropout draws new masks at every step. Set "
@@ -268,7 +268,7 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
             )
 
     def _training_set(
-        self, sequences, lengths, y, sample_weight, task, first_pass, classes
+        self, sequences, lengths, y, sample_weight, objective, first_pass, classes
     ):
         """The training set: encoded target, weights of the loss, penalty.
 
@@ -281,7 +281,7 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
             median length of ``patch_size="auto"`` and, when nothing is
             learned, the token statistics.
         """
-        if task is None and sample_weight is None:
+        if objective is None and sample_weight is None:
             return None, None
         dtype = compute_dtype(sequences)
         # checked even when unused, so that a wrong one is never silent;
@@ -289,12 +289,12 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
         user_weight, weight_exponent = check_sample_weight(
             sample_weight, len(sequences), dtype, return_exponent=True
         )
-        if task is None:
+        if objective is None:
             return None, user_weight
         if first_pass:
-            encoding = TargetEncoding.fit(y, task, classes, user_weight)
+            encoding = TargetEncoding.fit(y, objective, classes, user_weight)
             self.classes_ = encoding.classes
-            if task == "regression":
+            if objective == "regression":
                 self._target_mean, self._target_scale = encoding.mean, encoding.scale
         train = training_set(
             sequences,
@@ -302,18 +302,20 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
             y,
             user_weight,
             weight_exponent,
-            self._target_encoding(task),
+            self._target_encoding(objective),
             class_weight=self.class_weight,
             alpha=self.alpha,
             dtype=training_dtype(self.solver, dtype),
         )
         return train, user_weight
 
-    def _target_encoding(self, task):
-        """The fitted :class:`~skattn._input.targets.TargetEncoding` of ``task``."""
-        if task == "classification":
-            return TargetEncoding(task, classes=self.classes_)
-        return TargetEncoding(task, mean=self._target_mean, scale=self._target_scale)
+    def _target_encoding(self, objective):
+        """The fitted target encoding of ``objective``."""
+        if objective == "classification":
+            return TargetEncoding(objective, classes=self.classes_)
+        return TargetEncoding(
+            objective, mean=self._target_mean, scale=self._target_scale
+        )
 
     def _validation_set(self, X_val, y_val, train, first_pass):
         """``X_val`` checked as X, ``y_val`` encoded as y."""
@@ -340,13 +342,13 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
             lengths,
             y_val,
             train,
-            self._target_encoding(train.task),
+            self._target_encoding(train.objective),
             class_weight=self.class_weight,
             alpha=self.alpha,
             dtype=training_dtype(self.solver, compute_dtype(sequences)),
         )
 
-    def _uses_early_stopping(self, task, incremental, validation, sequences):
+    def _uses_early_stopping(self, objective, incremental, validation, sequences):
         """Whether this call holds out a validation set (``early_stopping_``).
 
         ``"auto"``: with ``X_val``, for training sets of
@@ -354,7 +356,7 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
         ``SERIES_MAX_FEATURES`` features (word vectors, encoder states)
         whatever their number.
         """
-        if task is None or incremental:
+        if objective is None or incremental:
             return False
         if self.early_stopping != "auto":
             return bool(self.early_stopping)
@@ -367,9 +369,9 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
             validation is not None or wide or n_samples >= AUTO_EARLY_STOPPING_SAMPLES
         )
 
-    def _max_subtasks(self, task, incremental):
+    def _max_subtasks(self, objective, incremental):
         """The most subtasks of the fit, for scikit-learn's callbacks."""
-        if task is None:
+        if objective is None:
             return 0
         if self.solver == "lbfgs":
             return self.max_iter + 1  # one left over, not run
@@ -378,17 +380,19 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
 
     def _initialize(self, sequences, lengths, train, user_weight):
         """Resolve the model, seed its parameters, reset the training state."""
-        task = None if train is None else train.task
-        self.target_type_ = task
-        if task == "regression":
+        objective = None if train is None else train.objective
+        self.objective_ = objective
+        if objective == "regression":
             self.classes_ = None
         init = {}
         if not isinstance(self.init, str):
             init = check_init(self.init, self.n_layers)
         n_outputs = 0
-        if task is not None:
+        if objective is not None:
             n_outputs = (
-                len(self.classes_) if task == "classification" else train.y.shape[1]
+                len(self.classes_)
+                if objective == "classification"
+                else train.y.shape[1]
             )
         kind = input_format(self)["kind"]
         config = resolve_config(
@@ -423,7 +427,7 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
     def _train(self, train, validation, incremental, tasks):
         """Train the fitted model on ``train`` with the solver.
 
-        With the tokens' statistics (``pool_tokens``) the head reads the pooled
+        With the tokens' statistics (``token_statistics``) the head reads the pooled
         vector alone while the model trains; ``fit`` then fits the whole head,
         statistics included (:meth:`_fit_head`).
         """

@@ -56,7 +56,7 @@ def is_dask_collection(X):
     return _is_dask_collection(X)
 
 
-def _config():
+def _sklearn_config():
     """scikit-learn's configuration of the caller, for the tasks on the workers.
 
     A worker is another process (or thread): ``working_memory`` set with
@@ -104,7 +104,9 @@ def blocked_outputs(est, method, X, **kwargs):
     # one copy of the model in the graph, shared by its tasks
     model = dask.delayed(est, pure=True)
     if isinstance(X, db.Bag):
-        return X.map_partitions(_partition_outputs, model, method, kwargs, _config())
+        return X.map_partitions(
+            _partition_outputs, model, method, kwargs, _sklearn_config()
+        )
     _check_array(X, f"{type(est).__name__}.{method}")
     # one sequence of zeros gives the result's shape beyond the samples and
     # its dtype, and checks X's width and length against fit's now, not at
@@ -122,7 +124,7 @@ def blocked_outputs(est, method, X, **kwargs):
         model,
         method,
         kwargs,
-        _config(),
+        _sklearn_config(),
         probe[:0],
         chunks=(X.chunks[0], *((n,) for n in probe.shape[1:])),
         dtype=probe.dtype,
@@ -290,15 +292,15 @@ def blocked_fit(
     if not fresh and not incremental:
         # fit with warm_start: Adam's moments start afresh, as in memory
         work.discard_optimizer_state()
-    task, labels = _task(est, y, y_blocks, fresh)
-    if task == "classification" and classes is None and fresh:
+    objective, labels = _objective(est, y, y_blocks, fresh)
+    if objective == "classification" and classes is None and fresh:
         # partial_fit needs every class at its first call
         classes = np.unique(labels)
-    if task is not None and "objective" in work.get_params():
-        # each block's partial_fit learns the task of the whole y, not of its
+    if objective is not None and "objective" in work.get_params():
+        # each block's partial_fit learns the objective of the whole y, not of its
         # own block's targets (whole numbers in one block of a continuous y)
-        work.set_params(objective=task)
-    if task is None:  # nothing is learned: the model is seeded on one block
+        work.set_params(objective=objective)
+    if objective is None:  # nothing is learned: the model is seeded on one block
         work = _fit_step(work, X.blocks[blocks[0]], None, None, None, False)
         return _fitted_state(work, work._fitted), fresh
 
@@ -380,7 +382,7 @@ def _fit_step(est, x, y, sample_weight, classes, incremental):
 
     step = dask.delayed(_fit_block, pure=False)
     (est,) = dask.compute(
-        step(est, x, y, sample_weight, classes, incremental, _config())
+        step(est, x, y, sample_weight, classes, incremental, _sklearn_config())
     )
     return est
 
@@ -429,12 +431,12 @@ def _as_1d(y):
     return y[:, 0] if y.ndim == 2 else y
 
 
-def _task(est, y, y_blocks, fresh):
+def _objective(est, y, y_blocks, fresh):
     """What the estimator learns from y, as ``check_target`` decides it for
     the whole y in memory, and y's labels (None when they are not needed).
 
     The targets are small beside X (one number per sample): they are
-    computed once, here, when the task or the classes depend on them.
+    computed once, here, when the objective or the classes depend on them.
     """
     import dask.array as da
 
@@ -446,8 +448,8 @@ def _task(est, y, y_blocks, fresh):
     if est.objective == "classification":
         return "classification", _as_1d(labels)
     kind = type_of_target(labels, input_name="y")
-    task = "classification" if kind in ("binary", "multiclass") else "regression"
-    return task, _as_1d(labels)
+    objective = "classification" if kind in ("binary", "multiclass") else "regression"
+    return objective, _as_1d(labels)
 
 
 def _fitted_state(work, fitted):

@@ -114,16 +114,18 @@ objective : {"auto", "classification", "regression"} or None, default="auto"
     nothing without ``y``); a task, which then needs ``y``; None: seeded
     weights, ``y`` ignored.
 """,
-    "pool_tokens": """
-pool_tokens : bool or "auto", default="auto"
-    Put the (standardised) tokens' own mean, maximum, minimum, first and last
-    token after the model's pooled vector, five columns per token feature.
-    The model trains with a head on the pooled vector; ``fit`` then fits the
-    head on both, a logistic regression (ridge for targets) with
-    scikit-learn's default penalty, so that it knows at least what a linear
-    model on the tokens' statistics knows (``partial_fit`` leaves that part
-    of the head). ``"auto"``: for tokens of more than 8 features, such as word
-    vectors and encoder states (:ref:`default-transformer-pool_tokens`).
+    "token_statistics": """
+token_statistics : "auto", list of str or None, default="auto"
+    Statistics of the (standardised) tokens themselves, of ``"mean"``,
+    ``"max"``, ``"min"``, ``"first"`` and ``"last"``, put after the model's
+    pooled vector, one column per token feature each. The model trains with
+    a head on the pooled vector; ``fit`` then fits the head on both, a
+    logistic regression (ridge for targets) with scikit-learn's default
+    penalty, so that it knows at least what a linear model on the tokens'
+    statistics knows (``partial_fit`` leaves that part of the head).
+    ``"auto"``: all five for tokens of more than 8 features, such as word
+    vectors and encoder states, none for narrower tokens and token ids
+    (:ref:`default-transformer-token_statistics`); None: none.
 """,
     "init": """
 init : "random" or dict, default="random"
@@ -218,7 +220,7 @@ random_state : int, RandomState instance or None, default=None
 """,
 }
 
-ATTRIBUTES = {
+ATTRIBUTE_TEXT = {
     "n_features_in_": """
 n_features_in_ : int
     Columns of a table seen in fit, or the token width of sequences.
@@ -231,14 +233,18 @@ feature_names_in_ : ndarray of shape (``n_features_in_``,)
 classes_ : ndarray of shape (n_classes,)
     Class labels.
 """,
-    "target_type_": """
-target_type_ : {"classification", "regression"} or None
+    "objective_": """
+objective_ : {"classification", "regression"} or None
     The task learned (None: seeded weights); ``classes_`` for classification.
 """,
     "model": """
 n_heads_, head_dim_, d_model_, patch_size_, max_tokens_ : int
     The fitted model's heads, head width, width and tokens per patch (None:
     no patches), and the longest sequence of fit (the tokens of a table).
+
+token_statistics_ : tuple of str
+    The statistics of the tokens after the pooled vector (``"auto"``
+    resolved; empty for none).
 """,
     "weights": """
 layers_ : list of dict of str to ndarray
@@ -297,7 +303,7 @@ def fill_docstring(*, pooled, attributes):
     pooled : str
         What the pooled vector is for in this class (for ``pooling``).
     attributes : list of str
-        Keys of :data:`ATTRIBUTES`, in order.
+        Keys of :data:`ATTRIBUTE_TEXT`, in order.
     """
 
     def decorate(cls):
@@ -307,7 +313,7 @@ def fill_docstring(*, pooled, attributes):
         parameters = "\n".join(PARAMETERS[name].strip() + "\n" for name in names)
         parameters = parameters.replace("{pooled}", pooled)
         attribute_text = "\n".join(
-            ATTRIBUTES[name].strip() + "\n" for name in attributes
+            ATTRIBUTE_TEXT[name].strip() + "\n" for name in attributes
         )
         cls.__doc__ = cls.__doc__.replace(
             "    {parameters}\n", textwrap.indent(parameters, "    ")

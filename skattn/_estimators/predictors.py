@@ -24,7 +24,7 @@ from .base import BaseAttention
 from .dask import blocked_outputs, is_dask_collection
 from .docstrings import fill_docstring
 
-ATTRIBUTES = [
+PREDICTOR_ATTRIBUTES = [
     "n_features_in_",
     "feature_names_in_",
     "model",
@@ -55,7 +55,7 @@ def head_outputs(estimator, X):
 
 
 @fill_docstring(
-    pooled="what the head predicts from", attributes=["classes_", *ATTRIBUTES]
+    pooled="what the head predicts from", attributes=["classes_", *PREDICTOR_ATTRIBUTES]
 )
 class AttentionClassifier(ClassifierMixin, BaseAttention):
     """Transformer encoder classifier: self-attention, pooling, softmax.
@@ -127,7 +127,7 @@ class AttentionClassifier(ClassifierMixin, BaseAttention):
         data_format="channels_last",
         scale_tokens=True,
         patch_size="auto",
-        pool_tokens="auto",
+        token_statistics="auto",
         init="random",
         solver="adam",
         max_iter=200,
@@ -163,7 +163,7 @@ class AttentionClassifier(ClassifierMixin, BaseAttention):
         self.data_format = data_format
         self.scale_tokens = scale_tokens
         self.patch_size = patch_size
-        self.pool_tokens = pool_tokens
+        self.token_statistics = token_statistics
         self.init = init
         self.solver = solver
         self.max_iter = max_iter
@@ -341,7 +341,7 @@ class AttentionClassifier(ClassifierMixin, BaseAttention):
         return tags
 
 
-@fill_docstring(pooled="what the head predicts from", attributes=ATTRIBUTES)
+@fill_docstring(pooled="what the head predicts from", attributes=PREDICTOR_ATTRIBUTES)
 class AttentionRegressor(RegressorMixin, BaseAttention):
     """Transformer encoder regressor: self-attention, pooling, linear head.
 
@@ -407,7 +407,7 @@ class AttentionRegressor(RegressorMixin, BaseAttention):
         data_format="channels_last",
         scale_tokens=True,
         patch_size="auto",
-        pool_tokens="auto",
+        token_statistics="auto",
         init="random",
         solver="adam",
         max_iter=200,
@@ -443,7 +443,7 @@ class AttentionRegressor(RegressorMixin, BaseAttention):
         self.data_format = data_format
         self.scale_tokens = scale_tokens
         self.patch_size = patch_size
-        self.pool_tokens = pool_tokens
+        self.token_statistics = token_statistics
         self.init = init
         self.solver = solver
         self.max_iter = max_iter

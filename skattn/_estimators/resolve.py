@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from .._input.formats import IDS, TABLE
+from .._input.validation import check_token_statistics
 from .._model.model import ModelConfig
 from .._model.options import REGISTRIES
 from .._model.pooling import TOKEN_STATISTICS
@@ -40,7 +41,7 @@ RESOLVED = {
     "head_dim": None,
     "patch_size": "auto",
     "vocabulary_size": "auto",
-    "pool_tokens": "auto",
+    "token_statistics": "auto",
 }
 
 
@@ -97,25 +98,30 @@ def resolve_config(params, kind, sequences, lengths, user_weight, init, n_output
         patch_size=patch_size,
         n_outputs=n_outputs,
         vocabulary_size=vocabulary_size,
-        token_statistics=_token_statistics(params["pool_tokens"], kind, n_features),
+        token_statistics=_token_statistics(
+            params["token_statistics"], kind, n_features
+        ),
     )
 
 
-def _token_statistics(pool_tokens, kind, n_features):
+def _token_statistics(value, kind, n_features):
     """The statistics of the tokens after the pooled outputs: those of
-    ``pool_tokens`` (``"auto"``: for tokens of more than
-    ``SERIES_MAX_FEATURES`` features)."""
-    if pool_tokens == "auto":
-        pools = kind != IDS and n_features > SERIES_MAX_FEATURES
-    elif pool_tokens and kind == IDS:
+    ``token_statistics`` (``"auto"``: all of ``TOKEN_STATISTICS`` for tokens
+    of more than ``SERIES_MAX_FEATURES`` features, none for narrower ones)."""
+    if isinstance(value, str):  # "auto"
+        wide = kind != IDS and n_features > SERIES_MAX_FEATURES
+        return TOKEN_STATISTICS if wide else ()
+    if value is None:
+        return ()
+    names = check_token_statistics(value, TOKEN_STATISTICS)
+    if names and kind == IDS:
         raise ValueError(
-            "pool_tokens=True puts statistics of the token vectors beside the "
-            "model's outputs, and vocabulary_size reads each token as an "
-            "integer id: leave pool_tokens='auto' (off for ids) or False."
+            f"token_statistics={list(names)!r} puts statistics of the token "
+            "vectors beside the model's outputs, and vocabulary_size reads each "
+            "token as an integer id: leave token_statistics='auto' (none for "
+            "ids) or None."
         )
-    else:
-        pools = bool(pool_tokens)
-    return TOKEN_STATISTICS if pools else ()
+    return names
 
 
 def _vocabulary_size(vocabulary_size, kind, sequences):
@@ -195,7 +201,7 @@ def fitted_structure(config, input_format):
         "patch_size": config.patch_size,
         "features_per_token": input_format["features_per_token"],
         "data_format": input_format["data_format"],
-        "pool_tokens": bool(config.token_statistics),
+        "token_statistics": list(config.token_statistics) or None,
     }
     if config.vocabulary_size is None:  # ids are not standardised
         structure["scale_tokens"] = config.token_scale_shape is not None
@@ -216,6 +222,8 @@ def check_structure(params, structure, incremental):
     """
     for name, fitted in structure.items():
         value = params[name]
+        if isinstance(value, tuple):  # a list of names, given as a tuple
+            value = list(value)
         if name in RESOLVED and _is_value(value, RESOLVED[name]):
             continue
         if _is_value(value, fitted):
@@ -240,4 +248,6 @@ def _kind(value):
         return "none"
     if isinstance(value, (bool, np.bool_)):
         return "bool"
+    if isinstance(value, list):
+        return "list"
     return "str" if isinstance(value, str) else "number"

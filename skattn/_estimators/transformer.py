@@ -23,7 +23,7 @@ from .docstrings import fill_docstring
         "model",
         "weights",
         "training head",
-        "target_type_",
+        "objective_",
         "classes_",
         "training",
     ],
@@ -90,7 +90,7 @@ class AttentionTransformer(
     ``n_layers``, ``ff_dim``, ``activation``, ``layer_norm``, ``residual``,
     ``causal``, ``positional_encoding``, ``pooling``, ``vocabulary_size``,
     ``features_per_token``, ``data_format``, ``scale_tokens``, ``patch_size``
-    and ``pool_tokens``)
+    and ``token_statistics``)
     take effect at the next ``fit`` that builds a model: a fitted transformer
     computes with the values it was fitted with, and ``partial_fit`` or a
     ``fit`` with ``warm_start=True`` raises a ``ValueError`` on a changed one
@@ -112,7 +112,7 @@ class AttentionTransformer(
     >>> rng = np.random.RandomState(0)
     >>> X = rng.standard_normal((10, 6, 32))  # 10 sequences of 6 tokens of width 32
     >>> attn = AttentionTransformer(n_heads=4, random_state=0).fit(X)
-    >>> attn.transform(X).shape  # d_model = 4 heads x 16, then 5 x 32 (pool_tokens)
+    >>> attn.transform(X).shape  # d_model = 4 x 16, then 5 token statistics x 32
     (10, 224)
     >>> attn.attention_weights(X).shape
     (10, 4, 6, 6)
@@ -146,7 +146,7 @@ class AttentionTransformer(
         scale_tokens=True,
         patch_size="auto",
         objective="auto",
-        pool_tokens="auto",
+        token_statistics="auto",
         init="random",
         solver="adam",
         max_iter=200,
@@ -183,7 +183,7 @@ class AttentionTransformer(
         self.scale_tokens = scale_tokens
         self.patch_size = patch_size
         self.objective = objective
-        self.pool_tokens = pool_tokens
+        self.token_statistics = token_statistics
         self.init = init
         self.solver = solver
         self.max_iter = max_iter
@@ -330,7 +330,7 @@ class AttentionTransformer(
         X_new : ndarray of shape (n_samples, n_features_out)
             Pooled representations, in the dtype of X: ``d_model_`` columns
             (``n_tokens * d_model_`` for ``pooling="flatten"``), then with
-            ``pool_tokens`` five per token feature.
+            each of ``token_statistics`` one per token feature.
         """
         if is_dask_collection(X):  # lazy, block by block (skattn._estimators.dask)
             return blocked_outputs(self, "transform", X)
@@ -357,7 +357,7 @@ class AttentionTransformer(
         -------
         feature_names_out : ndarray of str objects
             ``attentiontransformer0``, ``attentiontransformer1``, ... for the
-            model's outputs, then with ``pool_tokens``
+            model's outputs, then with ``token_statistics``
             ``attentiontransformer_tokens_{statistic}_{feature}``.
         """
         names = super().get_feature_names_out(input_features)

@@ -43,7 +43,7 @@ class TrainingSet:
         Weights of the loss (times the class weights), normalised.
     alpha : float
         The L2 penalty for these weights (see :func:`penalty`).
-    task : {"classification", "regression"}
+    objective : {"classification", "regression"}
         Picks the loss.
     dtype : dtype
         The dtype the loss reads floating sequences in, each batch cast as it
@@ -57,7 +57,7 @@ class TrainingSet:
     y: np.ndarray
     sample_weight: np.ndarray
     alpha: float
-    task: str
+    objective: str
     dtype: np.dtype | None = None
 
     def __post_init__(self):
@@ -71,7 +71,7 @@ class TrainingSet:
     def astype(self, dtype):
         """The set in ``dtype``: the weights and regression targets cast, the
         floating sequences read in it (see ``dtype``)."""
-        y = self.y.astype(dtype) if self.task == "regression" else self.y
+        y = self.y.astype(dtype) if self.objective == "regression" else self.y
         floating = sequences_dtype(self.sequences).kind == "f"
         return dataclasses.replace(
             self,
@@ -87,25 +87,25 @@ class TargetEncoding:
 
     Attributes
     ----------
-    task : {"classification", "regression"}
+    objective : {"classification", "regression"}
     classes : ndarray of shape (n_classes,) or None
         The sorted class labels (classification).
     mean, scale : ndarray of shape (n_outputs,) or None
         The weighted moments of the target (regression).
     """
 
-    task: str
+    objective: str
     classes: np.ndarray | None = None
     mean: np.ndarray | None = None
     scale: np.ndarray | None = None
 
     @classmethod
-    def fit(cls, y, task, classes=None, sample_weight=None):
+    def fit(cls, y, objective, classes=None, sample_weight=None):
         """The encoding of ``y`` (with ``partial_fit``'s ``classes``)."""
-        if task == "classification":
-            return cls(task, classes=fit_classes(y, classes))
+        if objective == "classification":
+            return cls(objective, classes=fit_classes(y, classes))
         mean, scale = fit_scaling(y, sample_weight)
-        return cls(task, mean=mean, scale=scale)
+        return cls(objective, mean=mean, scale=scale)
 
     def encode(self, y, *, name="y", fitted="the first call's y"):
         """Class indices, or the standardised target.
@@ -116,7 +116,7 @@ class TargetEncoding:
             For labels not among the classes, or another number of outputs
             (``name`` and ``fitted`` name this target and the fitted one).
         """
-        if self.task == "classification":
+        if self.objective == "classification":
             return encode_classes(y, self.classes, name=name, fitted=fitted)
         if y.shape[1] != len(self.mean):
             raise ValueError(
@@ -155,17 +155,17 @@ def training_set(
     """
     y = encoding.encode(y)
     if class_weight is not None:
-        if encoding.task != "classification":
+        if encoding.objective != "classification":
             raise ValueError(
                 f"class_weight={class_weight!r} applies to classification, but "
-                f"the target is a {encoding.task} target."
+                f"the target is a {encoding.objective} target."
             )
         sample_weight, exponent = class_sample_weight(
             y, encoding.classes, class_weight, sample_weight
         )
         weight_exponent += exponent
     alpha = penalty(alpha, sample_weight, weight_exponent, dtype)
-    return TrainingSet(sequences, lengths, y, sample_weight, alpha, encoding.task)
+    return TrainingSet(sequences, lengths, y, sample_weight, alpha, encoding.objective)
 
 
 def validation_set(sequences, lengths, y_val, train, encoding, *, class_weight,
@@ -190,7 +190,7 @@ def validation_set(sequences, lengths, y_val, train, encoding, *, class_weight,
             f"[{len(sequences)}, {len(y_val)}] (X_val and y_val)."
         )
     weights = np.ones(len(y_val))
-    if encoding.task == "classification":
+    if encoding.objective == "classification":
         if y_val.ndim != 1:
             raise ValueError(f"y_val must be 1-D as y, got shape {y_val.shape}.")
         y_val = encoding.encode(y_val, name="y_val", fitted="y")
@@ -217,20 +217,20 @@ def validation_set(sequences, lengths, y_val, train, encoding, *, class_weight,
     weights, exponent = normalize_weights(weights)
     alpha = penalty(alpha, weights, exponent, dtype)
     weights = weights.astype(compute_dtype(sequences))
-    return TrainingSet(sequences, lengths, y_val, weights, alpha, encoding.task)
+    return TrainingSet(sequences, lengths, y_val, weights, alpha, encoding.objective)
 
 
-def check_classes(classes, task, objective, fitted_classes=None):
+def check_classes(classes, objective, setting, fitted_classes=None):
     """``classes`` of ``partial_fit``: for classification, the same at every call.
 
     Parameters
     ----------
     classes : array-like or None
         The caller's ``classes``.
-    task : {"classification", "regression"} or None
+    objective : {"classification", "regression"} or None
         What this call learns.
-    objective : str or None
-        The estimator's ``objective``, for the message.
+    setting : str or None
+        The estimator's ``objective`` parameter, for the message.
     fitted_classes : ndarray or None, default=None
         The classes of the first call (None at the first call).
     """
@@ -238,11 +238,11 @@ def check_classes(classes, task, objective, fitted_classes=None):
         return
     check_array_like(classes, "classes")
     given = np.asarray(classes).tolist()
-    if task != "classification":
+    if objective != "classification":
         learned = "nothing is learned (no y, or objective=None)"
-        if task == "regression":
+        if objective == "regression":
             learned = (
-                f"the target is learned by regression (objective={objective!r}; "
+                f"the target is learned by regression (objective={setting!r}; "
                 "'auto' reads a continuous target so)"
             )
         raise ValueError(
@@ -462,7 +462,7 @@ def validation_split(data, fraction, rng, *, setting, classes=None):
     stratify, test_size = None, fraction
     setting = f"early_stopping={setting!r}"
     remedy = "pass more samples, lower validation_fraction or set early_stopping=False"
-    if data.task == "classification":
+    if data.objective == "classification":
         # stratified, with at least one validation sample per class
         stratify = y
         labels, counts = np.unique(y, return_counts=True)

@@ -239,7 +239,7 @@ def _check_init_array(value, name):
 
 
 # What objective="auto" makes of each target type (as TargetEncoder's target_type).
-TARGET_TASKS = {
+TARGET_OBJECTIVES = {
     "binary": "classification",
     "multiclass": "classification",
     "continuous": "regression",
@@ -261,8 +261,8 @@ def check_target(estimator, y, n_samples):
 
     Returns
     -------
-    task : {"classification", "regression"} or None
-        None: nothing is learned.
+    objective : {"classification", "regression"} or None
+        What is learned (the parameter's ``"auto"`` resolved); None: nothing.
     y : ndarray or None
         Checked target (1-D for classification, 2-D float for regression).
     """
@@ -289,13 +289,13 @@ def check_target(estimator, y, n_samples):
         )
     if objective == "auto":
         target_type = type_of_target(y, input_name="y", raise_unknown=True)
-        if target_type not in TARGET_TASKS:
+        if target_type not in TARGET_OBJECTIVES:
             raise ValueError(
                 f"objective='auto' learns from binary, multiclass or continuous "
                 f"targets; got a target of type {target_type!r}. Set objective to "
                 "'classification' or 'regression', or None."
             )
-        objective = TARGET_TASKS[target_type]
+        objective = TARGET_OBJECTIVES[target_type]
     if objective == "regression":
         try:
             y = y.astype(np.float64).reshape(n_samples, -1)
@@ -392,6 +392,33 @@ def normalize_weights(weights):
     if exponent == 0:
         return weights, 0
     return np.ldexp(weights, -exponent), exponent
+
+
+def check_token_statistics(value, known):
+    """The statistics of a ``token_statistics`` list or tuple, as a tuple.
+
+    Parameters
+    ----------
+    value : list or tuple of str
+        The caller's statistics (``"auto"`` and None are resolved by the
+        estimator).
+    known : iterable of str
+        The statistics the estimator computes.
+
+    Raises
+    ------
+    ValueError
+        For a name that is not a known statistic, or one given twice.
+    """
+    names = tuple(value)
+    unknown = [name for name in names if not isinstance(name, str) or name not in known]
+    if unknown or len(set(names)) != len(names):
+        problem = f"unknown {unknown}" if unknown else "repeated names"
+        raise ValueError(
+            f"token_statistics={list(names)!r} has {problem}: give a list of "
+            f"distinct statistics of {list(known)}, 'auto', or None for none."
+        )
+    return names
 
 
 def check_max_bytes(max_bytes):

@@ -120,7 +120,7 @@ class DropoutStreams:
         """Stream keys of one site, shape (N,), dtype uint64."""
         return stream_keys(self.seed, self.sample_ids, site)
 
-    def token_scale(self, site, shape, dtype):
+    def multipliers(self, site, shape, dtype):
         """Multipliers (0 or ``1 / (1 - p)``) of an (N, T, W) activation."""
         keys = self.keys(site)[:, None, None]  # (N, 1, 1)
         return keep_scale(keys, grid_index(*shape[1:]), self.p, dtype)  # (N, T, W)
@@ -267,7 +267,7 @@ class FeedForward(Unit):
         scale = None
         if context.dropout is not None:
             site = self.layer * N_DROPOUT_SITES + FEED_FORWARD_HIDDEN
-            scale = context.dropout.token_scale(site, hidden.shape, hidden.dtype)
+            scale = context.dropout.multipliers(site, hidden.shape, hidden.dtype)
             hidden *= scale
         out = project(hidden, params["linear2"])  # (N, T, E)
         out += params["linear2_bias"]
@@ -330,7 +330,7 @@ class Sublayer(Unit):
         out, inner_cache = self.inner.forward(params, z, context)
         scale = None
         if context.dropout is not None:
-            scale = context.dropout.token_scale(self.dropout_site, out.shape, out.dtype)
+            scale = context.dropout.multipliers(self.dropout_site, out.shape, out.dtype)
             out *= scale
         if self.residual:
             out = out + x

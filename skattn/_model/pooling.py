@@ -253,7 +253,7 @@ def backward_flatten(d_pooled, tokens, lengths, params, cache):
 
 
 # The statistics of the (standardised) tokens themselves that a transformer
-# puts beside its model's outputs on wide tokens (``pool_tokens``): what a
+# puts beside its model's outputs on wide tokens (``token_statistics``): what a
 # linear model on the tokens' mean and extremes knows (the signed features of
 # a word vector say as much by their lows as by their highs), and the first and
 # last tokens (a BERT-style encoder's [CLS] and [SEP] states).

@@ -37,6 +37,7 @@ from .._input.validation import (
     batch_budget,
     check_finite_output,
     check_sample_weight,
+    check_token_statistics,
 )
 from .._model.model import ModelConfig, build_model
 from .._model.pooling import STATISTICS
@@ -171,12 +172,14 @@ class RandomAttentionFeatures(
         MiniRocket gives each kernel several biases; the tokens' own take one
         (:ref:`default-random-n_thresholds`).
 
-    pool_tokens : bool or "auto", default="auto"
-        Also pool the (standardised) tokens themselves with the statistics of
-        ``statistics``, as a model that does nothing would:
-        ``n_token_features`` columns per statistic after the models'.
-        ``"auto"``: always (what a linear model on the tokens' statistics
-        knows is then never lost; :ref:`default-random-pool_tokens`).
+    token_statistics : "auto", list of str or None, default="auto"
+        Statistics of the (standardised) tokens themselves, as a model that
+        does nothing would pool them: ``n_token_features`` columns per
+        statistic after the models', of the statistics ``statistics`` names.
+        ``"auto"``: those of ``statistics_`` (what a linear model on the
+        tokens' statistics knows is then never lost;
+        :ref:`default-random-token_statistics`); None: none. The statistics
+        used are ``token_statistics_``.
 
     random_state : int, RandomState instance or None, default=None
         Seed of the models (their configurations and weights). Pass an int for
@@ -219,6 +222,10 @@ class RandomAttentionFeatures(
     statistics_ : list of str
         The statistics of ``statistics`` (``"auto"`` resolved), in the order
         of the columns of each model.
+
+    token_statistics_ : tuple of str
+        The statistics of the tokens themselves (``"auto"`` resolved; empty
+        for none), in the order of their columns after the models'.
 
     thresholds_ : list of ndarray of shape (n_thresholds, model width), or None
         Each model's thresholds per feature for the PPV and the LSPV, from at
@@ -329,7 +336,7 @@ class RandomAttentionFeatures(
         "scale_tokens": ["boolean"],
         "statistics": [StrOptions(set(STATISTICS) | {"auto"}), "array-like"],
         "n_thresholds": [Interval(Integral, 1, None, closed="left")],
-        "pool_tokens": ["boolean", StrOptions({"auto"})],
+        "token_statistics": [StrOptions({"auto"}), list, tuple, None],
         "random_state": ["random_state"],
     }
 
@@ -349,7 +356,7 @@ class RandomAttentionFeatures(
         scale_tokens=True,
         statistics="auto",
         n_thresholds=3,
-        pool_tokens="auto",
+        token_statistics="auto",
         random_state=None,
     ):
         self.n_models = n_models
@@ -365,7 +372,7 @@ class RandomAttentionFeatures(
         self.scale_tokens = scale_tokens
         self.statistics = statistics
         self.n_thresholds = n_thresholds
-        self.pool_tokens = pool_tokens
+        self.token_statistics = token_statistics
         self.random_state = random_state
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -410,6 +417,7 @@ class RandomAttentionFeatures(
             )
         candidates = drawn_candidates(self.get_params())
         statistic_names(self.statistics, None)  # checked before any work
+        self._token_statistics(())
         sequences = check_input(self, X, reset=True)
         dtype = sequences_dtype(sequences)
         tasks = FitTasks(self, X, y, sample_weight)
@@ -475,7 +483,7 @@ class RandomAttentionFeatures(
                 budget_bytes=budget,
             )
         self.statistics_ = statistics
-        self._pool_tokens = isinstance(self.pool_tokens, str) or bool(self.pool_tokens)
+        self.token_statistics_ = self._token_statistics(statistics)
         self.thresholds_ = None
         if THRESHOLDED & set(statistics):
             self.thresholds_ = self._thresholds(sequences, levels, sample_weight)
@@ -500,8 +508,8 @@ class RandomAttentionFeatures(
         X_new : ndarray of shape (n_samples, ``n_features_out_``)
             For each model in turn, each statistic of ``statistics_`` in turn,
             one column per feature of the model's width; then with
-            ``pool_tokens`` each statistic of the tokens, one column per token
-            feature; computed in float32, in the dtype of X.
+            each statistic of ``token_statistics_`` of the tokens, one column
+            per token feature; computed in float32, in the dtype of X.
 
         Raises
         ------
@@ -517,7 +525,7 @@ class RandomAttentionFeatures(
         statistics = self.statistics_
         runner = self._runner(sequences)
         thresholds = self.thresholds_
-        pool_tokens = self._pool_tokens
+        token_statistics = self.token_statistics_
         lengths = sequence_lengths(sequences)
         n_out = self.n_features_out_
 
@@ -540,11 +548,10 @@ class RandomAttentionFeatures(
                         values = STATISTICS[name](tokens, token_lengths, params)[0]
                     out[:, start : start + values.shape[1]] = values
                     start += values.shape[1]
-            if pool_tokens:
-                for name in statistics:
-                    values = STATISTICS[name](inputs[False], batch_lengths, None)[0]
-                    out[:, start : start + values.shape[1]] = values
-                    start += values.shape[1]
+            for name in token_statistics:
+                values = STATISTICS[name](inputs[False], batch_lengths, None)[0]
+                out[:, start : start + values.shape[1]] = values
+                start += values.shape[1]
             return rows, out
 
         X_new = np.empty((len(sequences), n_out), dtype=dtype)
@@ -571,7 +578,7 @@ class RandomAttentionFeatures(
         feature_names_out : ndarray of str objects
             ``randomattentionfeatures_m{model}_{statistic}_{feature}``, then
             ``randomattentionfeatures_tokens_{statistic}_{feature}`` with
-            ``pool_tokens``, in the order of the columns of :meth:`transform`.
+            ``token_statistics_``, in the order of the columns of :meth:`transform`.
         """
         check_is_fitted(self, "n_features_out_")
         # checks input_features like the other transformers of scikit-learn
@@ -612,8 +619,8 @@ class RandomAttentionFeatures(
             (f"m{index}", config["n_heads"] * config["head_dim"], labels(n_thresholds))
             for index, config in enumerate(self.models_)
         ]
-        if self._pool_tokens:
-            blocks.append(("tokens", self._token_width(), labels(1)))
+        if self.token_statistics_:
+            blocks.append(("tokens", self._token_width(), list(self.token_statistics_)))
         return blocks
 
     def _runner(self, sequences):
@@ -633,6 +640,15 @@ class RandomAttentionFeatures(
             params, _ = model.flat_init(weights)
             models.append((model, params, config["difference"]))
         return ModelRunner(models, token_stats, difference_stats, n_features, dtype)
+
+    def _token_statistics(self, statistics):
+        """The statistics of the tokens themselves: ``token_statistics``,
+        ``"auto"`` those of the models (``statistics``, resolved)."""
+        if isinstance(self.token_statistics, str):  # "auto"
+            return tuple(statistics)
+        if self.token_statistics is None:
+            return ()
+        return check_token_statistics(self.token_statistics, STATISTICS)
 
     def _thresholds(self, sequences, levels, sample_weight):
         """Each model's thresholds (see ``thresholds_``): threshold ``k`` of

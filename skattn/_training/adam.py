@@ -333,7 +333,7 @@ def warn_if_diverged(history, learning_rate, *, stacklevel):
         )
 
 
-# pool_tokens: the head that reads the tokens' statistics is fitted, once the
+# token_statistics: the head that reads the tokens' statistics is fitted, once the
 # model is trained, with the penalty of scikit-learn's LogisticRegression(C=1)
 # and Ridge(alpha=1) (user guide, "How the defaults were chosen").
 def new_optimizer(params, model, settings, state=None):

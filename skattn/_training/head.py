@@ -1,5 +1,5 @@
 """The linear head fitted on the trained model's pooled outputs and the
-tokens' statistics (``pool_tokens``).
+tokens' statistics (``token_statistics``).
 """
 
 # Authors: The skattn developers
@@ -37,7 +37,7 @@ def fit_linear_head(features, data):
         targets.
     """
     weight = data.sample_weight / np.mean(data.sample_weight)
-    if data.task == "classification":
+    if data.objective == "classification":
         head = LogisticRegression(C=1 / HEAD_ALPHA, max_iter=HEAD_MAX_ITER)
         head.fit(features, data.y, sample_weight=weight)
         coef, intercept = head.coef_.T, head.intercept_

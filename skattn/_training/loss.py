@@ -57,7 +57,7 @@ def loss_gradients(model, params, data, rows, *, dropout=None):
         By name, for every trainable parameter.
     """
     total_weight = float(data.sample_weight[rows].sum())
-    loss_function = LOSS_FUNCTIONS[data.task]
+    loss_function = LOSS_FUNCTIONS[data.objective]
     head_params = {name: params[name] for name in model.head.param_specs()}
 
     def batch_loss_grad(batch, x):
@@ -143,13 +143,13 @@ def validation_metrics(model, params, data, rows):
     ):
         predictions[batch] = batch_predictions
     weight = data.sample_weight[rows]
-    loss, _ = LOSS_FUNCTIONS[data.task](predictions[rows], data.y[rows], weight)
+    loss, _ = LOSS_FUNCTIONS[data.objective](predictions[rows], data.y[rows], weight)
     total_weight = float(weight.sum())
     for name, spec in model.param_specs().items():
         if spec.penalized:
             value = params[name]
             loss += 0.5 * data.alpha * float(np.sum(value * value)) / total_weight
-    if data.task == "classification":
+    if data.objective == "classification":
         score = accuracy_score(data.y[rows], predictions[rows].argmax(axis=1))
     else:
         score = r2_score(data.y[rows], predictions[rows])

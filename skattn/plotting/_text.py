@@ -247,7 +247,7 @@ class TokenAttributionDisplay:
           score of token ``t`` is ``sum_w x[t, w] * d score / d x[t, w]``,
           from the model's own backward pass on the sample in evaluation
           mode (no dropout), through every path to the head, the statistics
-          of the tokens (``pool_tokens``) included. The scores sum to the
+          of the tokens (``token_statistics``) included. The scores sum to the
           gradient . input total; for a model linear in its tokens (no bias
           after them) that is the score minus its value on tokens of zeros.
         - ``method="attention"``: the pooling's attention over the tokens.

@@ -19,6 +19,7 @@ from helpers import (
 )
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import config_context
+from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import RidgeClassifierCV
 from sklearn.model_selection import cross_val_score
@@ -164,7 +165,7 @@ def _attention_transformer(features, index, pooling):
         ff_dim=0,  # a model of random features is one attention sublayer
         objective=None,
         pooling=pooling,
-        pool_tokens=False,  # the model's outputs alone
+        token_statistics=None,  # the model's outputs alone
         init=features.weights_[index],  # the same schema
     )
 
@@ -215,7 +216,7 @@ def test_statistics_are_those_of_attention_transformer_models(kind, scale_tokens
             )
         minimum = [seq.min(axis=0) for seq in per_token]  # of the valid tokens
         assert_allclose(blocks[:, 4 + 2 * K], minimum, **FLOAT32)
-    # pool_tokens: then the statistics of the standardised tokens themselves
+    # token_statistics="auto": then the same statistics of the standardised tokens
     tokens = _standardised_tokens(features, X)
     expected = [
         [seq.mean(axis=0) for seq in tokens],
@@ -307,7 +308,7 @@ def test_strided_patches_are_windows_read_as_tokens(kind):
         patch_stride=[1, 2, 3],
         difference=False,
         statistics=["mean", "max"],
-        pool_tokens=False,
+        token_statistics=None,
         random_state=0,
     ).fit(X)
     assert {config["patch_stride"] for config in features.models_} == {1, 2, 3}
@@ -849,7 +850,9 @@ def test_first_models_do_not_depend_on_n_models():
     many = RandomAttentionFeatures(**{**MIXED, "n_models": 7}, random_state=0).fit(X)
     assert many.models_[:3] == few.models_
     X_few, X_many = few.transform(X), many.transform(X)
-    tokens = 7 * 4  # pool_tokens: 7 statistics of the 4 token features, last
+    tokens = (
+        7 * 4
+    )  # token_statistics="auto": 7 statistics of the 4 token features, last
     models = X_few.shape[1] - tokens
     assert_array_equal(X_many[:, :models], X_few[:, :models])
     assert_array_equal(X_many[:, -tokens:], X_few[:, -tokens:])
@@ -1028,7 +1031,7 @@ def test_feature_names_name_model_statistic_and_feature():
     assert_array_equal(names, expected + tokens)
     n_out = features.transform(make_3d()).shape[1]
     assert len(names) == features.n_features_out_ == n_out
-    features.set_params(pool_tokens=False).fit(make_3d())
+    features.set_params(token_statistics=None).fit(make_3d())
     assert_array_equal(features.get_feature_names_out(), expected)
     assert features.transform(make_3d()).shape[1] == len(expected)
     # one threshold: the PPV is named as the other statistics
@@ -1042,13 +1045,33 @@ def test_feature_names_name_model_statistic_and_feature():
     assert features.transform(make_3d()).shape[1] == len(one)
 
 
+def test_token_statistics_chooses_the_tokens_own_columns():
+    """A list pools the tokens with its statistics, whatever the models'."""
+    X = make_3d()
+    auto = RandomAttentionFeatures(**SMALL, statistics=["max", "ppv"])
+    auto.set_params(random_state=0).fit(X)
+    chosen = clone(auto).set_params(token_statistics=["ppv", "mean"]).fit(X)
+    assert auto.token_statistics_ == ("max", "ppv")
+    assert chosen.token_statistics_ == ("ppv", "mean")
+    names = chosen.get_feature_names_out()
+    width = 4  # the token width of make_3d
+    assert [n.split("_")[-2] for n in names[-2 * width :]] == ["ppv"] * 4 + ["mean"] * 4
+    n_models = auto.n_features_out_ - 2 * width
+    out_auto, out_chosen = auto.transform(X), chosen.transform(X)
+    assert_array_equal(out_chosen[:, :n_models], out_auto[:, :n_models])
+    # the tokens' PPV is the same column in both
+    assert_array_equal(out_chosen[:, n_models : n_models + width], out_auto[:, -width:])
+    with pytest.raises(ValueError, match="unknown \\['median'\\]"):
+        clone(auto).set_params(token_statistics=["median"]).fit(X)
+
+
 def test_transform_keeps_the_fitted_structure_after_set_params():
     X = make_ragged()
     features = RandomAttentionFeatures(**SMALL, difference=True, random_state=0)
     expected = features.fit_transform(X)
     names = features.get_feature_names_out()
     features.set_params(
-        difference=False, pool_tokens=False, scale_tokens=False, statistics="ppv"
+        difference=False, token_statistics=None, scale_tokens=False, statistics="ppv"
     )
     assert_array_equal(features.transform(X), expected)
     assert_array_equal(features.get_feature_names_out(), names)
