@@ -1,7 +1,7 @@
 """Which columns of RandomAttentionFeatures the text sets need, and the ridge's grid.
 
 The features of the default transformer (16 models, then the tokens' own
-statistics: ``token_statistics`` of all five; on word vectors the mean, max, min, first and
+statistics: ``token_statistics="auto"``; on word vectors the mean, max, min, first and
 last of each) are computed once per text set of ``realdata.py``; the documented
 head (``StandardScaler`` then ``RidgeClassifierCV``) is refitted on column
 subsets, found by the feature names: the 16 models alone, the tokens' statistics
