@@ -116,16 +116,14 @@ objective : {"auto", "classification", "regression"} or None, default="auto"
 """,
     "token_statistics": """
 token_statistics : "auto", list of str or None, default="auto"
-    Statistics of the (standardised) tokens themselves, of ``"mean"``,
-    ``"max"``, ``"min"``, ``"first"`` and ``"last"``, put after the model's
-    pooled vector, one column per token feature each. The model trains with
-    a head on the pooled vector; ``fit`` then fits the head on both, a
-    logistic regression (ridge for targets) with scikit-learn's default
-    penalty, so that it knows at least what a linear model on the tokens'
-    statistics knows (``partial_fit`` leaves that part of the head).
-    ``"auto"``: all five for tokens of more than 8 features, such as word
-    vectors and encoder states, none for narrower tokens and token ids
-    (:ref:`default-transformer-token_statistics`); None: none.
+    Statistics of the (standardised) tokens themselves (of ``"mean"``,
+    ``"max"``, ``"min"``, ``"first"``, ``"last"``) after the pooled vector,
+    one column per token feature each. The model trains with a head on the
+    pooled vector; ``fit`` then fits the head on both (a logistic or ridge
+    regression, scikit-learn's default penalty), so that it knows at least
+    what a linear model on these statistics knows. ``"auto"``: all five for
+    tokens of more than 8 features (:ref:`default-transformer-token_statistics`),
+    else none.
 """,
     "init": """
 init : "random" or dict, default="random"
@@ -243,8 +241,7 @@ n_heads_, head_dim_, d_model_, patch_size_, max_tokens_ : int
     no patches), and the longest sequence of fit (the tokens of a table).
 
 token_statistics_ : tuple of str
-    The statistics of the tokens after the pooled vector (``"auto"``
-    resolved; empty for none).
+    The tokens' statistics after the pooled vector (empty: none).
 """,
     "weights": """
 layers_ : list of dict of str to ndarray

@@ -86,12 +86,9 @@ class AttentionTransformer(
     number of cores (:ref:`performance`), and the computation runs in the
     dtype of ``X``.
 
-    The parameters that fix the model (``n_heads``, ``head_dim``,
-    ``n_layers``, ``ff_dim``, ``activation``, ``layer_norm``, ``residual``,
-    ``causal``, ``positional_encoding``, ``pooling``, ``vocabulary_size``,
-    ``features_per_token``, ``data_format``, ``scale_tokens``, ``patch_size``
-    and ``token_statistics``)
-    take effect at the next ``fit`` that builds a model: a fitted transformer
+    The parameters that fix the model (``n_heads`` to ``patch_size`` but
+    ``dropout``, and ``token_statistics``) take effect at the next ``fit``
+    that builds a model: a fitted transformer
     computes with the values it was fitted with, and ``partial_fit`` or a
     ``fit`` with ``warm_start=True`` raises a ``ValueError`` on a changed one
     (``"auto"`` and None mean the fitted value). The parameters of training

@@ -159,6 +159,7 @@ def multi_head_forward(
     return_weights=False,
     dropout=None,
     query_key=None,
+    pattern=None,
 ):
     """Multi-head self-attention forward pass, keeping what backward needs.
 
@@ -179,6 +180,12 @@ def multi_head_forward(
         k, cache)`` for ``q, k`` of shape (..., H, T, Dh), and ``backward(d_q,
         d_k, cache)`` returning the gradients with respect to its inputs.
         None: the projections as they are.
+    pattern : object or None, default=None
+        Which keys each query attends to, and the kernels that compute it:
+        ``forward(q, k, v, *, mask, causal, return_weights, dropout)`` as
+        :func:`attention_forward`, ``backward(d_context, q, k, v, context, lse,
+        *, mask, causal, dropout)`` as :func:`attention_backward`. None: every
+        key (those two kernels).
 
     Returns
     -------
@@ -194,7 +201,8 @@ def multi_head_forward(
     query_key_cache = None
     if query_key is not None:
         q, k, query_key_cache = query_key.forward(q, k)  # (..., H, T, Dh)
-    context, lse, weights = attention_forward(
+    forward = attention_forward if pattern is None else pattern.forward
+    context, lse, weights = forward(
         q,
         k,
         v,
@@ -395,6 +403,7 @@ def multi_head_backward(
     causal=False,
     dropout=None,
     query_key=None,
+    pattern=None,
 ):
     """Gradients of :func:`multi_head_forward`.
 
@@ -403,7 +412,7 @@ def multi_head_backward(
     d_out : ndarray of shape (..., T, d_out)
         Gradient of the loss with respect to the output.
     x, w_query, w_key, w_value, w_output, n_heads, mask, causal, dropout, \
-            query_key
+            query_key, pattern
         As given to :func:`multi_head_forward`.
     cache : dict
         The cache :func:`multi_head_forward` returned.
@@ -422,7 +431,8 @@ def multi_head_backward(
         merged = cache["merged"].reshape(-1, w_output.shape[0])  # (N*T, H*Dv)
         grads["output"] = merged.T @ d_out.reshape(-1, w_output.shape[1])
         d_merged = project(d_out, w_output.T)  # (..., T, H*Dv)
-    d_q, d_k, d_v = attention_backward(
+    backward = attention_backward if pattern is None else pattern.backward
+    d_q, d_k, d_v = backward(
         split_heads(d_merged, n_heads),
         cache["q"],
         cache["k"],

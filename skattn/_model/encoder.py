@@ -19,15 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import erf
 
-from .._kernels.attention import attention_forward, causal_tile
 from .._kernels.dropout import grid_index, keep_scale, stream_keys
-from .._kernels.multi_head import (
-    mask_with_head_axis,
-    multi_head_backward,
-    multi_head_forward,
-    project,
-)
-from .._parallel import CACHE_BYTES, map_parallel
+from .._kernels.multi_head import multi_head_backward, multi_head_forward, project
+from .patterns import FullAttention
 from .units import LayerNorm, ParamSpec, Unit
 
 # Dropout sites of one encoder layer (torch's places): the attention weights,
@@ -135,15 +129,17 @@ class SelfAttention(Unit):
     """Multi-head self-attention without biases: query, key, value, output.
 
     The projections, then ``query_key`` (the transform of the queries and keys
-    of a positional encoding, or None), the attention of each head and the
-    output projection (:func:`multi_head_forward`). Padded keys are masked;
-    with dropout, the attention weights are dropped as in
-    ``torch.nn.MultiheadAttention``.
+    of a positional encoding, or None), the attention of each head with the
+    kernels of ``pattern`` (an attention pattern of ``patterns.py``: which
+    keys each query reads) and the output projection
+    (:func:`multi_head_forward`). Padded keys are masked; with dropout, the
+    attention weights are dropped as in ``torch.nn.MultiheadAttention``.
     """
 
-    def __init__(self, d_model, n_heads, layer, query_key=None):
+    def __init__(self, d_model, n_heads, layer, query_key=None, pattern=None):
         self.d_model, self.n_heads, self.layer = d_model, n_heads, layer
         self.query_key = query_key
+        self.pattern = FullAttention() if pattern is None else pattern
 
     def param_specs(self):
         shape = (self.d_model, self.d_model)
@@ -169,9 +165,10 @@ class SelfAttention(Unit):
             causal=context.causal,
             dropout=dropout,
             query_key=self.query_key,
+            pattern=self.pattern,
         )  # (N, T, E)
         if context.weights_layer == self.layer:
-            write_attention_weights(
+            self.pattern.write_weights(
                 cache["q"], cache["k"], mask, context.causal, context.weights_out
             )
         return out, (x, cache, mask, context.causal, dropout)
@@ -191,54 +188,8 @@ class SelfAttention(Unit):
             causal=causal,
             dropout=dropout,
             query_key=self.query_key,
+            pattern=self.pattern,
         )
-
-
-def write_attention_weights(q, k, mask, causal, out):
-    """Attention weights of self-attention (without dropout), written into ``out``.
-
-    A block of query rows at a time: the weights of one long sequence are as
-    large as ``out`` (``H * T**2`` numbers), so computing them whole and then
-    copying them took twice its memory. A block holds at most about
-    ``CACHE_BYTES``; as many blocks run at once as the kernel runs tiles.
-
-    Parameters
-    ----------
-    q, k : ndarray of shape (N, H, T, Dh)
-        Queries and keys of the heads (as :func:`multi_head_forward` caches them).
-    mask : ndarray of bool of shape (N, 1, T) or None
-        Key-padding mask, True for the valid keys of each row.
-    causal : bool
-        Whether query ``i`` attends only to keys ``j <= i``.
-    out : ndarray of shape (N, H, T, T) or list of N ndarray of shape (H, T_i, T_i)
-        Where each row's weights go: all of them, or those of its first
-        ``T_i`` tokens (its valid tokens: those of padding are not written).
-    """
-    n_samples, n_heads, n_tokens = q.shape[:3]
-    block_rows = max(1, CACHE_BYTES // (n_samples * n_heads * n_tokens * q.itemsize))
-    key_mask = mask_with_head_axis(mask)  # (N, 1, 1, T) or None
-    no_values = k[..., :0]  # only the weights are wanted
-
-    def write_block(start):
-        stop = min(start + block_rows, n_tokens)
-        allowed = key_mask
-        if causal:  # causal_tile of the block's own rows, as the kernel tiles it
-            block_causal = causal_tile(start, stop, n_tokens)
-            allowed = block_causal if mask is None else key_mask & block_causal
-        _, _, weights = attention_forward(
-            q[:, :, start:stop], k, no_values, mask=allowed, return_weights=True
-        )  # (N, H, stop - start, T)
-        if isinstance(out, np.ndarray):
-            out[:, :, start:stop] = weights
-            return
-        for row_out, row_weights in zip(out, weights, strict=True):
-            n_valid = row_out.shape[-1]
-            if start < n_valid:
-                rows = slice(start, min(stop, n_valid))
-                row_out[:, rows] = row_weights[:, : rows.stop - start, :n_valid]
-
-    # blocks side by side, as the kernel's tiles: each writes its own rows
-    map_parallel(write_block, range(0, n_tokens, block_rows))
 
 
 class FeedForward(Unit):
@@ -380,6 +331,8 @@ class EncoderLayer(Unit):
     query_key : object or None, default=None
         The transform of the attention's queries and keys (see
         :class:`SelfAttention`).
+    pattern : object or None, default=None
+        The attention pattern (see :class:`SelfAttention`); None: full.
     """
 
     def __init__(
@@ -393,6 +346,7 @@ class EncoderLayer(Unit):
         residual,
         layer_norm,
         query_key=None,
+        pattern=None,
     ):
         self.d_model, self.n_heads, self.ff_dim = d_model, n_heads, ff_dim
         norm_first = layer_norm is not None and layer_norm.first
@@ -400,7 +354,7 @@ class EncoderLayer(Unit):
         site = index * N_DROPOUT_SITES
         self.sublayers = [
             Sublayer(
-                SelfAttention(d_model, n_heads, index, query_key),
+                SelfAttention(d_model, n_heads, index, query_key, pattern),
                 None if layer_norm is None else LayerNorm(d_model, "norm1"),
                 dropout_site=site + ATTENTION_OUTPUT,
                 **options,

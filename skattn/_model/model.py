@@ -41,7 +41,7 @@ import numpy as np
 
 from .encoder import EncoderLayer
 from .head import LinearHead
-from .options import REGISTRIES
+from .options import ATTENTION_PATTERNS, REGISTRIES
 from .pooling import Pooling, pool_statistics
 from .units import (
     ClassToken,
@@ -184,6 +184,7 @@ def build_model(config):
         query_key = positions.query_key_transform()
     if config.pooling == "cls":
         add(ClassToken(config.d_model))
+    pattern = ATTENTION_PATTERNS.get("full")()
     for index in range(config.n_layers):
         layer = EncoderLayer(
             index,
@@ -194,6 +195,7 @@ def build_model(config):
             residual=config.residual,
             layer_norm=option["layer_norm"],
             query_key=query_key,
+            pattern=pattern,
         )
         add(layer, prefix=f"{LAYER_PREFIX}{index}.")
     if option["layer_norm"] is not None and option["layer_norm"].final:

@@ -12,6 +12,7 @@ the parameter, the check of a fitted model's structure and the tests read
 # SPDX-License-Identifier: BSD-3-Clause
 
 from .encoder import GELU, POST_NORM, PRE_NORM, RELU
+from .patterns import FullAttention
 from .pooling import POOLINGS
 from .registry import Registry
 from .rotary import RotaryPositions
@@ -56,6 +57,12 @@ LAYER_NORMS = (
         "``x + f(norm(x))``, a final norm (``norm_first=True``);",
     )
     .add(None, None, "none.")
+)
+
+# The attention patterns of SelfAttention. Not an estimator parameter of its
+# own: build_model picks the pattern from the model's description.
+ATTENTION_PATTERNS = Registry("attention_pattern").add(
+    "full", FullAttention, "every token attends to every token."
 )
 
 # Every registry of an option of ModelConfig, by the option's name.

@@ -268,7 +268,7 @@ class Context:
         Encoder layer whose attention weights to write into ``weights_out``.
     weights_out : ndarray or list of ndarray, default=None
         Where that layer writes them (see
-        :func:`skattn._model.encoder.write_attention_weights`): an array of
+        :func:`skattn._model.patterns.write_attention_weights`): an array of
         shape (N, H, T, T), or one array of shape (H, T_i, T_i) per row, for
         the row's own tokens.
     """
