@@ -10,7 +10,7 @@ computes, one unit per piece::
       -> input projection (D -> E), when the model has one
       -> + positional encoding (of the positional_encoding registry, which
          may instead transform each attention's queries and keys)
-      -> [class token appended, for pooling="cls"]
+      -> [class token appended, for a pooling that reads one (pooling="cls")]
       -> n_layers encoder layers, each: self-attention sublayer, then
          feed-forward sublayer (torch.nn.TransformerEncoderLayer semantics)
       -> [final layer norm, for layer_norm="pre"]
@@ -42,7 +42,7 @@ import numpy as np
 from .encoder import EncoderLayer
 from .head import LinearHead
 from .options import REGISTRIES
-from .pooling import Pooling, pool_statistics
+from .pooling import pool_statistics
 from .units import (
     ClassToken,
     Context,
@@ -80,7 +80,8 @@ class ModelConfig:
         Where each sublayer normalises (see :class:`~skattn.AttentionTransformer`).
     n_positions : int
         Model tokens of the longest sequence seen in fit: rows of a learned
-        positions table, and the length ``pooling="flatten"`` needs.
+        positions table, and the one length of a pooling that needs one
+        (``pooling="flatten"``).
     projects_input : bool
         Whether the tokens are projected (D -> E) before the first layer.
     token_scale_shape : tuple of int or None
@@ -181,7 +182,8 @@ def build_model(config):
         )
         add(positions)
         query_key = positions.query_key_transform()
-    if config.pooling == "cls":
+    pooling = option["pooling"](config.n_positions, config.d_model)
+    if pooling.appends_class_token:
         add(ClassToken(config.d_model))
     for index in range(config.n_layers):
         layer = EncoderLayer(
@@ -197,7 +199,6 @@ def build_model(config):
         add(layer, prefix=f"{LAYER_PREFIX}{index}.")
     if option["layer_norm"] is not None and option["layer_norm"].final:
         add(LayerNorm(config.d_model, "final_norm", attributes=True))
-    pooling = Pooling(config.pooling, config.d_model, config.n_positions)
     head = None
     if config.n_outputs:
         width = (
