@@ -52,6 +52,8 @@ from .._model.sequences import (
 from .._parallel import single_threaded_blas
 from .._training.callbacks import CALLBACK_BASES, FitTasks
 from .configs import (
+    MODEL_POOLING,
+    RANDOM_POSITIONAL_ENCODINGS,
     THRESHOLDED,
     differences,
     drawn_candidates,
@@ -107,11 +109,13 @@ class RandomAttentionFeatures(
     causal : bool or list of bool, default=False
         Whether a model's token ``i`` attends only to tokens ``j <= i``.
 
-    positional_encoding : {"sinusoidal", None}, list of them, or "auto", \
-            default="auto"
-        Whether a model adds the sinusoidal positional encoding to its
-        projected tokens (None: its outputs do not depend on where a patch is);
-        from a list, each model draws one. ``"auto"``: for series read in
+    positional_encoding : {"sinusoidal", "rotary", None}, list of them, or \
+            "auto", default="auto"
+        A model's positions, as :class:`AttentionTransformer`'s (learned
+        positions excepted: nothing is trained): the sinusoidal table added to
+        its projected tokens, or its queries and keys rotated (even head
+        widths only); None: its outputs do not depend on where a patch is.
+        From a list, each model draws one. ``"auto"``: for series read in
         patches, half the models without positions, pooling the windows of the
         series wherever they are as ROCKET's kernels do; the sinusoidal
         positions for other input (:ref:`default-random-positional_encoding`).
@@ -307,7 +311,7 @@ class RandomAttentionFeatures(
         "head_dim": [Interval(Integral, 1, None, closed="left"), "array-like"],
         "causal": ["boolean", "array-like"],
         "positional_encoding": [
-            StrOptions({"sinusoidal", "auto"}),
+            StrOptions({*RANDOM_POSITIONAL_ENCODINGS, "auto"}),
             None,
             "array-like",
         ],
@@ -533,7 +537,7 @@ class RandomAttentionFeatures(
             outputs = runner.outputs(inputs, batch_lengths)
             for index, (tokens, pooled, token_lengths) in enumerate(outputs):
                 for name in statistics:
-                    if name == "mean":  # the model's own pooling
+                    if name == MODEL_POOLING:  # the model's own pooling
                         values = pooled
                     else:
                         params = thresholds[index] if name in THRESHOLDED else None
@@ -688,6 +692,7 @@ def _model_config(config, n_features, n_tokens):
         d_model=config["n_heads"] * config["head_dim"],
         causal=config["causal"],
         positional_encoding=config["positional_encoding"],
+        pooling=MODEL_POOLING,
         n_positions=n_tokens,
         patch_size=config["patch_size"],
         patch_stride=config["patch_stride"],

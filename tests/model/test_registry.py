@@ -10,7 +10,7 @@ from skattn import AttentionClassifier, AttentionTransformer
 from skattn._estimators.resolve import fitted_structure
 from skattn._model.attribution import pooling_attention
 from skattn._model.model import ModelConfig, build_model
-from skattn._model.options import REGISTRIES
+from skattn._model.options import POSITIONAL_ENCODINGS, REGISTRIES
 from skattn._model.pooling import POOLINGS, needs_fixed_length, pooled_width
 from skattn._model.registry import Registry
 
@@ -96,3 +96,10 @@ def test_the_model_and_the_estimators_ask_the_pooling_unit(pooling):
     weights = pooling_attention(model, params, x, lengths)
     assert weights.shape == (2, 5) and np.isfinite(weights).all()
     assert_array_equal(weights[1, lengths[1] :], 0)
+
+
+@pytest.mark.parametrize("kind", POSITIONAL_ENCODINGS.names())
+def test_a_positional_encoding_is_trainable_when_training_changes_it(kind):
+    unit = POSITIONAL_ENCODINGS.get(kind)(3, 4, 2)
+    specs = unit.param_specs().values()
+    assert unit.trainable == any(spec.trainable for spec in specs)
