@@ -24,7 +24,8 @@ packing see. The same parameters nest as the estimators' ``init`` dict reads
 them (:meth:`Model.nest`): ``{"input": ..., "layers": [{"query": ...}, ...]}``.
 A new unit is a class of ``units.py`` (or ``encoder.py``) and one line in
 :func:`build_model`; a new value of an option (a positional encoding, a
-pooling, an activation) is one line of its registry in ``options.py``.
+pooling, an activation) is its unit and one line of its registry, in
+``options.py`` (``pooling.py`` for the poolings).
 
 Shape legend: N samples, T tokens (padded length), D token width, E model width
 (``n_heads * head_dim``), F pooled width, K outputs.
