@@ -111,14 +111,12 @@ class RandomAttentionFeatures(
 
     positional_encoding : {"sinusoidal", "rotary", None}, list of them, or \
             "auto", default="auto"
-        A model's positions, as :class:`AttentionTransformer`'s (learned
-        positions excepted: nothing is trained): the sinusoidal table added to
-        its projected tokens, or its queries and keys rotated (even head
-        widths only); None: its outputs do not depend on where a patch is.
-        From a list, each model draws one. ``"auto"``: for series read in
-        patches, half the models without positions, pooling the windows of the
-        series wherever they are as ROCKET's kernels do; the sinusoidal
-        positions for other input (:ref:`default-random-positional_encoding`).
+        A model's positions, as :class:`AttentionTransformer`'s but never
+        learned (rotary: even head widths only; None: outputs independent of
+        where a patch is); from a list, each model draws one. ``"auto"``:
+        for series read in patches, half the models without (pooling windows
+        wherever they are, as ROCKET's kernels); sinusoidal positions for
+        other input (:ref:`default-random-positional_encoding`).
 
     patch_size : int, list of int, "auto" or None, default="auto"
         Tokens per patch of a model (as in :class:`AttentionTransformer`): a
