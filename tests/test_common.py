@@ -8,17 +8,22 @@ from sklearn.utils.estimator_checks import (
 )
 
 from skattn import AttentionClassifier, AttentionRegressor, AttentionTransformer
+from skattn._model.options import REGISTRIES
+from skattn._model.pooling import needs_fixed_length
 
 CONFIGURATIONS = [
     AttentionTransformer(max_iter=5),
     AttentionTransformer(solver="lbfgs", max_iter=5),
     AttentionTransformer(objective=None),
     AttentionTransformer(objective="regression", max_iter=5),
-    # "first" and "last" go through every input format in test_transformer.py
-    # (POOLINGS); here they would repeat the checks of "max", shape for shape
+    # every pooling but the default "mean" (the configurations above), and
+    # "first" and "last", which go through every input format in
+    # test_transformer.py (POOLINGS): here they would repeat the checks of
+    # "max", shape for shape
     *(
         AttentionTransformer(n_heads=2, pooling=pooling, max_iter=3, random_state=0)
-        for pooling in ["max", "cls", "attention", "flatten"]
+        for pooling in REGISTRIES["pooling"].names()
+        if pooling not in ("mean", "first", "last")
     ),
     AttentionTransformer(
         n_heads=1, head_dim=3, positional_encoding="learned", causal=True, max_iter=3
@@ -96,7 +101,12 @@ def test_sklearn_compatible_estimator(estimator, check):
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("check", EXTRA_CHECKS, ids=lambda check: check.__name__)
 @pytest.mark.parametrize(
-    "estimator", [CONFIGURATIONS[0], CONFIGURATIONS[7]], ids=["mean", "flatten"]
+    "estimator",
+    [
+        CONFIGURATIONS[0],
+        next(est for est in CONFIGURATIONS if needs_fixed_length(est.pooling)),
+    ],
+    ids=["mean", "fixed-length"],
 )
 def test_sklearn_extra_checks(estimator, check):
     check(type(estimator).__name__, estimator)

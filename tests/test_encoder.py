@@ -12,6 +12,7 @@ from sklearn.base import clone
 from threadpoolctl import threadpool_limits
 
 from skattn import AttentionTransformer
+from skattn._model.options import REGISTRIES
 from skattn._model.units import LAYER_NORM_EPS
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -191,6 +192,13 @@ def test_init_of_the_first_layer_sets_the_width():
 # ------------------------------
 
 
+# Each activation by its formula; the exact GELU by the math module.
+REFERENCE_ACTIVATIONS = {
+    "relu": lambda a: np.maximum(a, 0),
+    "gelu": lambda a: 0.5 * a * (1 + np.vectorize(math.erf)(a / math.sqrt(2))),
+}
+
+
 def reference_layer(h, layer, n_heads, *, norm_first, activation):
     """One TransformerEncoderLayer on a sequence h (T, E), with full softmaxes."""
 
@@ -214,11 +222,7 @@ def reference_layer(h, layer, n_heads, *, norm_first, activation):
 
     def feed_forward(z):
         pre = z @ layer["linear1"] + layer["linear1_bias"]
-        if activation == "relu":
-            hidden = np.maximum(pre, 0)
-        else:
-            erf = np.vectorize(math.erf)  # the exact GELU, by the math module
-            hidden = 0.5 * pre * (1 + erf(pre / math.sqrt(2)))
+        hidden = REFERENCE_ACTIVATIONS[activation](pre)
         return hidden @ layer["linear2"] + layer["linear2_bias"]
 
     if norm_first:
@@ -228,8 +232,8 @@ def reference_layer(h, layer, n_heads, *, norm_first, activation):
     return norm(h + feed_forward(h), "norm2")
 
 
-@pytest.mark.parametrize("layer_norm", ["post", "pre"])
-@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("layer_norm", REGISTRIES["layer_norm"].names())
+@pytest.mark.parametrize("activation", REGISTRIES["activation"].names())
 def test_stack_matches_numpy_reference(layer_norm, activation):
     """Input projection, positions, two layers with feed-forward sublayers, final
     norm, mean pooling: against the formulas, one sequence at a time."""
@@ -239,7 +243,8 @@ def test_stack_matches_numpy_reference(layer_norm, activation):
         layer_norm=layer_norm, scale_tokens=False, patch_size=None, max_iter=2,
         random_state=0,
     ).fit(X, [0, 1, 1, 0])  # fmt: skip
-    norm_first = layer_norm == "pre"
+    placement = REGISTRIES["layer_norm"].get(layer_norm)
+    norm_first = placement.first
     tokens = est.transform_sequences(X)
     for x, out in zip(X, tokens, strict=True):
         table = np.array(
@@ -252,7 +257,7 @@ def test_stack_matches_numpy_reference(layer_norm, activation):
             h = reference_layer(
                 h, layer, 2, norm_first=norm_first, activation=activation
             )
-        if norm_first:
+        if placement.final:
             h = (h - h.mean(axis=1, keepdims=True)) / np.sqrt(
                 h.var(axis=1, keepdims=True) + LAYER_NORM_EPS
             ) * est.final_norm_weight_ + est.final_norm_bias_  # fmt: skip

@@ -27,6 +27,15 @@ from skattn import (
 )
 from skattn._kernels.attention import attention_forward
 from skattn._kernels.attention_backward import attention_backward
+from skattn._model.options import REGISTRIES
+from skattn._model.pooling import needs_fixed_length
+
+# The values of the options a ragged input takes.
+RAGGED_POOLINGS = [
+    name for name in REGISTRIES["pooling"].names() if not needs_fixed_length(name)
+]
+POSITIONAL_ENCODINGS = [*REGISTRIES["positional_encoding"].names(), None]
+LAYER_NORMS = [*REGISTRIES["layer_norm"].names(), None]
 
 DTYPES = [np.float16, np.float32, np.float64]
 SCALES = st.one_of(
@@ -189,6 +198,19 @@ def test_multi_head_attention_is_attention_per_head(problem, n_heads):
         )
 
 
+def _reads_heads(positional_encoding, n_heads, head_dim):
+    """Whether a positional encoding takes heads of ``head_dim`` features
+    (rotary positions pair them); None, the default width, is even."""
+    if positional_encoding is None or head_dim is None:
+        return True
+    unit = REGISTRIES["positional_encoding"].get(positional_encoding)
+    try:
+        unit(1, n_heads * head_dim, n_heads)
+    except ValueError:
+        return False
+    return True
+
+
 @st.composite
 def ragged_inputs(draw):
     """A ragged list of (T_i, D) float sequences and an estimator configuration."""
@@ -201,15 +223,20 @@ def ragged_inputs(draw):
         (rng.standard_normal((n, n_features)) * magnitude).astype(dtype)
         for n in lengths
     ]
+    n_heads = draw(st.integers(1, 3))
+    positional_encoding = draw(st.sampled_from(POSITIONAL_ENCODINGS))
+    head_dims = [
+        head_dim
+        for head_dim in (None, 1, 2, 3)
+        if _reads_heads(positional_encoding, n_heads, head_dim)
+    ]
     params = {
-        "n_heads": draw(st.integers(1, 3)),
-        "head_dim": draw(st.sampled_from([None, 1, 3])),
-        "pooling": draw(
-            st.sampled_from(["mean", "max", "first", "last", "cls", "attention"])
-        ),
-        "positional_encoding": draw(st.sampled_from(["sinusoidal", "learned", None])),
+        "n_heads": n_heads,
+        "head_dim": draw(st.sampled_from(head_dims)),
+        "pooling": draw(st.sampled_from(RAGGED_POOLINGS)),
+        "positional_encoding": positional_encoding,
         "causal": draw(st.booleans()),
-        "layer_norm": draw(st.sampled_from(["post", "pre", None])),
+        "layer_norm": draw(st.sampled_from(LAYER_NORMS)),
         "n_layers": draw(st.integers(1, 2)),
     }
     return X, params

@@ -14,6 +14,7 @@ import pytest
 from numpy.testing import assert_allclose
 
 from skattn import AttentionTransformer
+from skattn._model.options import REGISTRIES
 from skattn._model.units import sinusoidal_positions
 
 torch = pytest.importorskip("torch")
@@ -113,7 +114,7 @@ def padded(sequences, width):
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
-@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("activation", REGISTRIES["activation"].names())
 @pytest.mark.parametrize("causal", [False, True])
 def test_encoder_stack_equals_torch(norm_first, activation, causal):
     """A 2-layer stack with feed-forward sublayers on a padded ragged batch:

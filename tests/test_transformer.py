@@ -26,13 +26,14 @@ from threadpoolctl import threadpool_limits
 from skattn import AttentionClassifier, AttentionTransformer, RandomAttentionFeatures
 from skattn._model.evaluate import model_row_bytes
 from skattn._model.options import REGISTRIES
+from skattn._model.pooling import needs_fixed_length
 from skattn._model.sequences import padded_batches
 from skattn._model.units import LAYER_NORM_EPS
 
 FIVE = ["mean", "max", "min", "first", "last"]  # the tokens' statistics
 
 POOLINGS = REGISTRIES["pooling"].names()
-RAGGED_POOLINGS = [pooling for pooling in POOLINGS if pooling != "flatten"]
+RAGGED_POOLINGS = [pooling for pooling in POOLINGS if not needs_fixed_length(pooling)]
 POSITIONAL_ENCODINGS = [*REGISTRIES["positional_encoding"].names(), None]
 PER_TOKEN_METHODS = ["transform_sequences", "attention_weights"]
 METHODS = ["transform", *PER_TOKEN_METHODS]
@@ -543,7 +544,13 @@ def test_attention_weights_are_permutation_equivariant_without_positions():
     )
 
 
-@pytest.mark.parametrize("pooling", ["mean", "max", "attention", "cls"])
+# The poolings that read tokens by their place.
+ORDERED_POOLINGS = ("first", "last", "flatten")
+
+
+@pytest.mark.parametrize(
+    "pooling", [pooling for pooling in POOLINGS if pooling not in ORDERED_POOLINGS]
+)
 def test_pooled_output_is_permutation_invariant_without_positions(pooling):
     X = make_3d(n=4, n_tokens=7)
     perm = np.random.default_rng(1).permutation(7)
@@ -553,7 +560,9 @@ def test_pooled_output_is_permutation_invariant_without_positions(pooling):
     assert_allclose(est.transform(X[:, perm]), est.transform(X), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("positional_encoding", ["sinusoidal", "learned"])
+@pytest.mark.parametrize(
+    "positional_encoding", REGISTRIES["positional_encoding"].names()
+)
 def test_positions_break_permutation_invariance(positional_encoding):
     X = make_3d(n=4, n_tokens=7)
     perm = np.random.default_rng(1).permutation(7)
@@ -1191,7 +1200,7 @@ CALLER_INPUTS = {
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("pooling", ["mean", "cls", "attention"])
-@pytest.mark.parametrize("positional_encoding", [None, "sinusoidal", "learned"])
+@pytest.mark.parametrize("positional_encoding", POSITIONAL_ENCODINGS)
 @pytest.mark.parametrize("n_heads", [1, 2])  # d_model == D (no projection) or not
 @pytest.mark.parametrize("kind", list(CALLER_INPUTS))
 def test_caller_input_is_never_modified(kind, n_heads, positional_encoding, pooling):

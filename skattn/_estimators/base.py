@@ -45,6 +45,7 @@ from .._input.validation import (
 from .._model.evaluate import forward_batches, per_token_outputs
 from .._model.model import build_model
 from .._model.options import REGISTRIES
+from .._model.pooling import needs_fixed_length
 from .._model.sequences import (
     SERIES_MAX_FEATURES,
     compute_dtype,
@@ -232,19 +233,20 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
             )
 
     def _check_lengths(self, lengths, reset=False):
-        """With pooling="flatten", every sequence has one length (fit's)."""
+        """With a pooling of one length (``"flatten"``), every sequence has
+        fit's length."""
         pooling = self.pooling if reset else self._fitted.config.pooling
-        if pooling != "flatten":
+        if not needs_fixed_length(pooling):
             return
         if reset and np.any(lengths != lengths[0]):
             raise ValueError(
-                "pooling='flatten' needs sequences of one length; got lengths from "
+                f"pooling={pooling!r} needs sequences of one length; got lengths from "
                 f"{lengths.min()} to {lengths.max()}. Use another pooling for "
                 "sequences of different lengths."
             )
         if not reset and np.any(wrong := lengths != self.max_tokens_):
             raise ValueError(
-                f"pooling='flatten' needs sequences of {self.max_tokens_} tokens, "
+                f"pooling={pooling!r} needs sequences of {self.max_tokens_} tokens, "
                 f"the length seen in fit; got {lengths[wrong][0]}."
             )
 
@@ -332,9 +334,9 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
         lengths = sequence_lengths(sequences)
         pooling = self.pooling if first_pass else self._fitted.config.pooling
         n_tokens = train.lengths[0]
-        if pooling == "flatten" and np.any(wrong := lengths != n_tokens):
+        if needs_fixed_length(pooling) and np.any(wrong := lengths != n_tokens):
             raise ValueError(
-                f"X_val: pooling='flatten' needs sequences of {n_tokens} tokens, "
+                f"X_val: pooling={pooling!r} needs sequences of {n_tokens} tokens, "
                 f"the length of X's; got {lengths[wrong][0]}."
             )
         return validation_set(

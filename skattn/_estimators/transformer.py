@@ -375,9 +375,7 @@ class AttentionTransformer(
     def _n_features_out(self):
         """Number of output features, for ``get_feature_names_out``."""
         config = self._fitted.config
-        n_features = self.d_model_
-        if config.pooling == "flatten":
-            n_features = config.n_positions * self.d_model_
+        n_features = self._fitted.model.pooling.n_features_out
         return n_features + len(config.token_statistics) * config.n_features
 
     def __sklearn_tags__(self):

@@ -8,8 +8,9 @@
   self-attention and feed-forward sublayers, and their dropout.
 - ``rotary``: rotary positions, which rotate each attention's queries and
   keys.
-- ``pooling``: poolings of the per-token outputs, and the statistics of
-  random attention features.
+- ``pooling``: poolings of the per-token outputs, the units of the model's
+  poolings and their registry, and the statistics of random attention
+  features.
 - ``registry`` and ``options``: the values of each architectural option
   (positional encoding, pooling, activation, layer norm) with what the model
   builds for them and their documentation.

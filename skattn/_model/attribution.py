@@ -20,19 +20,13 @@ K outputs of the head.
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-import math
-
 import numpy as np
 
-from .._kernels.attention import attention_forward
 from .._kernels.multi_head import project
 from .model import _local
 from .pooling import POOLINGS, backward_max
 from .sequences import compute_dtype
 from .units import Embedding, InputProjection, Patches, TokenScaler, token_mask
-
-# The poolings that attend over the tokens, for :func:`pooling_attention`.
-ATTENDING_POOLINGS = ("attention", "cls")
 
 
 def input_gradient(model, params, x, lengths, d_out):
@@ -155,6 +149,9 @@ def pooling_attention(model, params, x, lengths):
       over the sequence's tokens, averaged over the heads. The class token's
       weight on itself is left out: a row sums to 1 minus it.
 
+    Each is the :meth:`~skattn._model.pooling.Pooling.token_attention` of the
+    model's pooling unit.
+
     Parameters
     ----------
     model : Model
@@ -177,33 +174,13 @@ def pooling_attention(model, params, x, lengths):
         For a pooling without attention over the tokens.
     """
     config = model.config
-    if config.pooling not in ATTENDING_POOLINGS:
+    if not model.pooling.attends:
         raise ValueError(
             f"pooling={config.pooling!r} has no attention over the tokens; "
             f"pooling='attention' (a learned query) and pooling='cls' (the class "
             "token's attention in the last layer) have."
         )
-    if config.pooling == "attention":
-        tokens, _, _ = model.forward(params, x, lengths)  # (N, T', E)
-        model_lengths = model.token_lengths(lengths)
-        query = params["pooling_query"][None, None, :]  # (1, 1, E)
-        mask = token_mask(model_lengths, tokens.shape[1])[:, None, :]  # (N, 1, T')
-        _, _, weights = attention_forward(
-            query,
-            tokens,
-            tokens[..., :0],  # only the weights are wanted
-            mask=mask,
-            scale=1.0 / math.sqrt(tokens.shape[-1]),
-            return_weights=True,
-        )  # (N, 1, T')
-        return weights[:, 0]
-    n_model = int(model.token_lengths(x.shape[1]))  # with the class token
-    out = np.empty((len(x), config.n_heads, n_model, n_model), dtype=compute_dtype(x))
-    model.forward(params, x, lengths, layer=config.n_layers - 1, weights_out=out)
-    class_rows = model.token_lengths(lengths) - 1  # the class token of each row
-    rows = out[np.arange(len(x)), :, class_rows]  # (N, H, T' + 1)
-    weights = rows.mean(axis=1)[:, :-1]  # (N, T')
-    return np.where(token_mask(class_rows, n_model - 1), weights, 0)
+    return model.pooling.token_attention(model, params, x, lengths)
 
 
 def _statistics_gradient(model, tokens, d_statistics, lengths):
@@ -215,7 +192,8 @@ def _statistics_gradient(model, tokens, d_statistics, lengths):
         if name == "min":  # min(t) = -max(-t): the signs cancel
             d, _ = backward_max(block, -tokens, lengths, None, None)
         else:
-            d, _ = POOLINGS.get(name)[1](block, tokens, lengths, None, None)
+            backward = POOLINGS.get(name).pool_backward
+            d, _ = backward(block, tokens, lengths, None, None)
         d_tokens += d
     return d_tokens
 

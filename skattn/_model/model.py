@@ -10,7 +10,7 @@ computes, one unit per piece::
       -> input projection (D -> E), when the model has one
       -> + positional encoding (of the positional_encoding registry, which
          may instead transform each attention's queries and keys)
-      -> [class token appended, for pooling="cls"]
+      -> [class token appended, for a pooling that reads one (pooling="cls")]
       -> n_layers encoder layers, each: self-attention sublayer, then
          feed-forward sublayer (torch.nn.TransformerEncoderLayer semantics)
       -> [final layer norm, for layer_norm="pre"]
@@ -24,7 +24,8 @@ packing see. The same parameters nest as the estimators' ``init`` dict reads
 them (:meth:`Model.nest`): ``{"input": ..., "layers": [{"query": ...}, ...]}``.
 A new unit is a class of ``units.py`` (or ``encoder.py``) and one line in
 :func:`build_model`; a new value of an option (a positional encoding, a
-pooling, an activation) is one line of its registry in ``options.py``.
+pooling, an activation) is its unit and one line of its registry, in
+``options.py`` (``pooling.py`` for the poolings).
 
 Shape legend: N samples, T tokens (padded length), D token width, E model width
 (``n_heads * head_dim``), F pooled width, K outputs.
@@ -42,7 +43,7 @@ import numpy as np
 from .encoder import EncoderLayer
 from .head import LinearHead
 from .options import ATTENTION_PATTERNS, REGISTRIES
-from .pooling import Pooling, pool_statistics
+from .pooling import pool_statistics
 from .units import (
     ClassToken,
     Context,
@@ -80,7 +81,8 @@ class ModelConfig:
         Where each sublayer normalises (see :class:`~skattn.AttentionTransformer`).
     n_positions : int
         Model tokens of the longest sequence seen in fit: rows of a learned
-        positions table, and the length ``pooling="flatten"`` needs.
+        positions table, and the one length of a pooling that needs one
+        (``pooling="flatten"``).
     projects_input : bool
         Whether the tokens are projected (D -> E) before the first layer.
     token_scale_shape : tuple of int or None
@@ -182,7 +184,8 @@ def build_model(config):
         )
         add(positions)
         query_key = positions.query_key_transform()
-    if config.pooling == "cls":
+    pooling = option["pooling"](config.n_positions, config.d_model)
+    if pooling.appends_class_token:
         add(ClassToken(config.d_model))
     pattern = ATTENTION_PATTERNS.get("full")()
     for index in range(config.n_layers):
@@ -200,7 +203,6 @@ def build_model(config):
         add(layer, prefix=f"{LAYER_PREFIX}{index}.")
     if option["layer_norm"] is not None and option["layer_norm"].final:
         add(LayerNorm(config.d_model, "final_norm", attributes=True))
-    pooling = Pooling(config.pooling, config.d_model, config.n_positions)
     head = None
     if config.n_outputs:
         width = (

@@ -3,9 +3,11 @@
 Each :class:`~skattn._model.registry.Registry` below lists the values of one
 option of the estimators with what :func:`~skattn._model.model.build_model`
 builds for it and the sentence that documents it. A new value is a unit (or
-function) and one line here; the parameter constraints, the documentation of
-the parameter, the check of a fitted model's structure and the tests read
-:data:`REGISTRIES`.
+function) and one line here, or for a pooling a subclass of
+:class:`~skattn._model.pooling.Pooling` and one line of
+:data:`~skattn._model.pooling.POOLINGS`; the parameter constraints, the
+documentation of the parameter, the check of a fitted model's structure and
+the tests read :data:`REGISTRIES`.
 """
 
 # Authors: The skattn developers

@@ -1,6 +1,8 @@
 """Pooling of per-token outputs into one vector per sequence.
 
-Pure numpy functions. Every pooling reads only the tokens a sequence really has:
+Numpy functions, and the units of the model's poolings (:class:`Pooling`),
+registered in :data:`POOLINGS`: a new pooling is a subclass and one line
+there. Every pooling reads only the tokens a sequence really has:
 ``lengths[i]`` gives the number of valid tokens of row ``i`` of a right-padded
 batch, so padding never changes the result.
 
@@ -18,6 +20,7 @@ from .._kernels import compiled
 from .._kernels.attention import attention_forward
 from .._kernels.attention_backward import attention_backward
 from .registry import Registry
+from .sequences import compute_dtype
 from .units import ParamSpec, Unit, token_mask
 
 
@@ -268,30 +271,6 @@ def pool_statistics(tokens, lengths, names):
     return _blocks(blocks)
 
 
-# The poolings of the model: each a pooling and its backward pass.
-POOLINGS = (
-    Registry("pooling")
-    .add("mean", (pool_mean, backward_mean), "their mean;")
-    .add("max", (pool_max, backward_max), "feature-wise maximum;")
-    .add("first", (pool_first, backward_first), "the first token;")
-    .add("last", (pool_last, backward_last), "the last;")
-    .add(
-        "cls",  # the class token is appended after the last token
-        (pool_last, backward_last),
-        "a learned class token appended after the last;",
-    )
-    .add(
-        "attention",
-        (pool_attention, backward_attention),
-        "a learned query attending over them;",
-    )
-    .add(
-        "flatten",
-        (pool_flatten, backward_flatten),
-        "all side by side (one length: fit's).",
-    )
-)
-
 # Statistics without parameters: of the tokens (pool_statistics), and of
 # RandomAttentionFeatures' models (with its PPV and LSPV). "min" is no pooling
 # of the trained model.
@@ -308,30 +287,230 @@ STATISTICS = {**STATISTIC_POOLINGS, "ppv": pool_ppv, "lspv": pool_lspv}
 
 
 class Pooling(Unit):
-    """The pooling of :data:`POOLINGS` named ``kind`` as a unit of the model.
+    """A pooling of the model: the per-token outputs as one vector per sequence.
 
-    ``"attention"`` owns a query vector ``pooling_query`` of the model width;
-    ``"flatten"`` outputs ``n_tokens * d_model`` features.
+    Each value of the ``pooling`` registry (:data:`POOLINGS`) is a subclass,
+    which gives its pooling function and backward pass (:meth:`pool`,
+    :meth:`pool_backward`) and, as class attributes, what it asks of the rest
+    of the model: callers ask the unit, never compare its name.
+
+    Parameters
+    ----------
+    n_positions : int
+        Model tokens of fit's longest sequence: the one length of a pooling
+        that ``needs_fixed_length``.
+    d_model : int
+        Model width E.
+
+    Attributes
+    ----------
+    appends_class_token : bool
+        A learned class token (:class:`~skattn._model.units.ClassToken`)
+        follows each sequence through the encoder, and the pooling reads its
+        output.
+    needs_fixed_length : bool
+        Every sequence has one length, fit's (``n_positions``).
+    attends : bool
+        The pooling weighs the tokens with attention, which
+        :meth:`token_attention` gives.
     """
 
-    def __init__(self, kind, d_model, n_tokens):
-        self.kind, self.d_model, self.n_tokens = kind, d_model, n_tokens
+    appends_class_token = False
+    needs_fixed_length = False
+    attends = False
+
+    def __init__(self, n_positions, d_model):
+        self.n_positions, self.d_model = n_positions, d_model
+
+    @staticmethod
+    def pool(tokens, lengths, params):
+        """``(pooled, cache)`` of a batch: one of the ``pool_*`` functions."""
+        raise NotImplementedError
+
+    @staticmethod
+    def pool_backward(d_pooled, tokens, lengths, params, cache):
+        """``(d_tokens, grads)``: one of the ``backward_*`` functions."""
+        raise NotImplementedError
 
     @property
     def n_features_out(self):
-        """Width of the pooled vector."""
-        return self.d_model * (self.n_tokens if self.kind == "flatten" else 1)
-
-    def param_specs(self):
-        if self.kind != "attention":
-            return {}
-        spec = ParamSpec((self.d_model,), "normal", True, "pooling_query_")
-        return {"pooling_query": spec}
+        """Width F of the pooled vector."""
+        return self.d_model
 
     def forward(self, params, tokens, context):
-        pooled, cache = POOLINGS.get(self.kind)[0](tokens, context.lengths, params)
+        pooled, cache = self.pool(tokens, context.lengths, params)
         return pooled, (tokens, context.lengths, cache)
 
     def backward(self, params, d_pooled, cache):
         tokens, lengths, pool_cache = cache
-        return POOLINGS.get(self.kind)[1](d_pooled, tokens, lengths, params, pool_cache)
+        return self.pool_backward(d_pooled, tokens, lengths, params, pool_cache)
+
+    def token_attention(self, model, params, x, lengths):
+        """The pooling's attention over the tokens of each sequence, for a
+        pooling that ``attends`` (see
+        :func:`skattn._model.attribution.pooling_attention`).
+
+        Parameters
+        ----------
+        model : Model
+            The model this unit pools.
+        params : dict of str to ndarray
+            Its parameters, in the dtype of ``x`` (float64 for token ids).
+        x : ndarray of shape (N, T, D)
+            Right-padded token batch.
+        lengths : ndarray of shape (N,), dtype int
+            Valid tokens of each row.
+
+        Returns
+        -------
+        weights : ndarray of shape (N, T')
+            One weight per token the encoder reads (no class token); zero on
+            padding.
+        """
+        raise NotImplementedError
+
+
+class MeanPooling(Pooling):
+    """The mean of the valid tokens (:func:`pool_mean`)."""
+
+    pool = staticmethod(pool_mean)
+    pool_backward = staticmethod(backward_mean)
+
+
+class MaxPooling(Pooling):
+    """The feature-wise maximum of the valid tokens (:func:`pool_max`)."""
+
+    pool = staticmethod(pool_max)
+    pool_backward = staticmethod(backward_max)
+
+
+class FirstPooling(Pooling):
+    """The first token (:func:`pool_first`)."""
+
+    pool = staticmethod(pool_first)
+    pool_backward = staticmethod(backward_first)
+
+
+class LastPooling(Pooling):
+    """The last valid token (:func:`pool_last`)."""
+
+    pool = staticmethod(pool_last)
+    pool_backward = staticmethod(backward_last)
+
+
+class ClassTokenPooling(LastPooling):
+    """The output of a learned class token appended after each sequence's
+    last token: the last valid token of the encoder's output.
+
+    Its attention over the tokens is the class token's in the last layer.
+    """
+
+    appends_class_token = True
+    attends = True
+
+    def token_attention(self, model, params, x, lengths):
+        """The last layer's attention weights of the class token over the
+        sequence's tokens, averaged over the heads. The class token's weight
+        on itself is left out: a row sums to 1 minus it."""
+        config = model.config
+        n_model = int(model.token_lengths(x.shape[1]))  # with the class token
+        out = np.empty(
+            (len(x), config.n_heads, n_model, n_model), dtype=compute_dtype(x)
+        )
+        model.forward(params, x, lengths, layer=config.n_layers - 1, weights_out=out)
+        class_rows = model.token_lengths(lengths) - 1  # the class token of each row
+        rows = out[np.arange(len(x)), :, class_rows]  # (N, H, T' + 1)
+        weights = rows.mean(axis=1)[:, :-1]  # (N, T')
+        return np.where(token_mask(class_rows, n_model - 1), weights, 0)
+
+
+class AttentionPooling(Pooling):
+    """A learned query ``pooling_query`` of the model width attending over
+    the valid tokens (:func:`pool_attention`)."""
+
+    attends = True
+    pool = staticmethod(pool_attention)
+    pool_backward = staticmethod(backward_attention)
+
+    def param_specs(self):
+        spec = ParamSpec((self.d_model,), "normal", True, "pooling_query_")
+        return {"pooling_query": spec}
+
+    def token_attention(self, model, params, x, lengths):
+        """The weights of the learned query over the valid tokens, ``softmax(h
+        q / sqrt(E))`` of the last layer's outputs ``h``, as the pooling
+        computes them; each row sums to 1."""
+        tokens, _, _ = model.forward(params, x, lengths)  # (N, T', E)
+        model_lengths = model.token_lengths(lengths)
+        query = params["pooling_query"][None, None, :]  # (1, 1, E)
+        mask = token_mask(model_lengths, tokens.shape[1])[:, None, :]  # (N, 1, T')
+        _, _, weights = attention_forward(
+            query,
+            tokens,
+            tokens[..., :0],  # only the weights are wanted
+            mask=mask,
+            scale=1.0 / math.sqrt(tokens.shape[-1]),
+            return_weights=True,
+        )  # (N, 1, T')
+        return weights[:, 0]
+
+
+class FlattenPooling(Pooling):
+    """All ``n_positions`` tokens side by side (:func:`pool_flatten`):
+    ``n_positions * d_model`` features, from sequences of one length."""
+
+    needs_fixed_length = True
+    pool = staticmethod(pool_flatten)
+    pool_backward = staticmethod(backward_flatten)
+
+    @property
+    def n_features_out(self):
+        return self.d_model * self.n_positions
+
+
+# The poolings of the model, each a unit.
+POOLINGS = (
+    Registry("pooling")
+    .add("mean", MeanPooling, "their mean;")
+    .add("max", MaxPooling, "feature-wise maximum;")
+    .add("first", FirstPooling, "the first token;")
+    .add("last", LastPooling, "the last;")
+    .add("cls", ClassTokenPooling, "a learned class token appended after the last;")
+    .add("attention", AttentionPooling, "a learned query attending over them;")
+    .add("flatten", FlattenPooling, "all side by side (one length: fit's).")
+)
+
+
+def needs_fixed_length(pooling):
+    """Whether the pooling named ``pooling`` reads sequences of one length
+    only, fit's.
+
+    Parameters
+    ----------
+    pooling : str
+        A value of :data:`POOLINGS`.
+
+    Returns
+    -------
+    bool
+    """
+    return POOLINGS.get(pooling).needs_fixed_length
+
+
+def pooled_width(pooling, n_positions, d_model):
+    """Width of the vector the pooling named ``pooling`` gives.
+
+    Parameters
+    ----------
+    pooling : str
+        A value of :data:`POOLINGS`.
+    n_positions : int
+        Model tokens of fit's longest sequence.
+    d_model : int
+        Model width.
+
+    Returns
+    -------
+    int
+    """
+    return POOLINGS.get(pooling)(n_positions, d_model).n_features_out

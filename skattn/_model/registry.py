@@ -7,7 +7,8 @@ list of the option's values: :func:`~skattn._model.model.build_model` looks the
 units up in it, the estimators' parameter constraints, the documentation of
 the parameter and the check of a fitted model's structure read it, and an
 unknown value fails in :meth:`Registry.get` with the list of the known ones.
-The registries themselves are in ``options.py``.
+The registries themselves are in ``options.py``, the poolings' in
+``pooling.py``.
 """
 
 # Authors: The skattn developers

@@ -518,7 +518,17 @@ class PositionalEncoding(Unit):
         Model width E.
     n_heads : int
         Attention heads (the head width is ``d_model // n_heads``).
+
+    Attributes
+    ----------
+    trainable : bool
+        Whether training changes the encoding (a learned table): a model that
+        is never trained, as those of
+        :class:`~skattn.RandomAttentionFeatures`, would keep its initial
+        values.
     """
+
+    trainable = False
 
     def __init__(self, n_positions, d_model, n_heads):
         self.n_positions, self.d_model, self.n_heads = n_positions, d_model, n_heads
@@ -550,6 +560,8 @@ class LearnedPositions(PositionalEncoding):
     """A learned table of ``n_positions`` rows, initialised from the
     sinusoidal one, added to the tokens; positions beyond it use the
     sinusoidal encoding."""
+
+    trainable = True
 
     def param_specs(self):
         shape = (self.n_positions, self.d_model)

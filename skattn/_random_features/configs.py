@@ -18,8 +18,21 @@ from numbers import Integral
 
 import numpy as np
 
+from .._model.options import POSITIONAL_ENCODINGS
 from .._model.pooling import STATISTICS, TOKEN_STATISTICS
 from .._model.sequences import SERIES_MAX_FEATURES
+
+# The pooling of each model (ModelConfig's): its own output is the statistic
+# of this name.
+MODEL_POOLING = "mean"
+# The positional encodings a model may draw (beside None): those of the
+# registry that training does not change. A learned table would keep its
+# initial values, the sinusoidal table, in a model that is never trained.
+RANDOM_POSITIONAL_ENCODINGS = tuple(
+    name
+    for name in POSITIONAL_ENCODINGS.names()
+    if not POSITIONAL_ENCODINGS.get(name).trainable
+)
 
 # The statistics each model's per-token outputs can be pooled into (the
 # functions are STATISTICS of _model/pooling.py), and those that compare the
@@ -74,14 +87,23 @@ def drawn_candidates(params):
     Returns
     -------
     dict of str to list
+
+    Raises
+    ------
+    ValueError
+        For an invalid value, or a positional encoding that refuses a head
+        width a model may draw with it.
     """
     candidates = {}
     rules = {
         "n_heads": (_positive_int, "a positive int"),
         "head_dim": (_positive_int, "a positive int"),
         "positional_encoding": (
-            lambda v: v is None or (isinstance(v, str) and v == "sinusoidal"),
-            "'sinusoidal' or None (or 'auto', alone)",
+            lambda v: (
+                v is None or (isinstance(v, str) and v in RANDOM_POSITIONAL_ENCODINGS)
+            ),
+            ", ".join(map(repr, RANDOM_POSITIONAL_ENCODINGS))
+            + " or None (or 'auto', alone)",
         ),
         "causal": (lambda v: isinstance(v, (bool, np.bool_)), "a bool"),
     }
@@ -100,7 +122,27 @@ def drawn_candidates(params):
     candidates["n_heads"] = [int(v) for v in candidates["n_heads"]]
     candidates["head_dim"] = [int(v) for v in candidates["head_dim"]]
     candidates["causal"] = [bool(v) for v in candidates["causal"]]
+    _check_positions(candidates)
     return candidates
+
+
+def _check_positions(candidates):
+    """Build each positional encoding a model may draw with each of the
+    widths it may draw, before any model is drawn.
+
+    Raises
+    ------
+    ValueError
+        From a positional encoding that refuses some heads (rotary positions,
+        heads of an odd width).
+    """
+    for name in candidates["positional_encoding"]:
+        if name is None or name == "auto":  # "auto": sinusoidal or None
+            continue
+        unit = POSITIONAL_ENCODINGS.get(name)
+        for n_heads in candidates["n_heads"]:
+            for head_dim in candidates["head_dim"]:
+                unit(1, n_heads * head_dim, n_heads)
 
 
 def positional_encodings(candidates, median):

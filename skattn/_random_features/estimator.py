@@ -53,6 +53,8 @@ from .._model.sequences import (
 from .._parallel import single_threaded_blas
 from .._training.callbacks import CALLBACK_BASES, FitTasks
 from .configs import (
+    MODEL_POOLING,
+    RANDOM_POSITIONAL_ENCODINGS,
     THRESHOLDED,
     differences,
     drawn_candidates,
@@ -108,14 +110,14 @@ class RandomAttentionFeatures(
     causal : bool or list of bool, default=False
         Whether a model's token ``i`` attends only to tokens ``j <= i``.
 
-    positional_encoding : {"sinusoidal", None}, list of them, or "auto", \
-            default="auto"
-        Whether a model adds the sinusoidal positional encoding to its
-        projected tokens (None: its outputs do not depend on where a patch is);
-        from a list, each model draws one. ``"auto"``: for series read in
-        patches, half the models without positions, pooling the windows of the
-        series wherever they are as ROCKET's kernels do; the sinusoidal
-        positions for other input (:ref:`default-random-positional_encoding`).
+    positional_encoding : {"sinusoidal", "rotary", None}, list of them, or \
+            "auto", default="auto"
+        A model's positions, as :class:`AttentionTransformer`'s but never
+        learned (rotary: even head widths only; None: outputs independent of
+        where a patch is); from a list, each model draws one. ``"auto"``:
+        for series read in patches, half the models without (pooling windows
+        wherever they are, as ROCKET's kernels); sinusoidal positions for
+        other input (:ref:`default-random-positional_encoding`).
 
     patch_size : int, list of int, "auto" or None, default="auto"
         Tokens per patch of a model (as in :class:`AttentionTransformer`): a
@@ -149,8 +151,8 @@ class RandomAttentionFeatures(
         :class:`AttentionTransformer` (:ref:`input_formats`).
 
     scale_tokens : bool, default=True
-        Standardise the tokens (and their differences) with their weighted
-        statistics over fit's valid tokens (per column of a table).
+        Standardise the tokens (and differences) with their weighted moments
+        over fit's valid tokens (per column of a table).
 
     statistics : {"mean", "max", "min", "first", "last", "ppv", "lspv"}, list \
             of them, or "auto", default="auto"
@@ -169,23 +171,18 @@ class RandomAttentionFeatures(
 
     n_thresholds : int, default=3
         Thresholds per feature of a model for the PPV and the LSPV, as
-        MiniRocket gives each kernel several biases; the tokens' own take one
-        (:ref:`default-random-n_thresholds`).
+        MiniRocket's biases; the tokens' take one (:ref:`default-random-n_thresholds`).
 
     token_statistics : "auto", list of str or None, default="auto"
-        Statistics of the (standardised) tokens themselves, as a model that
-        does nothing would pool them: ``n_token_features`` columns per
-        statistic after the models', of the statistics ``statistics`` names.
-        ``"auto"``: those of ``statistics_`` (what a linear model on the
-        tokens' statistics knows is then never lost;
-        :ref:`default-random-token_statistics`); None: none. The statistics
-        used are ``token_statistics_``.
+        Statistics (of those of ``statistics``) of the standardised tokens
+        themselves, ``n_token_features`` columns each after the models'.
+        ``"auto"``: those of ``statistics_``, so that what a linear model on
+        them knows is never lost (:ref:`default-random-token_statistics`).
 
     random_state : int, RandomState instance or None, default=None
-        Seed of the models (their configurations and weights). Pass an int for
-        reproducible output across calls. Model ``m`` depends only on the
-        ``m``-th seed drawn from it, so the first models of a larger
-        ``n_models`` are the models of a smaller one.
+        Seed of the models (configurations and weights); an int gives
+        reproducible output. Model ``m`` depends only on the ``m``-th seed
+        drawn, so a larger ``n_models`` adds models after the same first ones.
 
     Attributes
     ----------
@@ -224,8 +221,7 @@ class RandomAttentionFeatures(
         of the columns of each model.
 
     token_statistics_ : tuple of str
-        The statistics of the tokens themselves (``"auto"`` resolved; empty
-        for none), in the order of their columns after the models'.
+        The tokens' own statistics, in the order of their columns.
 
     thresholds_ : list of ndarray of shape (n_thresholds, model width), or None
         Each model's thresholds per feature for the PPV and the LSPV, from at
@@ -314,7 +310,7 @@ class RandomAttentionFeatures(
         "head_dim": [Interval(Integral, 1, None, closed="left"), "array-like"],
         "causal": ["boolean", "array-like"],
         "positional_encoding": [
-            StrOptions({"sinusoidal", "auto"}),
+            StrOptions({*RANDOM_POSITIONAL_ENCODINGS, "auto"}),
             None,
             "array-like",
         ],
@@ -541,7 +537,7 @@ class RandomAttentionFeatures(
             outputs = runner.outputs(inputs, batch_lengths)
             for index, (tokens, pooled, token_lengths) in enumerate(outputs):
                 for name in statistics:
-                    if name == "mean":  # the model's own pooling
+                    if name == MODEL_POOLING:  # the model's own pooling
                         values = pooled
                     else:
                         params = thresholds[index] if name in THRESHOLDED else None
@@ -704,6 +700,7 @@ def _model_config(config, n_features, n_tokens):
         d_model=config["n_heads"] * config["head_dim"],
         causal=config["causal"],
         positional_encoding=config["positional_encoding"],
+        pooling=MODEL_POOLING,
         n_positions=n_tokens,
         patch_size=config["patch_size"],
         patch_stride=config["patch_stride"],

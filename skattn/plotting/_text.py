@@ -8,11 +8,7 @@ import html
 import numpy as np
 from sklearn.base import is_classifier, is_regressor
 
-from .._model.attribution import (
-    ATTENDING_POOLINGS,
-    pooling_attention,
-    token_attributions,
-)
+from .._model.attribution import pooling_attention, token_attributions
 from .._model.sequences import compute_dtype
 from ._common import (
     attention_step,
@@ -356,7 +352,7 @@ class TokenAttributionDisplay:
             estimator, X, "TokenAttributionDisplay.from_estimator"
         )
         model = estimator._fitted.model
-        if method == "attention" and model.config.pooling not in ATTENDING_POOLINGS:
+        if method == "attention" and not model.pooling.attends:
             raise ValueError(
                 f"method='attention' shows the attention of the pooling over the "
                 f"tokens, and pooling={model.config.pooling!r} has none: pass "

@@ -4,11 +4,14 @@ of a fitted model's structure."""
 
 import numpy as np
 import pytest
+from numpy.testing import assert_array_equal
 
 from skattn import AttentionClassifier, AttentionTransformer
 from skattn._estimators.resolve import fitted_structure
+from skattn._model.attribution import pooling_attention
 from skattn._model.model import ModelConfig, build_model
-from skattn._model.options import REGISTRIES
+from skattn._model.options import POSITIONAL_ENCODINGS, REGISTRIES
+from skattn._model.pooling import POOLINGS, needs_fixed_length, pooled_width
 from skattn._model.registry import Registry
 
 
@@ -68,3 +71,35 @@ def test_every_registered_value_builds_a_model_that_runs(option):
         params = model.init_params(np.random.RandomState(0), np.float64)
         _, pooled, _ = model.forward(params, x, np.array([3, 2]))
         assert pooled.shape[0] == 2 and np.isfinite(pooled).all()
+
+
+@pytest.mark.parametrize("pooling", POOLINGS.names())
+def test_the_model_and_the_estimators_ask_the_pooling_unit(pooling):
+    unit = POOLINGS.get(pooling)
+    config = ModelConfig(
+        n_features=3, d_model=4, n_heads=2, n_positions=5, pooling=pooling
+    )
+    model = build_model(config)
+    assert type(model.pooling) is unit
+    assert int(model.token_lengths(5)) == 5 + unit.appends_class_token
+    assert needs_fixed_length(pooling) is unit.needs_fixed_length
+    assert pooled_width(pooling, 5, 4) == model.pooling.n_features_out
+    params = model.init_params(np.random.RandomState(0), np.float64)
+    x = np.random.default_rng(0).standard_normal((2, 5, 3))
+    lengths = np.array([5, 5 if unit.needs_fixed_length else 3])
+    _, pooled, _ = model.forward(params, x, lengths)
+    assert pooled.shape == (2, model.pooling.n_features_out)
+    if not unit.attends:
+        with pytest.raises(ValueError, match="has no attention over the tokens"):
+            pooling_attention(model, params, x, lengths)
+        return
+    weights = pooling_attention(model, params, x, lengths)
+    assert weights.shape == (2, 5) and np.isfinite(weights).all()
+    assert_array_equal(weights[1, lengths[1] :], 0)
+
+
+@pytest.mark.parametrize("kind", POSITIONAL_ENCODINGS.names())
+def test_a_positional_encoding_is_trainable_when_training_changes_it(kind):
+    unit = POSITIONAL_ENCODINGS.get(kind)(3, 4, 2)
+    specs = unit.param_specs().values()
+    assert unit.trainable == any(spec.trainable for spec in specs)

@@ -70,16 +70,23 @@ def test_token_mask():
     assert_array_equal(token_mask(np.array([1, 3]), 3), [[1, 0, 0], [1, 1, 1]])
 
 
-@pytest.mark.parametrize("pooling", ["mean", "max", "first", "last"])
+@pytest.mark.parametrize(
+    "pooling",
+    [name for name in POOLINGS.names() if not POOLINGS.get(name).needs_fixed_length],
+)
 def test_pooling_ignores_padding(pooling):
     rng = np.random.default_rng(0)
     tokens = rng.standard_normal((2, 4, 3))
     lengths = np.array([4, 2])
     padded = tokens.copy()
     padded[1, 2:] = 1e6  # anything in the padding
-    pool = POOLINGS.get(pooling)[0]
-    pooled, _ = pool(padded, lengths, {})
-    alone, _ = pool(tokens[1:, :2], np.array([2]), {})
+    unit = POOLINGS.get(pooling)(4, 3)
+    params = {
+        name: rng.standard_normal(spec.shape)
+        for name, spec in unit.param_specs().items()
+    }
+    pooled, _ = unit.pool(padded, lengths, params)
+    alone, _ = unit.pool(tokens[1:, :2], np.array([2]), params)
     assert_allclose(pooled[1], alone[0], rtol=1e-15)
 
 

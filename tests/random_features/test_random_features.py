@@ -33,6 +33,7 @@ from threadpoolctl import threadpool_limits
 
 from skattn import AttentionTransformer, RandomAttentionFeatures
 from skattn._model.units import patch_count
+from skattn._random_features.configs import RANDOM_POSITIONAL_ENCODINGS
 
 # the models compute in float32 whatever the input's dtype
 FLOAT32 = dict(rtol=2e-5, atol=2e-5)
@@ -281,6 +282,55 @@ def test_patched_models_are_those_of_attention_transformer(kind):
     if kind == "ragged":
         alone = np.vstack([features.transform([x]) for x in X])
         assert_allclose(X_new, alone, **FLOAT32)
+
+
+@pytest.mark.parametrize("kind", ["3d", "ragged"])
+def test_models_of_every_positional_encoding_are_those_of_attention_transformer(
+    kind,
+):
+    """Each positional encoding a model draws is AttentionTransformer's."""
+    X = _float32_patch_input(kind)
+    positions = [*RANDOM_POSITIONAL_ENCODINGS, None]
+    features = RandomAttentionFeatures(
+        n_models=4 * len(positions),
+        n_heads=2,
+        head_dim=4,
+        positional_encoding=positions,
+        patch_size=None,
+        statistics=["mean"],
+        random_state=0,
+    ).fit(X)
+    drawn = {config["positional_encoding"] for config in features.models_}
+    assert drawn == set(positions)
+    X_new = features.transform(X)
+    for index in range(len(features.models_)):
+        X_model = _model_input(features, index, X)
+        reference = _attention_transformer(features, index, "mean").fit(X_model)
+        assert_allclose(
+            X_new[:, 8 * index : 8 * (index + 1)],
+            reference.transform(X_model),
+            **FLOAT32,
+        )
+
+
+def test_positional_encodings_are_the_untrained_ones_of_the_registry():
+    # a learned table would keep its initial values: the sinusoidal table
+    assert "sinusoidal" in RANDOM_POSITIONAL_ENCODINGS
+    assert "learned" not in RANDOM_POSITIONAL_ENCODINGS
+    constraint = RandomAttentionFeatures._parameter_constraints["positional_encoding"]
+    assert constraint[0].options == {*RANDOM_POSITIONAL_ENCODINGS, "auto"}
+    choices = ", ".join(f'"{name}"' for name in RANDOM_POSITIONAL_ENCODINGS)
+    doc = " ".join(RandomAttentionFeatures.__doc__.split())
+    assert f"positional_encoding : {{{choices}, None}}, list of them" in doc
+
+
+def test_positions_that_refuse_a_head_width_a_model_may_draw_are_refused():
+    # whichever configurations the models draw
+    features = RandomAttentionFeatures(
+        n_models=1, head_dim=[3, 4], positional_encoding=["rotary", None]
+    )
+    with pytest.raises(ValueError, match="head_dim must be even, got head_dim=3"):
+        features.fit(make_3d())
 
 
 def _windows(x, size, stride):
@@ -887,7 +937,7 @@ def test_random_state_instance_draws_new_models_on_refit():
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("positional_encoding", ["sinusoidal", None])
+@pytest.mark.parametrize("positional_encoding", [*RANDOM_POSITIONAL_ENCODINGS, None])
 def test_padding_invariance(positional_encoding, causal, dtype):
     X = make_ragged(dtype=dtype)
     features = RandomAttentionFeatures(
@@ -1201,7 +1251,9 @@ def test_invalid_parameters(params, name):
         ({"head_dim": [4, 2.5]}, "head_dim must be a positive int or a non-empty"),
         (
             {"positional_encoding": ["sinusoidal", "learned"]},
-            "positional_encoding must be 'sinusoidal' or None (or 'auto', alone)",
+            "positional_encoding must be "
+            + ", ".join(map(repr, RANDOM_POSITIONAL_ENCODINGS))
+            + " or None (or 'auto', alone)",
         ),
         ({"causal": [True, 1]}, "causal must be a bool or a non-empty list"),
         ({"statistics": ["mean", "cls"]}, "statistics must be one of"),
