@@ -45,6 +45,10 @@ CONFIGURATIONS = [
     AttentionTransformer(
         n_heads=2, token_statistics=["mean", "max", "min", "first", "last"], max_iter=3
     ),
+    # banded attention, its class token global
+    AttentionTransformer(
+        attention_window=3, attention_dilation=2, pooling="cls", max_iter=3
+    ),
 ]
 
 # The predictors pass check_classifiers_train / check_regressors_train (accuracy

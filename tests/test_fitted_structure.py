@@ -37,6 +37,8 @@ STRUCTURAL_CHANGES = {
     "residual": False,
     "layer_norm": "pre",
     "causal": True,
+    "attention_window": 3,
+    "attention_dilation": 2,
     "token_statistics": ["mean"],  # of AttentionTransformer: the columns of transform
 }
 PER_TOKEN = ("transform", "transform_sequences", "attention_weights")

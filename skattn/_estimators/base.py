@@ -92,6 +92,8 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
         "dropout": [Interval(Real, 0, 1, closed="left")],
         "residual": ["boolean"],
         "causal": ["boolean"],
+        "attention_window": [Interval(Integral, 1, None, closed="left"), None],
+        "attention_dilation": [Interval(Integral, 1, None, closed="left")],
         **{name: option_constraint(each) for name, each in REGISTRIES.items()},
         "vocabulary_size": [
             Interval(Integral, 1, None, closed="left"),

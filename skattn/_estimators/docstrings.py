@@ -66,6 +66,16 @@ causal : bool, default=False
     Token ``i`` attends only to tokens ``j <= i`` (the class token of
     ``pooling="cls"``, after the last token, attends to all).
 """,
+    "attention_window": """
+attention_window, attention_dilation : int or None, int, default=None, 1
+    Banded attention (Longformer's sliding window): each token attends to the
+    ``attention_window`` tokens around it, every ``attention_dilation``-th
+    one (with ``causal``: itself and those before it), in time and memory
+    linear in the length; None: to every token. A stack of layers reads
+    ``n_layers * (attention_window // 2) * attention_dilation`` tokens away;
+    the class token of ``pooling="cls"`` attends and is attended globally.
+""",
+    "attention_dilation": "",
     "positional_encoding": option_entry(
         "positional_encoding", "sinusoidal", "Token positions:"
     ),
@@ -77,11 +87,9 @@ causal : bool, default=False
     "vocabulary_size": """
 vocabulary_size : int, "auto" or None, default=None
     None: tokens are vectors. An int: each token is an integer id below it
-    (a list of 1-D integer arrays, as :class:`skattn.text.TokenIds` gives,
-    or a 2D integer array), looked up in a learned table
+    (as :class:`skattn.text.TokenIds` gives), looked up in a learned table
     ``token_embeddings_``; ``"auto"``: the largest id of fit plus one. Ids
-    above it at transform read as 0, the unknown token
-    (:ref:`text`).
+    above it at transform read as 0, the unknown token (:ref:`text`).
 """,
     "features_per_token": """
 features_per_token : int, default=None
@@ -116,14 +124,11 @@ objective : {"auto", "classification", "regression"} or None, default="auto"
 """,
     "token_statistics": """
 token_statistics : "auto", list of str or None, default="auto"
-    Statistics of the (standardised) tokens themselves (of ``"mean"``,
-    ``"max"``, ``"min"``, ``"first"``, ``"last"``) after the pooled vector,
-    one column per token feature each. The model trains with a head on the
-    pooled vector; ``fit`` then fits the head on both (a logistic or ridge
-    regression, scikit-learn's default penalty), so that it knows at least
-    what a linear model on these statistics knows. ``"auto"``: all five for
-    tokens of more than 8 features (:ref:`default-transformer-token_statistics`),
-    else none.
+    Statistics of the standardised tokens (``"mean"``, ``"max"``, ``"min"``,
+    ``"first"``, ``"last"``) after the pooled vector, a column per token
+    feature each; ``fit`` fits the head on both once the model is trained
+    (:ref:`model`). ``"auto"``: all five for tokens of more than 8 features,
+    else none (:ref:`default-transformer-token_statistics`).
 """,
     "init": """
 init : "random" or dict, default="random"
@@ -307,7 +312,9 @@ def fill_docstring(*, pooled, attributes):
         if cls.__doc__ is None:  # python -OO
             return cls
         names = list(inspect.signature(cls.__init__).parameters)[1:]
-        parameters = "\n".join(PARAMETERS[name].strip() + "\n" for name in names)
+        parameters = "\n".join(
+            PARAMETERS[name].strip() + "\n" for name in names if PARAMETERS[name]
+        )
         parameters = parameters.replace("{pooled}", pooled)
         attribute_text = "\n".join(
             ATTRIBUTE_TEXT[name].strip() + "\n" for name in attributes

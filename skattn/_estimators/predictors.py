@@ -120,6 +120,8 @@ class AttentionClassifier(ClassifierMixin, BaseAttention):
         layer_norm="post",
         residual=True,
         causal=False,
+        attention_window=None,
+        attention_dilation=1,
         positional_encoding="sinusoidal",
         pooling="mean",
         vocabulary_size=None,
@@ -156,6 +158,8 @@ class AttentionClassifier(ClassifierMixin, BaseAttention):
         self.layer_norm = layer_norm
         self.residual = residual
         self.causal = causal
+        self.attention_window = attention_window
+        self.attention_dilation = attention_dilation
         self.positional_encoding = positional_encoding
         self.pooling = pooling
         self.vocabulary_size = vocabulary_size
@@ -400,6 +404,8 @@ class AttentionRegressor(RegressorMixin, BaseAttention):
         layer_norm="post",
         residual=True,
         causal=False,
+        attention_window=None,
+        attention_dilation=1,
         positional_encoding="sinusoidal",
         pooling="mean",
         vocabulary_size=None,
@@ -436,6 +442,8 @@ class AttentionRegressor(RegressorMixin, BaseAttention):
         self.layer_norm = layer_norm
         self.residual = residual
         self.causal = causal
+        self.attention_window = attention_window
+        self.attention_dilation = attention_dilation
         self.positional_encoding = positional_encoding
         self.pooling = pooling
         self.vocabulary_size = vocabulary_size

@@ -90,6 +90,8 @@ def resolve_config(params, kind, sequences, lengths, user_weight, init, n_output
         layer_norm=params["layer_norm"],
         residual=params["residual"],
         causal=params["causal"],
+        attention_window=params["attention_window"],
+        attention_dilation=params["attention_dilation"],
         positional_encoding=params["positional_encoding"],
         pooling=params["pooling"],
         n_positions=n_positions,
@@ -195,6 +197,8 @@ def fitted_structure(config, input_format):
         "ff_dim": config.ff_dim,
         "residual": config.residual,
         "causal": config.causal,
+        "attention_window": config.attention_window,
+        "attention_dilation": config.attention_dilation,
         # every option of a registry: its values are units of the model
         **{name: getattr(config, name) for name in REGISTRIES},
         "vocabulary_size": config.vocabulary_size,

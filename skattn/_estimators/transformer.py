@@ -78,13 +78,10 @@ class AttentionTransformer(
     biases (and its final ``LayerNorm`` for ``"pre"``), fed the projected
     tokens plus positions, the padding masked, in evaluation mode.
 
-    X is a table (``n_features / features_per_token`` tokens), a 3D array, a
-    list of sequences of different lengths (padded and masked: padding never
-    changes a result), a DataFrame or a dask array (:ref:`input_formats`,
-    :ref:`dask`); ``transform`` takes the kind of input ``fit`` saw. Memory is
-    linear in the sequence length, results are bit-identical whatever the
-    number of cores (:ref:`performance`), and the computation runs in the
-    dtype of ``X``.
+    X is a table, a 3D array, a list of sequences of different lengths
+    (padding never changes a result), a DataFrame or a dask array
+    (:ref:`input_formats`); memory is linear in the length, and results do
+    not depend on the number of cores (:ref:`performance`).
 
     The parameters that fix the model (``n_heads`` to ``patch_size`` but
     ``dropout``, and ``token_statistics``) take effect at the next ``fit``
@@ -135,6 +132,8 @@ class AttentionTransformer(
         layer_norm="post",
         residual=True,
         causal=False,
+        attention_window=None,
+        attention_dilation=1,
         positional_encoding="sinusoidal",
         pooling="mean",
         vocabulary_size=None,
@@ -172,6 +171,8 @@ class AttentionTransformer(
         self.layer_norm = layer_norm
         self.residual = residual
         self.causal = causal
+        self.attention_window = attention_window
+        self.attention_dilation = attention_dilation
         self.positional_encoding = positional_encoding
         self.pooling = pooling
         self.vocabulary_size = vocabulary_size

@@ -26,6 +26,7 @@ References: Vaswani et al., "Attention is all you need", NeurIPS 2017; Dao et al
 # SPDX-License-Identifier: BSD-3-Clause
 
 import math
+from functools import partial
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from .._parallel import map_parallel
 from . import compiled
 from .checks import (
     as_mask,
+    check_band,
     check_batch_shapes,
     check_bool,
     check_causal,
@@ -515,13 +517,23 @@ def _value_exponent(v, n_keys):
 
 
 def scaled_dot_product_attention(
-    query, key, value, *, mask=None, causal=False, scale=None, return_weights=False
+    query,
+    key,
+    value,
+    *,
+    mask=None,
+    causal=False,
+    scale=None,
+    return_weights=False,
+    window=None,
+    dilation=1,
 ):
     """Scaled dot-product attention, ``softmax(Q K^T * scale) V``.
 
     Works like ``torch.nn.functional.scaled_dot_product_attention`` on numpy
     arrays. Scores are computed in query tiles of about a million scores, so
-    memory is linear in the sequence length unless ``return_weights=True``.
+    memory is linear in the sequence length unless ``return_weights=True``;
+    with ``window``, time is linear too.
 
     Parameters
     ----------
@@ -541,6 +553,14 @@ def scaled_dot_product_attention(
         ``1 / sqrt(d_k)`` (1 when ``d_k = 0``: the scores are then all 0).
     return_weights : bool, default=False
         Also return the attention weights.
+    window : int or None, default=None
+        Banded attention (Longformer's sliding window): query ``i`` attends
+        key ``j`` only when ``i - j`` is a multiple of ``dilation`` and
+        ``|i - j| <= (window // 2) * dilation`` (with ``causal``: ``0 <= i - j
+        <= (window - 1) * dilation``), combined with ``mask``; time and memory
+        ``O(T_q * window)``. None: every key.
+    dilation : int, default=1
+        Gap between the keys of the band.
 
     Returns
     -------
@@ -551,7 +571,7 @@ def scaled_dot_product_attention(
         gives zeros, and so does every row when ``T_k = 0``.
     weights : ndarray of shape (..., T_q, T_k)
         Only when ``return_weights=True``. Each row sums to 1 over the allowed
-        keys (0 for a row with no allowed key).
+        keys (0 for a row with no allowed key), zero outside the band.
 
     Examples
     --------
@@ -574,6 +594,7 @@ def scaled_dot_product_attention(
         for array, name in ((query, "query"), (key, "key"), (value, "value"))
     )
     scale, causal = check_scale(scale), check_causal(causal)
+    window, dilation = check_band(window, dilation)
     return_weights = check_bool(return_weights, "return_weights")
     if query.shape[-1] != key.shape[-1]:
         raise ValueError(
@@ -595,7 +616,12 @@ def scaled_dot_product_attention(
     dtype = compute_dtype(query, key, value)
     result_dtype = output_dtype(query, key, value)
     query, key, value = (a.astype(dtype, copy=False) for a in (query, key, value))
-    out, _, weights = attention_forward(
+    kernel = attention_forward
+    if window is not None:
+        from .banded import banded_forward  # it builds on this module
+
+        kernel = partial(banded_forward, window=window, dilation=dilation)
+    out, _, weights = kernel(
         query,
         key,
         value,

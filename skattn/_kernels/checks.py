@@ -111,3 +111,24 @@ def check_bool(value, name):
 
 def check_causal(causal):
     return check_bool(causal, "causal")
+
+
+def check_band(window, dilation):
+    """``window`` (None or an int >= 1) and ``dilation`` (an int >= 1) of a
+    banded attention, as Python ints."""
+    for name, value, allowed_none in (
+        ("window", window, True),
+        ("dilation", dilation, False),
+    ):
+        if value is None and allowed_none:
+            continue
+        if isinstance(value, (bool, np.bool_)) or not isinstance(
+            value, (int, np.integer)
+        ):
+            raise TypeError(
+                f"{name} must be an int >= 1{' or None' if allowed_none else ''}, "
+                f"got {value!r}."
+            )
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}.")
+    return (None if window is None else int(window)), int(dilation)

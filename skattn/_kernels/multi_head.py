@@ -19,8 +19,10 @@ import numpy as np
 from .._parallel import CACHE_BYTES, even_chunks, map_parallel
 from .attention import attention_forward, compute_dtype, output_dtype
 from .attention_backward import attention_backward
+from .banded import BandedKernels
 from .checks import (
     as_mask,
+    check_band,
     check_batch_shapes,
     check_bool,
     check_causal,
@@ -237,6 +239,8 @@ def multi_head_attention(
     mask=None,
     causal=False,
     return_weights=False,
+    window=None,
+    dilation=1,
 ):
     """Multi-head self-attention: the bare layer, without biases or residual.
 
@@ -264,6 +268,13 @@ def multi_head_attention(
         Token ``i`` attends only to tokens ``j <= i``.
     return_weights : bool, default=False
         Also return the attention weights of every head.
+    window : int or None, default=None
+        Banded attention: each token attends to the ``window`` tokens around
+        it, every ``dilation``-th one (see
+        :func:`scaled_dot_product_attention`), in time and memory linear in
+        ``T``. None: every token.
+    dilation : int, default=1
+        Gap between the tokens of the band.
 
     Returns
     -------
@@ -299,6 +310,8 @@ def multi_head_attention(
     x = x.astype(dtype, copy=False)
     causal = check_causal(causal)
     return_weights = check_bool(return_weights, "return_weights")
+    window, dilation = check_band(window, dilation)
+    pattern = None if window is None else BandedKernels(window, dilation)
     if (
         isinstance(n_heads, (bool, np.bool_))
         or not isinstance(n_heads, (int, np.integer))
@@ -361,6 +374,7 @@ def multi_head_attention(
             mask=chunk_of(mask, rows),
             causal=causal,
             return_weights=return_weights,
+            pattern=pattern,
         )
         out[rows] = chunk_out
         if return_weights:

@@ -154,6 +154,7 @@ class SelfAttention(Unit):
         if context.dropout is not None:
             site = self.layer * N_DROPOUT_SITES + ATTENTION_WEIGHTS
             dropout = context.dropout.attention(site, self.n_heads)
+        pattern = self.pattern.at(context)
         out, cache = multi_head_forward(
             x,
             params["query"],
@@ -165,16 +166,16 @@ class SelfAttention(Unit):
             causal=context.causal,
             dropout=dropout,
             query_key=self.query_key,
-            pattern=self.pattern,
+            pattern=pattern,
         )  # (N, T, E)
         if context.weights_layer == self.layer:
-            self.pattern.write_weights(
+            pattern.write_weights(
                 cache["q"], cache["k"], mask, context.causal, context.weights_out
             )
-        return out, (x, cache, mask, context.causal, dropout)
+        return out, (x, cache, mask, context.causal, dropout, pattern)
 
     def backward(self, params, d_out, cache):
-        x, attention_cache, mask, causal, dropout = cache
+        x, attention_cache, mask, causal, dropout, pattern = cache
         return multi_head_backward(
             d_out,
             x,
@@ -188,7 +189,7 @@ class SelfAttention(Unit):
             causal=causal,
             dropout=dropout,
             query_key=self.query_key,
-            pattern=self.pattern,
+            pattern=pattern,
         )
 
 
@@ -349,12 +350,13 @@ class EncoderLayer(Unit):
         pattern=None,
     ):
         self.d_model, self.n_heads, self.ff_dim = d_model, n_heads, ff_dim
+        self.pattern = FullAttention() if pattern is None else pattern
         norm_first = layer_norm is not None and layer_norm.first
         options = dict(residual=residual, norm_first=norm_first)
         site = index * N_DROPOUT_SITES
         self.sublayers = [
             Sublayer(
-                SelfAttention(d_model, n_heads, index, query_key, pattern),
+                SelfAttention(d_model, n_heads, index, query_key, self.pattern),
                 None if layer_norm is None else LayerNorm(d_model, "norm1"),
                 dropout_site=site + ATTENTION_OUTPUT,
                 **options,
@@ -395,5 +397,7 @@ class EncoderLayer(Unit):
     def activation_floats(self):
         # queries, keys, values and their folded copies, context, output,
         # residual and norm: about ten (T, E) arrays; the feed-forward's
-        # pre-activation and hidden (T, F); one row of scores per head
-        return 10 * self.d_model + 2 * self.ff_dim, self.n_heads
+        # pre-activation and hidden (T, F); the scores of the pattern (one
+        # row per head for full attention's tiles, the band's columns)
+        scores, copies = self.pattern.score_floats(self.n_heads, causal=False)
+        return 10 * self.d_model + 2 * self.ff_dim, scores + copies * self.d_model

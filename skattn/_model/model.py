@@ -99,6 +99,8 @@ class ModelConfig:
     token_statistics : tuple of str
         Statistics (of ``TOKEN_STATISTICS``) of the standardised input tokens
         put after the pooled outputs, which the head reads with them.
+    attention_window, attention_dilation : int or None, int
+        The band of every layer's attention (None: full attention).
     """
 
     n_features: int
@@ -120,6 +122,8 @@ class ModelConfig:
     n_outputs: int = 0
     vocabulary_size: int | None = None
     token_statistics: tuple = ()
+    attention_window: int | None = None
+    attention_dilation: int = 1
 
     def __post_init__(self):
         # Python ints: sizes given as numpy integers (n_heads=np.int32(4))
@@ -187,7 +191,14 @@ def build_model(config):
     pooling = option["pooling"](config.n_positions, config.d_model)
     if pooling.appends_class_token:
         add(ClassToken(config.d_model))
-    pattern = ATTENTION_PATTERNS.get("full")()
+    if config.attention_window is None:
+        pattern = ATTENTION_PATTERNS.get("full")()
+    else:  # the class token, if any, is global
+        pattern = ATTENTION_PATTERNS.get("banded")(
+            config.attention_window,
+            config.attention_dilation,
+            global_token=pooling.appends_class_token,
+        )
     for index in range(config.n_layers):
         layer = EncoderLayer(
             index,

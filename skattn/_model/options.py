@@ -14,7 +14,7 @@ the tests read :data:`REGISTRIES`.
 # SPDX-License-Identifier: BSD-3-Clause
 
 from .encoder import GELU, POST_NORM, PRE_NORM, RELU
-from .patterns import FullAttention
+from .patterns import BandedAttention, FullAttention
 from .pooling import POOLINGS
 from .registry import Registry
 from .rotary import RotaryPositions
@@ -63,8 +63,14 @@ LAYER_NORMS = (
 
 # The attention patterns of SelfAttention. Not an estimator parameter of its
 # own: build_model picks the pattern from the model's description.
-ATTENTION_PATTERNS = Registry("attention_pattern").add(
-    "full", FullAttention, "every token attends to every token."
+ATTENTION_PATTERNS = (
+    Registry("attention_pattern")
+    .add("full", FullAttention, "every token attends to every token;")
+    .add(
+        "banded",
+        BandedAttention,
+        "each token attends to a window of tokens around it (dilated).",
+    )
 )
 
 # Every registry of an option of ModelConfig, by the option's name.

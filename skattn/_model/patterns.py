@@ -2,8 +2,9 @@
 
 A pattern is the attention step of :class:`~skattn._model.encoder.SelfAttention`,
 between the projections (and a positional encoding's query/key transform) and
-the output projection. It gives the kernels of that step, pure functions on
-arrays (``forward`` and ``backward``, as
+the output projection. ``at(context)`` gives the pattern of one batch, with
+the kernels of that step, pure functions on arrays (``forward`` and
+``backward``, as
 :func:`~skattn._kernels.attention.attention_forward` and
 :func:`~skattn._kernels.attention_backward.attention_backward`), and
 ``write_weights``, the dense weights behind ``attention_weights``. The
@@ -19,6 +20,7 @@ import numpy as np
 
 from .._kernels.attention import attention_forward, causal_tile
 from .._kernels.attention_backward import attention_backward
+from .._kernels.banded import BandedKernels, band_offsets, banded_forward
 from .._kernels.multi_head import mask_with_head_axis
 from .._parallel import CACHE_BYTES, map_parallel
 
@@ -49,6 +51,16 @@ class FullAttention:
         """The attention weights (without dropout), written into ``out``
         (see :func:`write_attention_weights`)."""
         write_attention_weights(q, k, mask, causal, out)
+
+    def at(self, context):
+        """The pattern of one batch: the same for every batch."""
+        return self
+
+    def score_floats(self, n_heads, causal):
+        """Numbers per token of the scores while a layer runs (one row per
+        head: the kernels run in tiles), and extra copies of the queries,
+        keys and values (in units of the model width)."""
+        return n_heads, 0
 
 
 def write_attention_weights(q, k, mask, causal, out):
@@ -96,3 +108,67 @@ def write_attention_weights(q, k, mask, causal, out):
 
     # blocks side by side, as the kernel's tiles: each writes its own rows
     map_parallel(write_block, range(0, n_tokens, block_rows))
+
+
+class BandedAttention:
+    """Longformer's sliding window, dilated: each query reads ``window`` keys
+    around it (every ``dilation``-th token), in time and memory ``O(T *
+    window)`` (see :mod:`skattn._kernels.banded`).
+
+    Parameters
+    ----------
+    window : int
+        Keys of the band: ``window // 2`` each side and the query (with
+        ``causal``: the query and ``window - 1`` before it).
+    dilation : int, default=1
+        Gap between two keys of the band.
+    global_token : bool, default=False
+        Whether the last valid token of each sequence (the class token) is
+        global: it reads every token, and every token reads it.
+    """
+
+    def __init__(self, window, dilation=1, global_token=False):
+        self.window, self.dilation = window, dilation
+        self.global_token = global_token
+
+    def at(self, context):
+        """The pattern of one batch (its class tokens' positions)."""
+        glob = None
+        if self.global_token:
+            glob = (np.asarray(context.lengths) - 1)[:, None]  # (N, 1): every head
+        return _BandedCall(self.window, self.dilation, glob)
+
+    def score_floats(self, n_heads, causal):
+        """Numbers per token of the scores and their companions (multipliers,
+        gradients) while a layer runs, and the flattened queries, keys and
+        values (in units of the model width, returned apart)."""
+        n_keys = len(band_offsets(self.window, self.dilation, causal))
+        return 3 * n_heads * (n_keys + self.global_token), 3
+
+
+class _BandedCall(BandedKernels):
+    """A banded pattern with the global tokens of one batch."""
+
+    def write_weights(self, q, k, mask, causal, out):
+        """The dense weights (zero outside the band), one sequence at a time,
+        written into ``out`` (see :func:`write_attention_weights`)."""
+        key_mask = mask_with_head_axis(mask)
+        no_values = k[..., :0]
+        for row in range(len(q)):
+            glob = self.global_index
+            _, _, weights = banded_forward(
+                q[row : row + 1],
+                k[row : row + 1],
+                no_values[row : row + 1],
+                window=self.window,
+                dilation=self.dilation,
+                mask=None if key_mask is None else key_mask[row : row + 1],
+                causal=causal,
+                return_weights=True,
+                global_index=None if glob is None else glob[row : row + 1],
+            )  # (1, H, T, T)
+            if isinstance(out, np.ndarray):
+                out[row] = weights[0]
+            else:
+                n_valid = out[row].shape[-1]
+                out[row][...] = weights[0, :, :n_valid, :n_valid]

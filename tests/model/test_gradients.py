@@ -19,6 +19,7 @@ from skattn._kernels import compiled
 from skattn._model.encoder import DropoutStreams, FeedForward, SelfAttention, Sublayer
 from skattn._model.model import ModelConfig, build_model
 from skattn._model.options import ACTIVATIONS, POSITIONAL_ENCODINGS
+from skattn._model.patterns import BandedAttention
 from skattn._model.pooling import POOLINGS
 from skattn._model.units import (
     ClassToken,
@@ -100,6 +101,18 @@ def test_self_attention_backward(rng, batch, causal):
     x, lengths = batch
     unit = SelfAttention(4, 2, layer=0)
     check_unit(unit, seeded_params(unit, rng), x, lengths, rng, causal=causal)
+
+
+@pytest.mark.parametrize("global_token", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+def test_banded_self_attention_backward(rng, batch, causal, global_token):
+    """A band of 3 keys, every second token; the last valid token global."""
+    x, lengths = batch
+    pattern = BandedAttention(3, dilation=2, global_token=global_token)
+    unit = SelfAttention(4, 2, layer=0, pattern=pattern)
+    dropout = DropoutStreams(0.2, 3, np.arange(len(x)))
+    params = seeded_params(unit, rng)
+    check_unit(unit, params, x, lengths, rng, causal=causal, dropout=dropout)
 
 
 class MixedQueries:

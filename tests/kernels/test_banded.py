@@ -1,0 +1,196 @@
+"""Banded attention: the dense kernel given the band as its mask, torch's
+``scaled_dot_product_attention`` with that boolean mask, finite differences,
+and memory that grows with ``T * window``, not ``T**2``.
+
+The band (Longformer's sliding window, dilated): query ``i`` attends key ``j``
+when ``i - j`` is a multiple of ``dilation`` and ``|i - j| <= (window // 2) *
+dilation``; with ``causal``, when ``0 <= i - j <= (window - 1) * dilation``.
+"""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from helpers import numeric_gradient, relative_error
+from numpy.testing import assert_allclose, assert_array_equal
+
+from skattn import multi_head_attention, scaled_dot_product_attention
+from skattn._kernels.attention import attention_forward
+from skattn._kernels.attention_backward import attention_backward
+from skattn._kernels.banded import (
+    band_mask,
+    band_offsets,
+    banded_backward,
+    banded_forward,
+    receptive_field,
+)
+
+pytestmark = pytest.mark.numpy_path  # the banded kernels have one path
+
+BANDS = [(1, 1), (3, 1), (4, 2), (5, 3), (40, 1)]  # (window, dilation)
+
+
+def stream_keys(rng, shape):
+    return rng.integers(0, 2**63, size=shape, dtype=np.uint64)
+
+
+def dense_band(n_tokens, window, dilation, causal, glob=None):
+    """The band (and the global token's row and column) as a dense mask."""
+    allowed = band_mask(n_tokens, n_tokens, window, dilation, causal)
+    if glob is None:
+        return allowed
+    rows = np.arange(n_tokens)
+    g = np.asarray(glob)[:, None, None, None]  # (N, 1, 1, 1): every head
+    allowed = allowed | (rows[:, None] == g) | (rows[None, :] == g)
+    if causal:
+        allowed = allowed & (rows[None, :] <= rows[:, None])
+    return allowed
+
+
+def test_band_offsets_by_hand():
+    assert_array_equal(band_offsets(3), [-1, 0, 1])
+    assert_array_equal(band_offsets(4, 2), [-4, -2, 0, 2, 4])
+    assert_array_equal(band_offsets(3, 2, causal=True), [-4, -2, 0])
+    assert receptive_field(5, 3, n_layers=2) == 12  # 2 layers of 2 * 3 each side
+    # query 3 of 7, window 3, dilation 2: keys 1, 3, 5
+    assert_array_equal(np.flatnonzero(band_mask(7, 7, 3, 2)[3]), [1, 3, 5])
+
+
+@pytest.mark.parametrize("window, dilation", BANDS)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("global_token", [False, True])
+@pytest.mark.parametrize("p", [0.0, 0.3])
+def test_banded_equals_the_dense_kernel_with_the_band_as_mask(
+    rng, window, dilation, causal, global_token, p
+):
+    n, h, t, d = 3, 2, 13, 4
+    q, k, v = (rng.standard_normal((n, h, t, d)) for _ in range(3))
+    lengths = np.array([13, 9, 5])
+    key_mask = (np.arange(t) < lengths[:, None])[:, None, None, :]
+    glob = lengths - 1 if global_token else None
+    dropout = (p, stream_keys(rng, (n, h)))
+    allowed = dense_band(t, window, dilation, causal, glob) & key_mask
+    band = dict(window=window, dilation=dilation, causal=causal, dropout=dropout)
+    out, lse, weights = banded_forward(
+        q, k, v, mask=key_mask, return_weights=True, global_index=glob, **band
+    )
+    expected, expected_lse, expected_weights = attention_forward(
+        q, k, v, mask=allowed, return_weights=True, dropout=dropout
+    )
+    assert_allclose(out, expected, rtol=0, atol=1e-14)
+    assert_allclose(weights, expected_weights, rtol=0, atol=1e-14)
+    assert_array_equal(np.isinf(lse), np.isinf(expected_lse))
+    finite = np.isfinite(expected_lse)
+    assert_allclose(lse[finite], expected_lse[finite], rtol=0, atol=1e-13)
+    assert np.all(weights[~np.broadcast_to(allowed, weights.shape)] == 0)
+
+    d_out = rng.standard_normal(out.shape)
+    grads = banded_backward(
+        d_out, q, k, v, out, lse, mask=key_mask, global_index=glob, **band
+    )
+    context, dense_lse, _ = attention_forward(q, k, v, mask=allowed, dropout=dropout)
+    expected_grads = attention_backward(
+        d_out, q, k, v, context, dense_lse, mask=allowed, dropout=dropout
+    )
+    for grad, expected_grad in zip(grads, expected_grads, strict=True):
+        assert_allclose(grad, expected_grad, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("dtype, atol", [(np.float64, 1e-14), (np.float32, 2e-6)])
+def test_scaled_dot_product_attention_window_rows_sum_to_one(rng, dtype, atol):
+    q, k, v = (rng.standard_normal((2, 17, 5)).astype(dtype) for _ in range(3))
+    out, weights = scaled_dot_product_attention(
+        q, k, v, window=5, dilation=2, return_weights=True
+    )
+    assert out.dtype == weights.dtype == dtype
+    assert_allclose(weights.sum(axis=-1), 1, atol=atol)
+    assert np.all(weights[..., ~band_mask(17, 17, 5, 2)] == 0)
+    dense = scaled_dot_product_attention(q, k, v, mask=band_mask(17, 17, 5, 2))
+    assert_allclose(out, dense, rtol=0, atol=10 * atol)
+
+
+def test_window_one_reads_only_itself(rng):
+    q, k, v = (rng.standard_normal((6, 3)) for _ in range(3))
+    assert_array_equal(scaled_dot_product_attention(q, k, v, window=1), v)
+
+
+def test_multi_head_attention_window_equals_the_band_as_mask(rng):
+    x = rng.standard_normal((3, 11, 8))
+    w = rng.standard_normal((4, 8, 8)) / np.sqrt(8)
+    out, weights = multi_head_attention(
+        x, *w, n_heads=2, window=3, dilation=2, return_weights=True, causal=True
+    )
+    mask = band_mask(11, 11, 3, 2, causal=True)
+    expected, expected_weights = multi_head_attention(
+        x, *w, n_heads=2, mask=mask, return_weights=True
+    )
+    assert_allclose(out, expected, rtol=0, atol=1e-14)
+    assert_allclose(weights, expected_weights, rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize(
+    "window, dilation, error, match",
+    [
+        (0, 1, ValueError, "window must be >= 1"),
+        (3, 0, ValueError, "dilation must be >= 1"),
+        (2.5, 1, TypeError, "window must be an int >= 1 or None"),
+        (True, 1, TypeError, "window must be an int"),
+        (3, None, TypeError, "dilation must be an int >= 1, got None"),
+    ],
+)
+def test_bad_band_names_the_argument(rng, window, dilation, error, match):
+    q = rng.standard_normal((4, 2))
+    with pytest.raises(error, match=match):
+        scaled_dot_product_attention(q, q, q, window=window, dilation=dilation)
+
+
+@pytest.mark.parametrize("global_token", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+def test_banded_backward_matches_finite_differences(rng, causal, global_token):
+    q = rng.standard_normal((2, 9, 3))
+    k = rng.standard_normal((2, 9, 3))
+    v = rng.standard_normal((2, 9, 2))
+    mask = (np.arange(9) < np.array([9, 6])[:, None])[:, None, :]
+    weight = rng.standard_normal((2, 9, 2))
+    kwargs = dict(
+        window=3,
+        dilation=2,
+        mask=mask,
+        causal=causal,
+        scale=0.8,
+        dropout=(0.2, stream_keys(rng, (2,))),
+        global_index=np.array([8, 5]) if global_token else None,
+    )
+
+    def loss():
+        return np.sum(banded_forward(q, k, v, **kwargs)[0] * weight)
+
+    out, lse, _ = banded_forward(q, k, v, **kwargs)
+    grads = banded_backward(weight, q, k, v, out, lse, **kwargs)
+    for grad, array in zip(grads, (q, k, v), strict=True):
+        assert relative_error(grad, numeric_gradient(loss, array)) < 1e-6
+
+
+def test_banded_matches_torch_with_the_band_as_boolean_mask(rng):
+    torch = pytest.importorskip("torch")
+    q, k, v = (rng.standard_normal((2, 3, 20, 8)) for _ in range(3))
+    mask = band_mask(20, 20, 5, 3)
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        *(torch.from_numpy(a) for a in (q, k, v)), attn_mask=torch.from_numpy(mask)
+    ).numpy()
+    out = scaled_dot_product_attention(q, k, v, window=5, dilation=3)
+    assert_allclose(out, expected, rtol=0, atol=1e-14)
+
+
+def test_banded_memory_grows_with_the_band_not_the_square(rng):
+    """A long sequence: the peak is a few times the inputs, far below one
+    (T, T) array of scores (the 0.5 GiB a dense kernel would hold whole)."""
+    n_tokens = 8192
+    q, k, v = (rng.standard_normal((n_tokens, 8)) for _ in range(3))
+    tracemalloc.start()
+    scaled_dot_product_attention(q, k, v, window=9, dilation=4)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    inputs = 3 * q.nbytes
+    assert peak < 4 * inputs + 30 * n_tokens * 8  # 9 + 1 columns of scores, x3
+    assert peak < n_tokens**2 * 8 / 50

@@ -1,0 +1,92 @@
+"""The estimators with banded attention (``attention_window``,
+``attention_dilation``): the full model where the band covers the sequence,
+dense attention weights zero outside the band, a global class token, padding
+and batches that do not matter."""
+
+import numpy as np
+import pytest
+from helpers import make_3d, make_ragged, order_task
+from numpy.testing import assert_allclose, assert_array_equal
+
+from skattn import AttentionClassifier, AttentionTransformer
+from skattn._kernels.banded import band_mask
+
+SMALL = dict(n_heads=2, head_dim=3, random_state=0)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_band_that_covers_the_sequence_is_full_attention(pooling, causal):
+    X = make_ragged(width=3)
+    longest = max(len(x) for x in X) + 1  # the class token included
+    full = AttentionTransformer(pooling=pooling, causal=causal, n_layers=2, **SMALL)
+    banded = AttentionTransformer(
+        pooling=pooling,
+        causal=causal,
+        n_layers=2,
+        attention_window=2 * longest + 1,
+        **SMALL,
+    )
+    assert_allclose(banded.fit(X).transform(X), full.fit(X).transform(X), atol=1e-12)
+
+
+@pytest.mark.parametrize("window, dilation", [(3, 1), (5, 2), (2, 3)])
+def test_attention_weights_are_zero_outside_the_band(window, dilation):
+    X = make_3d(n=4, n_tokens=12, width=3)
+    est = AttentionTransformer(
+        attention_window=window, attention_dilation=dilation, **SMALL
+    ).fit(X)
+    weights = est.attention_weights(X)  # (4, 2, 12, 12)
+    assert_allclose(weights.sum(axis=-1), 1, atol=1e-12)
+    outside = ~band_mask(12, 12, window, dilation)
+    assert np.all(weights[..., outside] == 0)
+    assert np.all(weights[..., ~outside] > 0)
+
+
+def test_the_class_token_attends_and_is_attended_globally():
+    X = make_ragged(width=3)
+    est = AttentionTransformer(attention_window=3, pooling="cls", **SMALL).fit(X)
+    for x, weights in zip(X, est.attention_weights(X), strict=True):
+        n = len(x)  # the class token is token n
+        assert weights.shape == (2, n + 1, n + 1)
+        assert np.all(weights[:, n] > 0)  # reads every token
+        assert np.all(weights[:, :, n] > 0)  # every token reads it
+        band = band_mask(n, n, 3)
+        assert np.all(weights[:, :n, :n][:, ~band] == 0)
+
+
+def test_banded_transform_does_not_depend_on_padding_or_batch():
+    X = make_ragged(width=3)
+    est = AttentionTransformer(attention_window=3, attention_dilation=2, **SMALL)
+    together = est.fit(X).transform(X)
+    alone = np.vstack([est.transform([x]) for x in X])
+    assert_allclose(alone, together, rtol=0, atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_a_banded_classifier_learns_and_refuses_another_band_when_continued():
+    X, y = order_task(n=80, n_tokens=8, width=4)
+    clf = AttentionClassifier(
+        attention_window=5, pooling="cls", max_iter=60, learning_rate_init=0.01, **SMALL
+    ).fit(X, y)
+    assert clf.score(X, y) > 0.8
+    clf.set_params(attention_window=7)
+    with pytest.raises(ValueError, match="attention_window=7.*fitted with"):
+        clf.partial_fit(X, y)
+
+
+def test_a_longer_band_reads_further():
+    """Token 0 of a window-3 model reads tokens 0 and 1 only: what lies after
+    them does not change its output; with a dilation of 4 it reads token 4."""
+    X = make_3d(n=2, n_tokens=10, width=3)
+    moved = X.copy()
+    moved[:, 2:] += 5.0
+    est = AttentionTransformer(attention_window=3, **SMALL).fit(X)
+    assert_array_equal(
+        est.transform_sequences(X)[:, 0], est.transform_sequences(moved)[:, 0]
+    )
+    dilated = AttentionTransformer(attention_window=3, attention_dilation=4, **SMALL)
+    dilated.fit(X)
+    assert not np.allclose(
+        dilated.transform_sequences(X)[:, 0], dilated.transform_sequences(moved)[:, 0]
+    )
