@@ -588,6 +588,14 @@ def scaled_dot_product_attention(
     [[3.    4.   ]
      [3.407 4.407]
      [3.51  4.51 ]]
+
+    A band of one token each side: the first query reads the first two keys.
+
+    >>> out, w = scaled_dot_product_attention(q, k, v, window=3, return_weights=True)
+    >>> print(np.round(w, 3))
+    [[0.67  0.33  0.   ]
+     [0.198 0.401 0.401]
+     [0.    0.33  0.67 ]]
     """
     query, key, value = (
         check_kernel_array(array, name)
