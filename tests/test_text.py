@@ -385,6 +385,36 @@ def test_token_embeddings_equal_the_encoders_token_states(model_path):
 
 
 @pytest.mark.pretrained
+def test_windows_read_a_long_text_whole(encoder):
+    """long_texts="windows": one state per word piece of the whole text, as
+    the encoder would read it whole; a text that fits is read as when cut."""
+    long_text = " ".join(f"word{i} of a long text" for i in range(30))
+    short = "a short text"
+    windows = TokenEmbeddings(encoder, max_length=24, long_texts="windows")
+    states = windows.set_params(cache=False).fit().transform([long_text, short])
+    whole = TokenEmbeddings(encoder, max_length=256, cache=False).fit()
+    assert windows.tokens([long_text]) == whole.tokens([long_text])
+    assert states[0].shape == whole.transform([long_text])[0].shape
+    assert states[0].shape[0] > 24
+    cut = TokenEmbeddings(encoder, max_length=24, cache=False).fit()
+    cut_states = cut.transform([long_text, short])
+    assert_allclose(states[1], cut_states[1], rtol=0, atol=ENCODER_BATCH_ATOL)
+    # [CLS] and the first window's first half: from the first window, which
+    # is the cut text
+    assert_allclose(
+        states[0][:12], cut_states[0][:12], rtol=0, atol=ENCODER_BATCH_ATOL
+    )
+    # the special token last, from the last window
+    assert not np.allclose(states[0][-1], cut_states[0][-1], atol=1e-3)
+
+
+@pytest.mark.pretrained
+def test_windows_need_room_for_a_word_piece(encoder):
+    with pytest.raises(ValueError, match="long_texts='windows'.*max_length=3"):
+        TokenEmbeddings(encoder, max_length=2, long_texts="windows").fit()
+
+
+@pytest.mark.pretrained
 def test_token_embeddings_pickle_the_path_not_the_weights(model_path):
     embed = TokenEmbeddings(model_path).fit()
     blob = pickle.dumps(embed)

@@ -14,7 +14,7 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from .._input.validation import Interval, _fit_context
+from .._input.validation import Interval, StrOptions, _fit_context
 from ._words import _TextTransformer, check_texts
 
 # The token states TokenEmbeddings computed, by fitted model, length and text:
@@ -134,8 +134,17 @@ class TokenEmbeddings(_TextTransformer):
         encoder's special tokens (2 for BERT: ``[CLS]`` and ``[SEP]``) or
         longer than its position table (512 for all-MiniLM-L6-v2).
 
+    long_texts : {"truncate", "windows"}, default="truncate"
+        A text of more word pieces than ``max_length_``: ``"truncate"`` keeps
+        its first ones; ``"windows"`` reads it whole, in windows of
+        ``max_length_`` pieces that overlap by half, and joins their states
+        into one sequence (each piece's state from the window where it is
+        most central, the special tokens' from the first and last windows),
+        for a model with banded attention to read (:ref:`text`).
+
     batch_size : int, default=32
-        Texts the encoder reads at once: the memory of the encoding.
+        Texts (or windows) the encoder reads at once: the memory of the
+        encoding.
 
     cache : bool, default=True
         Keep the token states computed in this process (at most 1 GiB, the
@@ -198,6 +207,7 @@ class TokenEmbeddings(_TextTransformer):
     _parameter_constraints: dict = {
         "model": "no_validation",
         "max_length": [Interval(Integral, 1, None, closed="left"), None],
+        "long_texts": [StrOptions({"truncate", "windows"})],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "cache": ["boolean"],
         "device": [str, None],
@@ -205,11 +215,12 @@ class TokenEmbeddings(_TextTransformer):
     }
 
     def __init__(
-        self, model, *, max_length=None, batch_size=32, cache=True, device=None,
-        verbose=False,
+        self, model, *, max_length=None, long_texts="truncate", batch_size=32,
+        cache=True, device=None, verbose=False,
     ):  # fmt: skip
         self.model = model
         self.max_length = max_length
+        self.long_texts = long_texts
         self.batch_size = batch_size
         self.cache = cache
         self.device = device
@@ -236,6 +247,8 @@ class TokenEmbeddings(_TextTransformer):
         self._source = _source(self.model, self.device)
         self.model_ = self.model if self._source is None else self._load()
         self.max_length_ = _check_max_length(self.model_, self.max_length)
+        if self.long_texts == "windows":
+            _check_window_length(self.model_, self.max_length_)
         _check_evaluation_mode(self.model_)
         # modules after the transformer may change the token states' width
         (states,) = _token_states(self.model_, [""], self.max_length_)
@@ -258,7 +271,7 @@ class TokenEmbeddings(_TextTransformer):
         check_is_fitted(self, "n_features_out_")
         texts = check_texts(X, "TokenEmbeddings")
         model = self._loaded_model()
-        namespace = _CACHE.namespace(model, self.max_length_)
+        namespace = _CACHE.namespace(model, (self.max_length_, self.long_texts))
         out = _CACHE.get_many(namespace, texts) if self.cache else [None] * len(texts)
         missing = [t for t, o in zip(texts, out, strict=True) if o is None]
         missing = list(dict.fromkeys(missing))  # each text once, in order
@@ -284,13 +297,20 @@ class TokenEmbeddings(_TextTransformer):
         tokens : list of list of str
             The encoder tokenizer's pieces of each text, its special tokens
             included (such as ``"[CLS]"`` first and ``"[SEP]"`` last), cut at
-            ``max_length_`` as ``transform`` cuts them.
+            ``max_length_`` as ``transform`` cuts them (or whole, with
+            ``long_texts="windows"``).
         """
         check_is_fitted(self, "n_features_out_")
         texts = check_texts(X, "TokenEmbeddings")
         if not texts:
             return []
         model = self._loaded_model()
+        if self.long_texts == "windows":
+            prefix, suffix = _special_ids(model)
+            return [
+                model.tokenizer.convert_ids_to_tokens(prefix + ids + suffix)
+                for ids in _content_ids(model, texts)
+            ]
         features = _features(model, texts, self.max_length_)
         ids, mask = features["input_ids"], features["attention_mask"]
         tokenizer = model.tokenizer
@@ -336,6 +356,8 @@ class TokenEmbeddings(_TextTransformer):
         from tqdm.auto import tqdm
 
         _check_evaluation_mode(model)
+        if self.long_texts == "windows":
+            return self._encode_in_windows(model, texts)
         order = np.argsort([-len(text) for text in texts], kind="stable")
         states = [None] * len(texts)
         starts = range(0, len(texts), self.batch_size)
@@ -346,6 +368,42 @@ class TokenEmbeddings(_TextTransformer):
             for i, text_states in zip(batch, batch_states, strict=True):
                 states[i] = text_states
         return states
+
+    def _encode_in_windows(self, model, texts):
+        """The token states of ``texts``, those longer than ``max_length_``
+        read in overlapping windows and joined (see ``long_texts``)."""
+        from tqdm.auto import tqdm
+
+        prefix, suffix = _special_ids(model)
+        width = self.max_length_ - len(prefix) - len(suffix)  # pieces a window
+        pieces = _content_ids(model, texts)
+        windows = [_windows(len(ids), width) for ids in pieces]
+        # every window of every text, the longest first: little padding
+        jobs = [
+            (index, start) for index, starts in enumerate(windows) for start in starts
+        ]
+        jobs.sort(key=lambda job: -min(width, len(pieces[job[0]]) - job[1]))
+        window_states = {}
+        starts = range(0, len(jobs), self.batch_size)
+        for begin in tqdm(starts, desc="Batches", disable=not self.verbose):
+            batch = jobs[begin : begin + self.batch_size]
+            ids = [
+                prefix + pieces[index][start : start + width] + suffix
+                for index, start in batch
+            ]
+            for job, states in zip(batch, _states_of_ids(model, ids), strict=True):
+                window_states[job] = states
+        return [
+            _join_windows(
+                [window_states[index, start] for start in starts],
+                starts,
+                len(pieces[index]),
+                width,
+                len(prefix),
+                len(suffix),
+            )
+            for index, starts in enumerate(windows)
+        ]
 
     def _loaded_model(self):
         """The fitted encoder, loaded again after unpickling if needed."""
@@ -385,6 +443,91 @@ def _token_states(model, texts, max_length):
     return [
         np.array(row[mask].cpu().numpy(), dtype=np.float32)
         for row, mask in zip(out["token_embeddings"], masks, strict=True)
+    ]
+
+
+def _special_ids(model):
+    """The ids the tokenizer puts before and after a text's pieces (such as
+    ``[CLS]`` and ``[SEP]``)."""
+    tokenizer = model.tokenizer
+    full = tokenizer("a")["input_ids"]
+    content = tokenizer("a", add_special_tokens=False)["input_ids"]
+    for start in range(len(full) - len(content) + 1):
+        if full[start : start + len(content)] == content:
+            return list(full[:start]), list(full[start + len(content) :])
+    raise ValueError(
+        "long_texts='windows' needs a tokenizer that puts its special tokens "
+        "around a text's pieces; this one does not: use long_texts='truncate'."
+    )
+
+
+def _content_ids(model, texts):
+    """The word-piece ids of each text, whole, without the special tokens
+    (the text prepared as :func:`_features` prepares it)."""
+    texts = [text.strip() for text in texts]
+    if getattr(model[0], "do_lower_case", False):
+        texts = [text.lower() for text in texts]
+    encoded = model.tokenizer(texts, add_special_tokens=False)["input_ids"]
+    return [list(ids) for ids in encoded]
+
+
+def _windows(n_pieces, width):
+    """The starts of the windows of ``width`` pieces that cover ``n_pieces``,
+    each overlapping the next by half (one window for a text that fits)."""
+    if n_pieces <= width:
+        return [0]
+    stride = max(1, width // 2)
+    starts = list(range(0, n_pieces - width, stride))
+    return [*starts, n_pieces - width]
+
+
+def _join_windows(states, starts, n_pieces, width, n_prefix, n_suffix):
+    """One sequence of the states of a text's windows: the prefix's states of
+    the first window, each piece's state from the window where it is most
+    central (overlaps split at their middle), the suffix's of the last."""
+    if len(starts) == 1:
+        return states[0]
+    parts = [states[0][:n_prefix]]
+    begin = 0
+    for index, start in enumerate(starts):
+        stop = n_pieces
+        if index + 1 < len(starts):  # the middle of the overlap with the next
+            stop = (starts[index + 1] + min(start + width, n_pieces) + 1) // 2
+        parts.append(states[index][n_prefix + begin - start : n_prefix + stop - start])
+        begin = stop
+    parts.append(states[-1][len(states[-1]) - n_suffix :])
+    return np.ascontiguousarray(np.concatenate(parts))
+
+
+def _states_of_ids(model, ids):
+    """The token states of sequences of ids (special tokens included), each a
+    float32 array of its own."""
+    import torch
+
+    probe = _features(model, [""], None)  # the inputs the encoder expects
+    n_tokens = max(map(len, ids))
+    padded = np.full((len(ids), n_tokens), model.tokenizer.pad_token_id or 0)
+    mask = np.zeros((len(ids), n_tokens), dtype=np.int64)
+    for row, sequence in enumerate(ids):
+        padded[row, : len(sequence)] = sequence
+        mask[row, : len(sequence)] = 1
+    features = {
+        key: value for key, value in probe.items() if not torch.is_tensor(value)
+    }
+    features["input_ids"] = torch.as_tensor(padded, dtype=torch.long)
+    features["attention_mask"] = torch.as_tensor(mask)
+    if "token_type_ids" in probe:
+        features["token_type_ids"] = torch.zeros_like(features["input_ids"])
+    features = {
+        key: value.to(model.device) if torch.is_tensor(value) else value
+        for key, value in features.items()
+    }
+    with torch.inference_mode():
+        out = model(features)
+    masks = out["attention_mask"].bool()
+    return [
+        np.array(row[row_mask].cpu().numpy(), dtype=np.float32)
+        for row, row_mask in zip(out["token_embeddings"], masks, strict=True)
     ]
 
 
@@ -433,6 +576,18 @@ def _check_max_length(model, max_length):
             f"the model's max_seq_length, {model.max_seq_length})."
         )
     return max_length
+
+
+def _check_window_length(model, max_length):
+    """Refuse windows that hold no word piece (``long_texts="windows"``)."""
+    prefix, suffix = _special_ids(model)
+    if max_length is None or max_length <= len(prefix) + len(suffix):
+        raise ValueError(
+            f"long_texts='windows' reads windows of max_length word pieces, "
+            f"special tokens included, and max_length_={max_length} leaves none "
+            f"for the text: give max_length={len(prefix) + len(suffix) + 1} or "
+            "more."
+        )
 
 
 def _n_positions(model):
