@@ -68,6 +68,7 @@ from pathlib import Path
 
 import numpy as np
 from _machine import machine_lines  # benchmarks/_machine.py
+from _split import datasets_of  # benchmarks/_split.py
 from accuracy import FlattenTokens, MeanTokens  # benchmarks/accuracy.py
 from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.datasets import load_breast_cancer, load_digits, load_wine
@@ -886,6 +887,12 @@ def main(argv=None):
         help=f"the time series alone: --datasets {','.join(TIMESERIES)}",
     )
     parser.add_argument(
+        "--role",
+        choices=["tuning", "confirmation"],
+        help="only the data sets of this role (benchmarks/_split.py): defaults "
+        "are chosen on the tuning sets and reported on the confirmation sets",
+    )
+    parser.add_argument(
         "--methods",
         type=comma_list(list(METHODS)),
         default=list(METHODS),
@@ -963,6 +970,8 @@ def main(argv=None):
 
     rows = []
     start = time.perf_counter()
+    if args.role is not None:
+        args.datasets = datasets_of(args.role, args.datasets)
     for name in args.datasets:
         data = DATASETS[name](name, cache)
         if args.quick:

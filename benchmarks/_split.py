@@ -1,0 +1,69 @@
+"""Which benchmark sets tune the defaults and which confirm them.
+
+The rule depends on the sets' names alone, never on a result (see "Tuning and
+confirmation sets" in ``benchmarks/README.md``): within each kind (series,
+tables, text corpora), the sets in the order of the SHA-256 of their names
+alternate, the first a tuning set. The variants of one corpus (``20ng-ctx``,
+``20ng-static``, ``20ng-small``) share its role. The roles of the sets that
+exist are frozen in ``ROLES`` below, as the rule made them; a set added later
+is a confirmation set when the first hexadecimal digit of the SHA-256 of its
+name is 0-7, a tuning set otherwise (``role_of_new_set``), so that adding a
+set never moves another.
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import hashlib
+
+# The sets the split was made of: a set added later is not listed here (its
+# role is role_of_new_set's), so that the roles below never move.
+KINDS = {
+    "series": [
+        "acsf1", "arrowhead", "basicmotions", "cardano", "covid", "gunpoint",
+        "italypower", "japanesevowels", "osuleaf", "pickup", "tecator",
+    ],
+    "tables": ["breast-cancer", "digits", "wine"],
+    "text": ["20ng", "tweets"],
+}  # fmt: skip
+
+
+def _digest(name):
+    return hashlib.sha256(name.encode()).hexdigest()
+
+
+def split(kinds=KINDS):
+    """The role of each set by the rule: ``{name: "tuning" or "confirmation"}``."""
+    roles = {}
+    for names in kinds.values():
+        for index, name in enumerate(sorted(names, key=_digest)):
+            roles[name] = "tuning" if index % 2 == 0 else "confirmation"
+    return roles
+
+
+def role_of_new_set(name):
+    """The role of a set added after the split was frozen."""
+    return "confirmation" if int(_digest(name)[0], 16) < 8 else "tuning"
+
+
+ROLES = split()
+
+
+def role(dataset):
+    """The role of a benchmark data set, by the name of its corpus or set
+    (``20ng-ctx`` and ``20ng-small`` are 20ng's)."""
+    base = dataset.split("-")[0] if dataset.split("-")[0] in ROLES else dataset
+    if base not in ROLES:
+        return role_of_new_set(base)
+    return ROLES[base]
+
+
+def datasets_of(role_name, datasets):
+    """The names of ``datasets`` whose role is ``role_name``."""
+    return [name for name in datasets if role(name) == role_name]
+
+
+if __name__ == "__main__":
+    for kind, names in KINDS.items():
+        for name in sorted(names, key=_digest):
+            print(f"{kind:7} {name:15} {_digest(name)[:8]} {ROLES[name]}")
