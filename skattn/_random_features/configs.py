@@ -248,6 +248,32 @@ def differences(difference, narrow, median):
     return [bool(v) for v in values]
 
 
+def band_candidates(attention_window, attention_dilation):
+    """The windows (None: full attention) and dilations (``["auto"]``: of
+    :func:`draw_dilation`) the models draw from; checked."""
+    windows = _sizes_or_none(attention_window, "attention_window")
+    if isinstance(attention_dilation, str):  # "auto", as validated
+        return windows, ["auto"]
+    dilations = as_list(attention_dilation, "attention_dilation")
+    if not dilations or not all(_positive_int(v) for v in dilations):
+        raise ValueError(
+            "attention_dilation must be a positive int, 'auto' or a non-empty "
+            f"list of positive ints (each model draws one), got "
+            f"{attention_dilation!r}."
+        )
+    return windows, [int(v) for v in dilations]
+
+
+def draw_dilation(rng, window, n_tokens):
+    """ROCKET's dilation for a band of ``window`` over ``n_tokens`` model
+    tokens: ``floor(2**u)``, ``u`` uniform between 0 and the exponent at which
+    the band's reach on each side, ``(window // 2) * dilation``, is half the
+    sequence (``window - 1`` tokens back for a causal band: the same scale)."""
+    reach = max(1, window // 2)
+    top = max(0.0, math.log2(max(1.0, (n_tokens - 1) / 2 / reach)))
+    return int(2 ** rng.uniform(0, top))
+
+
 def statistic_names(statistics, n_features, median=None):
     """The names of ``statistics`` as a list; checked.
 

@@ -56,7 +56,9 @@ from .configs import (
     MODEL_POOLING,
     RANDOM_POSITIONAL_ENCODINGS,
     THRESHOLDED,
+    band_candidates,
     differences,
+    draw_dilation,
     drawn_candidates,
     patch_sizes,
     patch_strides,
@@ -100,15 +102,19 @@ class RandomAttentionFeatures(
     n_models : int, default=16
         Number of independent models.
 
-    n_heads : int or list of int, default=1
-        Attention heads of a model; from a list, each model draws one value.
-
-    head_dim : int or list of int, default=64
-        Width of each head of a model (the model width is ``n_heads *
-        head_dim``); from a list, each model draws one value.
+    n_heads, head_dim : int or list of int, default=1, 64
+        Heads of a model and the width of each (``n_heads * head_dim`` the
+        model's); from a list, each model draws one value.
 
     causal : bool or list of bool, default=False
         Whether a model's token ``i`` attends only to tokens ``j <= i``.
+
+    attention_window, attention_dilation : int, list of int or None, \
+            int, list of int or "auto", default=None, "auto"
+        A model's banded attention (as :class:`AttentionTransformer`'s), in
+        time linear in the length; a window of None: full attention. From a
+        list, each model draws one; a dilation of ``"auto"``: drawn on
+        ROCKET's exponential scale, up to a reach of half the median length.
 
     positional_encoding : {"sinusoidal", "rotary", None}, list of them, or \
             "auto", default="auto"
@@ -206,15 +212,15 @@ class RandomAttentionFeatures(
     models_ : list of dict
         The configuration each model drew: ``"n_heads"``, ``"head_dim"``,
         ``"positional_encoding"``, ``"causal"``, ``"patch_size"`` (None for
-        none), ``"difference"`` and ``"patch_stride"`` (None without patches).
+        none), ``"difference"``, ``"patch_stride"`` (None without patches),
+        and with ``attention_window`` its band (``"attention_window"``,
+        ``"attention_dilation"``).
 
     weights_ : list of dict
         The seeded float32 weights of each model, in the layout of
-        :class:`AttentionTransformer`'s ``init``: ``"input"``, the input
-        projection ``(n_token_features * patch_size, n_heads * head_dim)``
-        (twice as many rows with ``difference``), and ``"layers"``, a list of
-        one dict with the keys of its ``layers_`` (``"query"``, ``"key"``,
-        ``"value"``, ``"output"``, ``"norm1_weight"``, ``"norm1_bias"``).
+        :class:`AttentionTransformer`'s ``init``: ``"input"`` (twice as many
+        rows with ``difference``) and ``"layers"``, one dict with the keys of
+        its ``layers_``.
 
     statistics_ : list of str
         The statistics of ``statistics`` (``"auto"`` resolved), in the order
@@ -224,9 +230,8 @@ class RandomAttentionFeatures(
         The tokens' own statistics, in the order of their columns.
 
     thresholds_ : list of ndarray of shape (n_thresholds, model width), or None
-        Each model's thresholds per feature for the PPV and the LSPV, from at
-        most 16 training sequences of positive weight evenly spaced through
-        ``X``; None without them.
+        Each model's thresholds per feature for the PPV and the LSPV (from 16
+        training sequences at most); None without them.
 
     n_features_out_ : int
         Number of output features.
@@ -240,13 +245,10 @@ class RandomAttentionFeatures(
 
     Notes
     -----
-    ROCKET [1]_ transforms time series with many random convolution kernels,
-    pools each into the maximum and the proportion of positive values and fits
-    a ridge classifier on them; MiniRocket [2]_ makes it almost deterministic
-    and faster, and MultiRocket [4]_ adds statistics such as the longest
-    stretch of positive values. This transformer does the same with random
-    attention models [3]_, each independent (its own heads, layer norm and
-    statistics). The documented pipeline is::
+    ROCKET [1]_ pools many random convolution kernels into the maximum and the
+    proportion of positive values for a ridge classifier; MiniRocket [2]_ and
+    MultiRocket [4]_ refine it. This transformer does the same with random
+    attention models [3]_, each independent. The documented pipeline is::
 
         make_pipeline(
             RandomAttentionFeatures(random_state=0),
@@ -254,12 +256,10 @@ class RandomAttentionFeatures(
             RidgeClassifierCV(alphas=np.logspace(-3, 3, 10)),
         )
 
-    A model's input projection has variance ``1 / n_token_features`` (so
-    that a standardised token's projection has unit variance beside the
-    positions; :ref:`default-random-input_scale`). The models compute in
-    float32 (the output has the dtype of ``X``), each batch of ``X`` through
-    every model within ``working_memory``, with the models and settings of
-    the last ``fit`` whatever ``set_params`` changed since.
+    A model's input projection has variance ``1 / n_token_features``
+    (:ref:`default-random-input_scale`). The models compute in float32 (the
+    output has the dtype of ``X``) within ``working_memory``, with the models
+    and settings of the last ``fit`` whatever ``set_params`` changed since.
 
     References
     ----------
@@ -333,6 +333,16 @@ class RandomAttentionFeatures(
         "statistics": [StrOptions(set(STATISTICS) | {"auto"}), "array-like"],
         "n_thresholds": [Interval(Integral, 1, None, closed="left")],
         "token_statistics": [StrOptions({"auto"}), list, tuple, None],
+        "attention_window": [
+            Interval(Integral, 1, None, closed="left"),
+            "array-like",
+            None,
+        ],
+        "attention_dilation": [
+            Interval(Integral, 1, None, closed="left"),
+            StrOptions({"auto"}),
+            "array-like",
+        ],
         "random_state": ["random_state"],
     }
 
@@ -343,6 +353,8 @@ class RandomAttentionFeatures(
         n_heads=1,
         head_dim=64,
         causal=False,
+        attention_window=None,
+        attention_dilation="auto",
         positional_encoding="auto",
         patch_size="auto",
         patch_stride="auto",
@@ -359,6 +371,8 @@ class RandomAttentionFeatures(
         self.n_heads = n_heads
         self.head_dim = head_dim
         self.causal = causal
+        self.attention_window = attention_window
+        self.attention_dilation = attention_dilation
         self.positional_encoding = positional_encoding
         self.patch_size = patch_size
         self.patch_stride = patch_stride
@@ -437,6 +451,9 @@ class RandomAttentionFeatures(
         narrow = not table and n_features <= SERIES_MAX_FEATURES
         candidates["difference"] = differences(self.difference, narrow, median)
         candidates["patch_stride"] = patch_strides(self.patch_stride)
+        windows, dilations = band_candidates(
+            self.attention_window, self.attention_dilation
+        )
         rng = check_random_state(self.random_state)
         seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_models)
         self.models_, self.weights_ = [], []
@@ -463,6 +480,10 @@ class RandomAttentionFeatures(
             levels.append(
                 model_rng.uniform(*THRESHOLD_LEVELS, size=(self.n_thresholds, d_model))
             )
+            if windows != [None]:  # the band last: full models draw as ever
+                config.update(
+                    _draw_band(model_rng, windows, dilations, config, median, n_tokens)
+                )
         self.token_mean_ = self.token_scale_ = None
         self.difference_mean_ = self.difference_scale_ = None
         budget = batch_budget()
@@ -704,4 +725,21 @@ def _model_config(config, n_features, n_tokens):
         n_positions=n_tokens,
         patch_size=config["patch_size"],
         patch_stride=config["patch_stride"],
+        attention_window=config.get("attention_window"),
+        attention_dilation=config.get("attention_dilation", 1),
     )
+
+
+def _draw_band(rng, windows, dilations, config, median, n_tokens):
+    """A model's band: its window, and its dilation (``"auto"``: ROCKET's
+    scale over the model tokens of a series of the median length)."""
+    window = windows[rng.randint(len(windows))]
+    dilation = dilations[rng.randint(len(dilations))]
+    if window is None:
+        return {"attention_window": None, "attention_dilation": 1}
+    if dilation == "auto":
+        length = n_tokens if median is None else median
+        if config["patch_size"] is not None:
+            length = 1 + (length - config["patch_size"]) // config["patch_stride"]
+        dilation = draw_dilation(rng, window, max(1, int(length)))
+    return {"attention_window": int(window), "attention_dilation": int(dilation)}

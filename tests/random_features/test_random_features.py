@@ -163,6 +163,8 @@ def _attention_transformer(features, index, pooling):
         scale_tokens=features.scale_tokens,
         features_per_token=features.features_per_token,
         patch_size=config["patch_size"],
+        attention_window=config.get("attention_window"),
+        attention_dilation=config.get("attention_dilation", 1),
         ff_dim=0,  # a model of random features is one attention sublayer
         objective=None,
         pooling=pooling,
@@ -1093,6 +1095,46 @@ def test_feature_names_name_model_statistic_and_feature():
     ]
     assert_array_equal(features.get_feature_names_out(), one)
     assert features.transform(make_3d()).shape[1] == len(one)
+
+
+def test_banded_models_are_banded_attention_transformers():
+    """Each model draws its window and its dilation ("auto": ROCKET's
+    exponential scale, up to a reach of half the series); its mean pooling is
+    the banded AttentionTransformer's with the same weights."""
+    X = make_3d(n=6, n_tokens=40, width=1)
+    features = RandomAttentionFeatures(
+        n_models=6,
+        attention_window=[3, 5],
+        patch_size=None,
+        difference=False,
+        statistics=["mean"],
+        token_statistics=None,
+        random_state=0,
+    ).fit(X)
+    bands = [(m["attention_window"], m["attention_dilation"]) for m in features.models_]
+    assert {window for window, _ in bands} <= {3, 5}
+    for window, dilation in bands:  # reach at most half the 40 points
+        assert 1 <= dilation and (window // 2) * dilation <= 19.5
+    assert len(set(bands)) > 1
+    X_new = features.transform(X)
+    for index, config in enumerate(features.models_):
+        width = config["n_heads"] * config["head_dim"]
+        reference = _attention_transformer(features, index, "mean").fit(X)
+        block = X_new[:, index * width : (index + 1) * width]
+        assert_allclose(block, reference.transform(X), **FLOAT32)
+
+
+def test_full_models_draw_as_without_a_band():
+    """attention_window=None (the default) draws no band: the models, and so
+    the features, are those of a fit without the parameter."""
+    X = make_ragged()
+    default = RandomAttentionFeatures(**SMALL, random_state=0).fit(X)
+    explicit = RandomAttentionFeatures(
+        **SMALL, attention_window=None, attention_dilation=2, random_state=0
+    ).fit(X)
+    assert default.models_ == explicit.models_
+    assert "attention_window" not in default.models_[0]
+    assert_array_equal(default.transform(X), explicit.transform(X))
 
 
 def test_token_statistics_chooses_the_tokens_own_columns():
