@@ -16,7 +16,10 @@ The result equals the dense kernel
 the global token's row and column) as its boolean mask, to float rounding:
 the same max-shifted softmax, the same dropout multipliers (a pure function
 of the stream key and the (query, key) indices), zeros and ``lse = inf`` for
-a row with no allowed key. Pure numpy on arrays.
+a row with no allowed key. Numpy on arrays; where numba is installed,
+compiled kernels compute the cases the model runs (key padding, the global
+token, no dropout, no weights returned) to float rounding of the same
+(:func:`skattn._kernels.compiled.banded_forward`).
 
 Shape legend: B attentions (the batch axes flattened), Tq queries, Tk keys,
 K offsets of the band, D head width.
@@ -32,6 +35,7 @@ import math
 
 import numpy as np
 
+from . import compiled
 from .attention import default_scale, exp_minus_row_max
 from .dropout import INDEX_BITS, check_dropout, keep_scale
 
@@ -281,6 +285,9 @@ def banded_forward(
 ):
     """Banded attention, keeping what the backward pass needs.
 
+    Runs compiled where :func:`skattn._kernels.compiled.banded_lengths`
+    allows (``mask`` key padding or None, no dropout, no weights returned).
+
     Parameters
     ----------
     q : ndarray of shape (..., Tq, D)
@@ -317,6 +324,14 @@ def banded_forward(
     )
     n_batch = len(q)
     scale = dtype.type(default_scale(q.shape[-1]) if scale is None else scale)
+    shape = batch_shape + (n_queries,)
+    lengths = compiled.banded_lengths(q, k, v, mask, dropout, return_weights, glob)
+    if lengths is not None:
+        offsets = band_offsets(window, dilation, causal)
+        result = compiled.banded_forward(q, k, v, lengths, glob, offsets, causal, scale)
+        if result is not None:  # None: numba failed to compile it
+            out, lse = result
+            return out.reshape(shape + (v.shape[-1],)), lse.reshape(shape), None
     band = Band(n_queries, n_keys, window, dilation, causal, mask, glob)
     scores = band.dots(q, k, scale)
     np.copyto(scores, -np.inf, where=~band.allowed)
@@ -334,7 +349,6 @@ def banded_forward(
         weights = band.dense(scores)
     if glob is not None and len(band.global_rows):
         _global_forward(band, q, k, v, scale, dropout, out, lse, weights)
-    shape = batch_shape + (n_queries,)
     out = out.reshape(shape + (v.shape[-1],))
     if weights is not None:
         weights = weights.reshape(shape + (n_keys,))
@@ -384,7 +398,8 @@ def banded_backward(
 
     The probabilities are recomputed from ``lse``; ``sum_j p_ij dp_ij =
     d_out_i . out_i`` is the row term of the softmax's gradient (as in
-    FlashAttention's backward pass, dropout included).
+    FlashAttention's backward pass, dropout included). Runs compiled where
+    :func:`banded_forward` does, the arrays of one dtype.
 
     Parameters
     ----------
@@ -409,6 +424,11 @@ def banded_backward(
     n_batch = len(q)
     lse = lse[..., 0]  # (B, Tq)
     scale = dtype.type(default_scale(q.shape[-1]) if scale is None else scale)
+    grads = _compiled_backward(
+        d_out, q, k, v, out, lse, mask, dropout, glob, (window, dilation, causal), scale
+    )
+    if grads is not None:
+        return tuple(g.reshape(batch_shape + g.shape[1:]) for g in grads)
     band = Band(n_queries, n_keys, window, dilation, causal, mask, glob)
     probabilities = band.dots(q, k, scale)
     allowed = (
@@ -437,6 +457,19 @@ def banded_backward(
         d_q.reshape(batch_shape + d_q.shape[1:]),
         d_k.reshape(batch_shape + d_k.shape[1:]),
         d_v.reshape(batch_shape + d_v.shape[1:]),
+    )
+
+
+def _compiled_backward(d_out, q, k, v, out, lse, mask, dropout, glob, band, scale):
+    """The gradients of flattened arrays from the compiled kernels where they
+    apply (the arrays of one dtype), else None."""
+    lengths = compiled.banded_lengths(q, k, v, mask, dropout, False, glob)
+    if lengths is None or not q.dtype == d_out.dtype == out.dtype == lse.dtype:
+        return None
+    window, dilation, causal = band
+    offsets = band_offsets(window, dilation, causal)
+    return compiled.banded_backward(
+        d_out, q, k, v, out, lse, lengths, glob, offsets, causal, scale
     )
 
 

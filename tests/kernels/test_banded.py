@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 from helpers import numeric_gradient, relative_error
 from numpy.testing import assert_allclose, assert_array_equal
+from threadpoolctl import threadpool_limits
 
 from skattn import multi_head_attention, scaled_dot_product_attention
+from skattn._kernels import compiled
 from skattn._kernels.attention import attention_forward
 from skattn._kernels.attention_backward import attention_backward
 from skattn._kernels.banded import (
@@ -24,8 +26,6 @@ from skattn._kernels.banded import (
     banded_forward,
     receptive_field,
 )
-
-pytestmark = pytest.mark.numpy_path  # the banded kernels have one path
 
 BANDS = [(1, 1), (3, 1), (4, 2), (5, 3), (40, 1)]  # (window, dilation)
 
@@ -187,10 +187,121 @@ def test_banded_memory_grows_with_the_band_not_the_square(rng):
     (T, T) array of scores (the 0.5 GiB a dense kernel would hold whole)."""
     n_tokens = 8192
     q, k, v = (rng.standard_normal((n_tokens, 8)) for _ in range(3))
-    tracemalloc.start()
+    scaled_dot_product_attention(q[:50], k[:50], v[:50], window=9, dilation=4)
+    tracemalloc.start()  # after a first call compiled the kernels (or not)
     scaled_dot_product_attention(q, k, v, window=9, dilation=4)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     inputs = 3 * q.nbytes
     assert peak < 4 * inputs + 30 * n_tokens * 8  # 9 + 1 columns of scores, x3
     assert peak < n_tokens**2 * 8 / 50
+
+
+needs_numba = pytest.mark.skipif(
+    compiled.kernels() is None, reason="numba is not installed (the [fast] extra)"
+)
+
+
+def ragged_band_inputs(rng, dtype, n_queries=29, n_keys=29, d=5):
+    """Four sequences of two heads: ragged lengths (one empty), the last valid
+    token global (none in the empty sequence: an index past the keys)."""
+    lengths = np.array([n_keys, 17, 1, 0])
+    q = rng.standard_normal((4, 2, n_queries, d)).astype(dtype)
+    k, v = (rng.standard_normal((4, 2, n_keys, d)).astype(dtype) for _ in "kv")
+    d_out = rng.standard_normal(q.shape).astype(dtype)
+    mask = (np.arange(n_keys) < lengths[:, None])[:, None, None, :]
+    glob = np.where(lengths > 0, lengths - 1, n_keys)[:, None]  # (4, 1): each head
+    return q, k, v, d_out, mask, glob
+
+
+def both_paths(monkeypatch, q, k, v, d_out, **band):
+    """Forward results and gradients on the numpy path, then compiled."""
+    results = []
+    for disabled in (True, False):
+        monkeypatch.setattr(compiled, "_DISABLED", disabled)
+        out, lse, _ = banded_forward(q, k, v, **band)
+        grads = banded_backward(d_out, q, k, v, out, lse, **band)
+        results.append((out, lse, *grads))
+    return results
+
+
+@needs_numba
+@pytest.mark.compiled_path
+@pytest.mark.parametrize("window, dilation", BANDS + [(65, 4)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("global_token", [False, True])
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+@pytest.mark.parametrize("n_keys", [29, 300])
+def test_compiled_banded_kernels_equal_the_numpy_path(
+    monkeypatch, rng, window, dilation, causal, global_token, dtype, tol, n_keys
+):
+    """Random inputs, ragged lengths, global tokens, causal or not, queries as
+    many as the keys or fewer: the same results to float rounding."""
+    q, k, v, d_out, mask, glob = ragged_band_inputs(rng, dtype, 23, n_keys)
+    band = dict(window=window, dilation=dilation, causal=causal, mask=mask)
+    band["global_index"] = glob if global_token else None
+    expected, result = both_paths(monkeypatch, q, k, v, d_out, **band)
+    for got, want in zip(result, expected, strict=True):
+        assert got.dtype == want.dtype == dtype and got.shape == want.shape
+        assert_array_equal(np.isfinite(got), np.isfinite(want))
+        finite = np.isfinite(want)
+        assert_allclose(got[finite], want[finite], rtol=tol, atol=tol)
+
+
+def spy(monkeypatch, name, calls):
+    function = getattr(compiled, name)
+
+    def counted(*args):
+        calls.append(name)
+        return function(*args)
+
+    monkeypatch.setattr(compiled, name, counted)
+
+
+@needs_numba
+@pytest.mark.compiled_path
+def test_compiled_banded_kernels_run_where_they_apply(monkeypatch, rng):
+    """Key padding (or no mask), with or without global tokens, float32 or
+    float64: compiled; weights, dropout, a mask per query, a negative global
+    index or float16: the numpy path."""
+    monkeypatch.setattr(compiled, "_DISABLED", False)
+    calls = []
+    for name in ("banded_forward", "banded_backward"):
+        spy(monkeypatch, name, calls)
+    q, k, v, d_out, mask, glob = ragged_band_inputs(rng, np.float32)
+    band = dict(window=5, dilation=2)
+    for kwargs in (dict(mask=mask, global_index=glob), dict(causal=True)):
+        out, lse, _ = banded_forward(q, k, v, **band, **kwargs)
+        banded_backward(d_out, q, k, v, out, lse, **band, **kwargs)
+    assert calls == ["banded_forward", "banded_backward"] * 2
+    calls.clear()
+    banded_forward(q, k, v, **band, return_weights=True)
+    banded_forward(q, k, v, **band, dropout=(0.5, stream_keys(rng, (4, 2))))
+    banded_forward(q, k, v, **band, mask=rng.random((4, 2, 29, 29)) < 0.5)
+    banded_forward(q, k, v, **band, global_index=-1)
+    banded_forward(*(a.astype(np.float16) for a in (q, k, v)), **band)
+    assert calls == []
+    monkeypatch.setattr(compiled, "_DISABLED", True)
+    banded_forward(q, k, v, **band)
+    assert calls == []
+
+
+@needs_numba
+@pytest.mark.compiled_path
+@pytest.mark.parametrize("causal", [False, True])
+def test_compiled_banded_results_do_not_depend_on_the_threads(monkeypatch, causal):
+    """Bit for bit on one and two threads, one attention split into rows."""
+    monkeypatch.setattr(compiled, "_DISABLED", False)
+    rng = np.random.default_rng(0)
+    q, k, v, d_out = (
+        rng.standard_normal((1, 700, 8)).astype(np.float32) for _ in "qkvd"
+    )
+    band = dict(window=9, dilation=3, causal=causal, global_index=[350])
+    results = []
+    for n_threads in (1, 2):
+        with threadpool_limits(n_threads):
+            out, lse, _ = banded_forward(q, k, v, **band)
+            grads = banded_backward(d_out, q, k, v, out, lse, **band)
+        results.append((out, lse, *grads))
+    for one, two in zip(*results, strict=True):
+        assert_array_equal(one, two)
