@@ -305,3 +305,30 @@ def test_compiled_banded_results_do_not_depend_on_the_threads(monkeypatch, causa
         results.append((out, lse, *grads))
     for one, two in zip(*results, strict=True):
         assert_array_equal(one, two)
+
+
+@needs_numba
+@pytest.mark.compiled_path
+def test_a_banded_kernel_numba_cannot_compile_leaves_the_numpy_path(monkeypatch, rng):
+    """A compiled banded function that fails to compile (a typing error): the
+    numpy path computes, with one warning, and the compiled kernels stay off."""
+    import numba
+
+    from skattn._kernels import _numba_banded
+
+    @numba.njit
+    def fails_to_compile(*args):
+        return undefined_name  # noqa: F821 (numba's typing fails)
+
+    q, k, v, _, mask, glob = ragged_band_inputs(rng, np.float32)
+    band = dict(window=5, dilation=2, mask=mask, global_index=glob)
+    monkeypatch.setattr(compiled, "_DISABLED", True)
+    expected = banded_forward(q, k, v, **band)
+    monkeypatch.setattr(_numba_banded, "forward", fails_to_compile)
+    monkeypatch.setattr(compiled, "_DISABLED", False)
+    monkeypatch.setattr(compiled, "_FAILED", False)
+    with pytest.warns(RuntimeWarning, match="SKATTN_COMPILED=0"):
+        out, lse, _ = banded_forward(q, k, v, **band)
+    assert not compiled.enabled()
+    assert_array_equal(out, expected[0])
+    assert_array_equal(lse, expected[1])
