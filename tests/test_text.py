@@ -401,9 +401,7 @@ def test_windows_read_a_long_text_whole(encoder):
     assert_allclose(states[1], cut_states[1], rtol=0, atol=ENCODER_BATCH_ATOL)
     # [CLS] and the first window's first half: from the first window, which
     # is the cut text
-    assert_allclose(
-        states[0][:12], cut_states[0][:12], rtol=0, atol=ENCODER_BATCH_ATOL
-    )
+    assert_allclose(states[0][:12], cut_states[0][:12], rtol=0, atol=ENCODER_BATCH_ATOL)
     # the special token last, from the last window
     assert not np.allclose(states[0][-1], cut_states[0][-1], atol=1e-3)
 
