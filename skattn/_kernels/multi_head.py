@@ -130,6 +130,13 @@ def project_qkv_backward(d_q, d_k, d_v, x, w_query, w_key, w_value):
     return d_x, *split_qkv(d_w_qkv, w_query.shape[1], w_key.shape[1])
 
 
+# Arrays of (T, width) one layer holds at once per sequence: queries, keys and
+# values with their folded copies, context, merged heads, output (and, in the
+# model, the residual and the norm): the memory model of multi_head_forward
+# and of the model's encoder layer.
+LAYER_ARRAYS = 10
+
+
 def layer_bytes(n_tokens, *, n_features, width, n_heads, itemsize, return_weights):
     """Memory one sequence of ``n_tokens`` needs in :func:`multi_head_forward`.
 
@@ -138,7 +145,7 @@ def layer_bytes(n_tokens, *, n_features, width, n_heads, itemsize, return_weight
     scores per token and head (all ``T`` of them with the weights).
     """
     scores = n_heads * (n_tokens if return_weights else 1)
-    return n_tokens * (n_features + 10 * width + scores) * itemsize
+    return n_tokens * (n_features + LAYER_ARRAYS * width + scores) * itemsize
 
 
 def mask_with_head_axis(mask):

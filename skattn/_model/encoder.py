@@ -20,7 +20,12 @@ import numpy as np
 from scipy.special import erf
 
 from .._kernels.dropout import grid_index, keep_scale, stream_keys
-from .._kernels.multi_head import multi_head_backward, multi_head_forward, project
+from .._kernels.multi_head import (
+    LAYER_ARRAYS,
+    multi_head_backward,
+    multi_head_forward,
+    project,
+)
 from .patterns import FullAttention
 from .units import LayerNorm, ParamSpec, Unit
 
@@ -395,9 +400,9 @@ class EncoderLayer(Unit):
         return d_out, grads
 
     def activation_floats(self):
-        # queries, keys, values and their folded copies, context, output,
-        # residual and norm: about ten (T, E) arrays; the feed-forward's
-        # pre-activation and hidden (T, F); the scores of the pattern (one
-        # row per head for full attention's tiles, the band's columns)
+        # the attention's arrays (LAYER_ARRAYS of (T, E)); the feed-forward's
+        # pre-activation and hidden (T, F); the scores of the pattern (one row
+        # per head for full attention's tiles, the band's columns)
         scores, copies = self.pattern.score_floats(self.n_heads, causal=False)
-        return 10 * self.d_model + 2 * self.ff_dim, scores + copies * self.d_model
+        kept = LAYER_ARRAYS * self.d_model + 2 * self.ff_dim
+        return kept, scores + copies * self.d_model

@@ -366,7 +366,7 @@ class TokenScaler(Unit):
         }
 
     def forward(self, params, x, context):
-        return (x - params["token_mean"]) / params["token_scale"], None
+        return standardise(x, params["token_mean"], params["token_scale"]), None
 
     def backward(self, params, d_out, cache):
         return None, {}
@@ -613,6 +613,11 @@ class ClassToken(Unit):
         # the class token of a shorter sequence sat in another's padding
         d_x = np.where(token_mask(lengths, n_tokens)[:, :, None], d_x, 0)
         return d_x, {"cls_token": grad}
+
+
+def standardise(x, mean, scale):
+    """Tokens ``(x - mean) / scale``: a new array."""
+    return (x - mean) / scale
 
 
 def append_class_token(h, lengths, cls):

@@ -16,7 +16,7 @@ import numpy as np
 
 from .._model.pooling import column_quantiles
 from .._model.sequences import first_differences, map_batches, sequence_lengths
-from .._model.units import token_mask
+from .._model.units import standardise, token_mask
 from .._parallel import single_threaded_blas
 
 # The models compute in float32 whatever the dtype of X: random features need
@@ -158,5 +158,5 @@ def model_width(config, n_features):
 def standardised(x, mean, scale):
     """Tokens ``(x - mean) / scale`` (a new array: never X) in float32."""
     if mean is not None:
-        x = (x - mean) / scale
+        x = standardise(x, mean, scale)
     return x.astype(COMPUTE_DTYPE, copy=False)
