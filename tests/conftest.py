@@ -1,6 +1,7 @@
 """Shared fixtures: seeds and small data sets."""
 
 import os
+import sys
 
 # the tests read no network: the pretrained encoder of the test extra is a
 # local directory (tests/test_text.py)
@@ -43,6 +44,22 @@ def pytest_generate_tests(metafunc):
     else:
         seeds = [int(seed) for seed in spec.split(",")]
     metafunc.parametrize("global_random_seed", seeds)
+
+
+@pytest.fixture(autouse=True)
+def torch_threads_within_the_workers_share():
+    """Under pytest-xdist, torch (the pretrained encoder of test_text.py, the
+    reference of test_torch_parity.py) computes on the worker's share of the
+    cores, as scikit-learn's conftest limits its threads. By default each
+    worker's torch takes every core, and its threads spin waiting for each
+    other while the other workers hold the cores: the pretrained encoder's
+    tests took 2 to 4 times as long with 2 workers on 2 cores."""
+    torch = sys.modules.get("torch")
+    n_workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if torch is not None and n_workers is not None:
+        share = max(1, (os.cpu_count() or 1) // int(n_workers))
+        if torch.get_num_threads() > share:
+            torch.set_num_threads(share)
 
 
 @pytest.fixture

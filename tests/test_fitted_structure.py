@@ -264,14 +264,15 @@ def test_sizes_given_as_numpy_integers_are_python_ints_once_fitted(integer):
 
 def test_one_sequence_above_working_memory_warns_with_the_remedy():
     """At working_memory=1 (MiB) one sequence of 8,192 tokens traced 34 MiB
-    without a word; scikit-learn warns in the same case."""
+    without a word; scikit-learn warns in the same case (here one of 1,024
+    tokens, which needs 7 MiB)."""
     from sklearn import config_context
 
     est = AttentionTransformer(objective=None, random_state=0)
     est.fit(make_3d(n=4, n_tokens=6, width=2))
-    long = [make_ragged(lengths=(8192,), width=2)[0]]
+    long = [make_ragged(lengths=(1024,), width=2)[0]]
     message = (
-        r"Could not adhere to working_memory config: one sequence of 8192 "
+        r"Could not adhere to working_memory config: one sequence of 1024 "
         r"tokens needs .* MiB, more than working_memory=1 MiB.*patch_size"
     )
     with config_context(working_memory=1), pytest.warns(UserWarning, match=message):

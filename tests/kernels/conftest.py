@@ -9,13 +9,17 @@ from skattn._kernels import compiled
 @pytest.fixture(autouse=True, params=["numpy", "compiled"])
 def kernel_path(request, monkeypatch):
     """The path of the attention kernels this test runs on; tests marked
-    ``numpy_path`` (the numpy path's own tiles) run on numpy only, tests
+    ``numpy_path`` (the numpy path's own tiles, or what the compiled kernels
+    leave to it, given as the marker's ``reason``) run on numpy only, tests
     marked ``compiled_path`` (the switch between the paths) once."""
     if request.param == "numpy" and request.node.get_closest_marker("compiled_path"):
         pytest.skip("a test of the switch between the paths, run once")
     if request.param == "compiled":
-        if request.node.get_closest_marker("numpy_path"):
-            pytest.skip("a test of the numpy path's own tiles")
+        numpy_path = request.node.get_closest_marker("numpy_path")
+        if numpy_path:
+            pytest.skip(
+                numpy_path.kwargs.get("reason", "a test of the numpy path's own tiles")
+            )
         if compiled.kernels() is None and not request.node.get_closest_marker(
             "compiled_path"
         ):

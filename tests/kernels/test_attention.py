@@ -591,6 +591,7 @@ def test_tiles_respect_the_blas_thread_limit(rng, limit):
         assert 1 <= len(threads) <= 2
 
 
+@pytest.mark.numpy_path(reason="the tiles' threads, in a subprocess: run once")
 def test_omp_num_threads_caps_the_tile_threads():
     """OMP_NUM_THREADS=1 (read by OpenBLAS when it loads) means one thread."""
     import os

@@ -23,7 +23,15 @@ def stream_keys(rng, shape):
 @pytest.mark.parametrize("tile_elements", [1, 50, 10**6])  # 1, 2 or 5 query rows
 @pytest.mark.parametrize("n_keys", [6, 12])  # row shifts added, or folded
 @pytest.mark.parametrize("p", [0.0, 0.3])
-def test_attention_backward(rng, causal, use_mask, tile_elements, n_keys, p):
+def test_attention_backward(
+    rng, kernel_path, causal, use_mask, tile_elements, n_keys, p
+):
+    if kernel_path == "compiled" and (p or use_mask or tile_elements != 10**6):
+        # dropout and a random mask (not key padding) take the numpy path on
+        # both; the compiled kernels compute in blocks of their own, whatever
+        # tile_elements: the same numbers as the runs of the numpy path, or
+        # of tile_elements=10**6
+        pytest.skip("the same computation as another case of this test")
     assert folds_rows(n_keys, 3) == (n_keys == 12)
     q = rng.standard_normal((2, 5, 3))
     k = rng.standard_normal((2, n_keys, 3))
@@ -45,6 +53,7 @@ def test_attention_backward(rng, causal, use_mask, tile_elements, n_keys, p):
         assert relative_error(analytic, numeric_gradient(loss, array)) < 1e-7
 
 
+@pytest.mark.numpy_path(reason="dropout: the numpy path's, on both paths")
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("tile_elements", [1, 10**6])
 def test_attention_backward_key_padding(rng, causal, tile_elements):

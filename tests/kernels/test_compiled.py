@@ -64,7 +64,14 @@ def read_only_copy(tmp_path):
     return site
 
 
-FIT_READ_ONLY = """
+# Sequences of 8 tokens: the attention (heads of 16 features) is below the
+# compiled kernels' crossover and takes the numpy path, so that the fit compiles
+# one of the kernels, the layer norm's forward and backward passes (compiling
+# the attention's passes, all JIT-compiled with the same options, took most of
+# a minute more).
+N_TOKENS = 8
+
+FIT_READ_ONLY = f"""
 import json, sys, warnings
 import numpy as np
 import skattn
@@ -73,12 +80,15 @@ from skattn._kernels import compiled
 
 assert skattn.__file__.startswith(sys.argv[1]), skattn.__file__
 rng = np.random.default_rng(0)
-X = rng.standard_normal((4, 300, 16)).astype(np.float32)
+X = rng.standard_normal((4, {N_TOKENS}, 16)).astype(np.float32)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     est = AttentionClassifier(max_iter=3, random_state=0).fit(X, [0, 1, 0, 1])
     proba = est.predict_proba(X)
-assert compiled.enabled() and compiled.kernels().forward.signatures
+from skattn._kernels import _numba_layer_norm
+
+assert compiled.enabled()
+assert _numba_layer_norm.forward.signatures and _numba_layer_norm.backward.signatures
 json.dump(
     dict(
         loss=est.loss_curve_,
@@ -95,9 +105,10 @@ json.dump(
 def test_read_only_install_without_a_numba_cache_fits_compiled(tmp_path, monkeypatch):
     """A read-only copy of the package, and no directory numba can cache in
     (NUMBA_CACHE_DIR, HOME and XDG_CACHE_HOME under a regular file): the
-    kernels are compiled without a cache, with one warning that names
-    NUMBA_CACHE_DIR and SKATTN_COMPILED=0, and the fit gives the numpy path's
-    result to float rounding."""
+    kernels are compiled without a cache (here the layer norm's, see
+    N_TOKENS), with one warning that names NUMBA_CACHE_DIR and
+    SKATTN_COMPILED=0, and the fit gives the numpy path's result to float
+    rounding."""
     site = read_only_copy(tmp_path)
     blocker = tmp_path / "file"  # nothing can be created under a file
     blocker.touch()
@@ -123,7 +134,8 @@ def test_read_only_install_without_a_numba_cache_fits_compiled(tmp_path, monkeyp
     assert "NUMBA_CACHE_DIR" in fitted["warnings"][0]
     assert "SKATTN_COMPILED=0" in fitted["warnings"][0]
     monkeypatch.setattr(compiled, "_DISABLED", True)
-    X = np.random.default_rng(0).standard_normal((4, 300, 16)).astype(np.float32)
+    X = np.random.default_rng(0).standard_normal((4, N_TOKENS, 16))
+    X = X.astype(np.float32)
     est = AttentionClassifier(max_iter=3, random_state=0).fit(X, [0, 1, 0, 1])
     assert_allclose(fitted["loss"], est.loss_curve_, rtol=1e-4)
     assert_allclose(fitted["proba"], est.predict_proba(X), rtol=1e-3, atol=1e-4)
