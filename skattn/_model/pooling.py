@@ -495,22 +495,3 @@ def needs_fixed_length(pooling):
     bool
     """
     return POOLINGS.get(pooling).needs_fixed_length
-
-
-def pooled_width(pooling, n_positions, d_model):
-    """Width of the vector the pooling named ``pooling`` gives.
-
-    Parameters
-    ----------
-    pooling : str
-        A value of :data:`POOLINGS`.
-    n_positions : int
-        Model tokens of fit's longest sequence.
-    d_model : int
-        Model width.
-
-    Returns
-    -------
-    int
-    """
-    return POOLINGS.get(pooling)(n_positions, d_model).n_features_out

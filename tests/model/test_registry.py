@@ -11,7 +11,7 @@ from skattn._estimators.resolve import fitted_structure
 from skattn._model.attribution import pooling_attention
 from skattn._model.model import ModelConfig, build_model
 from skattn._model.options import POSITIONAL_ENCODINGS, REGISTRIES
-from skattn._model.pooling import POOLINGS, needs_fixed_length, pooled_width
+from skattn._model.pooling import POOLINGS, needs_fixed_length
 from skattn._model.registry import Registry
 
 
@@ -83,7 +83,6 @@ def test_the_model_and_the_estimators_ask_the_pooling_unit(pooling):
     assert type(model.pooling) is unit
     assert int(model.token_lengths(5)) == 5 + unit.appends_class_token
     assert needs_fixed_length(pooling) is unit.needs_fixed_length
-    assert pooled_width(pooling, 5, 4) == model.pooling.n_features_out
     params = model.init_params(np.random.RandomState(0), np.float64)
     x = np.random.default_rng(0).standard_normal((2, 5, 3))
     lengths = np.array([5, 5 if unit.needs_fixed_length else 3])
