@@ -430,20 +430,8 @@ class TokenEmbeddings(_TextTransformer):
 
 def _token_states(model, texts, max_length):
     """The token states of a batch of texts, each a float32 array of its own."""
-    import torch
 
-    features = _features(model, texts, max_length)
-    features = {
-        key: value.to(model.device) if torch.is_tensor(value) else value
-        for key, value in features.items()
-    }
-    with torch.inference_mode():
-        out = model(features)
-    masks = out["attention_mask"].bool()
-    return [
-        np.array(row[mask].cpu().numpy(), dtype=np.float32)
-        for row, mask in zip(out["token_embeddings"], masks, strict=True)
-    ]
+    return _run_encoder(model, _features(model, texts, max_length))
 
 
 def _special_ids(model):
@@ -518,6 +506,14 @@ def _states_of_ids(model, ids):
     features["attention_mask"] = torch.as_tensor(mask)
     if "token_type_ids" in probe:
         features["token_type_ids"] = torch.zeros_like(features["input_ids"])
+    return _run_encoder(model, features)
+
+
+def _run_encoder(model, features):
+    """The encoder's token states of a batch of its inputs, each sequence's
+    valid states a float32 array of its own."""
+    import torch
+
     features = {
         key: value.to(model.device) if torch.is_tensor(value) else value
         for key, value in features.items()
@@ -526,8 +522,8 @@ def _states_of_ids(model, ids):
         out = model(features)
     masks = out["attention_mask"].bool()
     return [
-        np.array(row[row_mask].cpu().numpy(), dtype=np.float32)
-        for row, row_mask in zip(out["token_embeddings"], masks, strict=True)
+        np.array(row[mask].cpu().numpy(), dtype=np.float32)
+        for row, mask in zip(out["token_embeddings"], masks, strict=True)
     ]
 
 
