@@ -529,13 +529,17 @@ N_CHUNKED = 6000
 )
 @pytest.mark.parametrize("return_weights", [False, True])
 def test_mha_batch_chunks_do_not_change_results(
-    rng, x_shape, mask_shape, return_weights
+    rng, kernel_path, x_shape, mask_shape, return_weights
 ):
     """multi_head_attention computes cache-sized chunks of the first axis (on
     inputs this large): the same numbers as all sequences at once through the
     kernel (to float32 rounding: BLAS may round products of other shapes
     differently), and bit for bit the same on one thread and on two (chunks
     side by side)."""
+    if kernel_path == "compiled" and (return_weights or mask_shape is not None):
+        # returned weights, and random masks (not key padding), take the
+        # numpy path on both: the same computation as the numpy case
+        pytest.skip("the same computation as another case of this test")
     from threadpoolctl import threadpool_limits
 
     from skattn._kernels.multi_head import multi_head_forward
