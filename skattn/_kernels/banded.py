@@ -68,15 +68,6 @@ def band_mask(n_queries, n_keys, window, dilation=1, causal=False):
     return np.isin(offset, band_offsets(window, dilation, causal))
 
 
-def receptive_field(window, dilation=1, n_layers=1, causal=False):
-    """How far apart two tokens may be for a stack of ``n_layers`` banded
-    layers to carry one to the other: each layer reaches
-    ``(window // 2) * dilation`` tokens on each side (``(window - 1) *
-    dilation`` back with ``causal``), and the reaches add up."""
-    reach = (window - 1 if causal else window // 2) * dilation
-    return n_layers * reach
-
-
 class Band:
     """One banded attention call on flattened batches.
 

@@ -24,7 +24,6 @@ from skattn._kernels.banded import (
     band_offsets,
     banded_backward,
     banded_forward,
-    receptive_field,
 )
 
 BANDS = [(1, 1), (3, 1), (4, 2), (5, 3), (40, 1)]  # (window, dilation)
@@ -51,7 +50,6 @@ def test_band_offsets_by_hand():
     assert_array_equal(band_offsets(3), [-1, 0, 1])
     assert_array_equal(band_offsets(4, 2), [-4, -2, 0, 2, 4])
     assert_array_equal(band_offsets(3, 2, causal=True), [-4, -2, 0])
-    assert receptive_field(5, 3, n_layers=2) == 12  # 2 layers of 2 * 3 each side
     # query 3 of 7, window 3, dilation 2: keys 1, 3, 5
     assert_array_equal(np.flatnonzero(band_mask(7, 7, 3, 2)[3]), [1, 3, 5])
 
