@@ -89,13 +89,19 @@ _CACHE = _TokenStateCache(CACHE_BYTES)
 # of a grid search share one (they only read it). Emptied by cache_clear.
 _ENCODERS = {}
 _ENCODERS_LOCK = threading.Lock()
+# A Hugging Face fast tokenizer keeps its truncation setting between calls and
+# sets it at each call: two threads tokenizing with one tokenizer at two lengths
+# would cut each other's texts. Every call to a tokenizer holds this lock (the
+# encoder's forward pass does not).
+_TOKENIZER_LOCK = threading.Lock()
 
 
 def _locks_after_fork_in_child():
     """A forked child has only the thread that forked: a lock another thread
     held at the fork would stay held for ever, so the child makes its own."""
-    global _ENCODERS_LOCK
+    global _ENCODERS_LOCK, _TOKENIZER_LOCK
     _ENCODERS_LOCK = threading.Lock()
+    _TOKENIZER_LOCK = threading.Lock()
     _CACHE._lock = threading.Lock()
 
 
@@ -438,8 +444,9 @@ def _special_ids(model):
     """The ids the tokenizer puts before and after a text's pieces (such as
     ``[CLS]`` and ``[SEP]``)."""
     tokenizer = model.tokenizer
-    full = tokenizer("a")["input_ids"]
-    content = tokenizer("a", add_special_tokens=False)["input_ids"]
+    with _TOKENIZER_LOCK:
+        full = tokenizer("a")["input_ids"]
+        content = tokenizer("a", add_special_tokens=False)["input_ids"]
     for start in range(len(full) - len(content) + 1):
         if full[start : start + len(content)] == content:
             return list(full[:start]), list(full[start + len(content) :])
@@ -455,7 +462,8 @@ def _content_ids(model, texts):
     texts = [text.strip() for text in texts]
     if getattr(model[0], "do_lower_case", False):
         texts = [text.lower() for text in texts]
-    encoded = model.tokenizer(texts, add_special_tokens=False)["input_ids"]
+    with _TOKENIZER_LOCK:
+        encoded = model.tokenizer(texts, add_special_tokens=False)["input_ids"]
     return [list(ids) for ids in encoded]
 
 
@@ -532,16 +540,18 @@ def _features(model, texts, max_length):
     without setting the model's ``max_seq_length``."""
     preprocess = getattr(model, "preprocess", None)
     if preprocess is not None:  # sentence-transformers 6 and later
-        return preprocess(texts, max_length=max_length)
+        with _TOKENIZER_LOCK:
+            return preprocess(texts, max_length=max_length)
     # sentence-transformers 3 to 5 tokenize at the model's max_seq_length:
     # the tokenizer is called here as their Transformer module calls it
     texts = [text.strip() for text in texts]
     if getattr(model[0], "do_lower_case", False):
         texts = [text.lower() for text in texts]
-    return model.tokenizer(
-        texts, padding=True, truncation="longest_first", return_tensors="pt",
-        max_length=max_length,
-    )  # fmt: skip
+    with _TOKENIZER_LOCK:
+        return model.tokenizer(
+            texts, padding=True, truncation="longest_first", return_tensors="pt",
+            max_length=max_length,
+        )  # fmt: skip
 
 
 def _check_max_length(model, max_length):
@@ -556,7 +566,8 @@ def _check_max_length(model, max_length):
     if max_length is None:
         return model.max_seq_length
     tokenizer = model.tokenizer
-    special = tokenizer.convert_ids_to_tokens(tokenizer("")["input_ids"])
+    with _TOKENIZER_LOCK:
+        special = tokenizer.convert_ids_to_tokens(tokenizer("")["input_ids"])
     if max_length < len(special):
         raise ValueError(
             f"max_length={max_length} is shorter than the {len(special)} special "
