@@ -407,6 +407,31 @@ def test_windows_read_a_long_text_whole(encoder):
 
 
 @pytest.mark.pretrained
+def test_windows_read_a_text_longer_than_the_tokenizer_without_its_warning(encoder):
+    """The whole text's ids are never given to the encoder: the tokenizer's
+    warning that they would overflow it is not the user's to read."""
+    import logging
+
+    tokenizer = encoder.tokenizer
+    long_text = "word " * (tokenizer.model_max_length + 50)
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("transformers.tokenization_utils_base")
+    logger.addHandler(handler)
+    warned = tokenizer.deprecation_warnings.copy()
+    tokenizer.deprecation_warnings.clear()  # it warns once per tokenizer
+    try:
+        embed = TokenEmbeddings(encoder, max_length=64, long_texts="windows")
+        states = embed.set_params(cache=False).fit().transform([long_text])
+        assert states[0].shape[0] == tokenizer.model_max_length + 52
+        assert not [r for r in records if "longer than" in r.getMessage()]
+    finally:
+        logger.removeHandler(handler)
+        tokenizer.deprecation_warnings.update(warned)
+
+
+@pytest.mark.pretrained
 def test_windows_need_room_for_a_word_piece(encoder):
     with pytest.raises(ValueError, match="long_texts='windows'.*max_length=3"):
         TokenEmbeddings(encoder, max_length=2, long_texts="windows").fit()

@@ -463,7 +463,11 @@ def _content_ids(model, texts):
     if getattr(model[0], "do_lower_case", False):
         texts = [text.lower() for text in texts]
     with _TOKENIZER_LOCK:
-        encoded = model.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        # whole texts, longer than the encoder reads (verbose=False: without
+        # the tokenizer's warning that such ids would overflow the encoder)
+        encoded = model.tokenizer(texts, add_special_tokens=False, verbose=False)[
+            "input_ids"
+        ]
     return [list(ids) for ids in encoded]
 
 
