@@ -134,7 +134,13 @@ def model_path():
 
 
 def prepare(args):
-    """Unpack the corpora; encode every text once, timed (the token states)."""
+    """Unpack the corpora; encode every text once, timed (the token states).
+
+    With ``--long-texts windows``, the newsgroups only (no tweet is longer
+    than the encoder's window), each read whole by ``TokenEmbeddings(...,
+    long_texts="windows")``: overlapping windows of 128 word pieces joined
+    into one sequence.
+    """
     cache = cache_dir(args)
     for files in TEXTS.values():
         for name in files:
@@ -144,18 +150,25 @@ def prepare(args):
     import torch
     from sentence_transformers import SentenceTransformer
 
+    from skattn.text import TokenEmbeddings
+
     torch.set_num_threads(args.threads)
     model = SentenceTransformer(model_path(), device="cpu")
     model.max_seq_length = MAX_LENGTH
+    windows = args.long_texts == "windows"
     for name, corpus in corpora(cache).items():
-        target = states_path(cache, name, args.threads)
-        if target.exists():
+        target = states_path(cache, name, args.threads, args.long_texts)
+        if target.exists() or (windows and name != "20ng"):
             continue
         print(f"encoding {len(corpus['texts'])} texts of {name}", flush=True)
         start = time.perf_counter()
-        states = model.encode(
-            corpus["texts"], output_value="token_embeddings", convert_to_numpy=False
-        )
+        if windows:
+            embed = TokenEmbeddings(model, long_texts="windows", cache=False)
+            states = embed.fit().transform(corpus["texts"])
+        else:
+            states = model.encode(
+                corpus["texts"], output_value="token_embeddings", convert_to_numpy=False
+            )
         seconds = time.perf_counter() - start
         states = [np.asarray(s, dtype=np.float32) for s in states]
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -168,11 +181,12 @@ def prepare(args):
         print(f"  {target} ({seconds:.0f} s)", flush=True)
 
 
-def states_path(cache, corpus, threads):
-    return cache / "text-states" / f"{corpus}-{MAX_LENGTH}-{threads}threads.npz"
+def states_path(cache, corpus, threads, long_texts="truncate"):
+    whole = "-windows" if long_texts == "windows" else ""
+    return cache / "text-states" / f"{corpus}-{MAX_LENGTH}{whole}-{threads}threads.npz"
 
 
-def load(cache, name, threads, seed):
+def load(cache, name, threads, seed, long_texts="truncate"):
     """Training and test texts, labels and token states of a data set.
 
     The small sets draw their training texts from the large one's, stratified,
@@ -180,9 +194,12 @@ def load(cache, name, threads, seed):
     """
     corpus_name = name.removesuffix("-small")
     corpus = corpora(cache)[corpus_name]
-    path = states_path(cache, corpus_name, threads)
+    path = states_path(cache, corpus_name, threads, long_texts)
     if not path.exists():
-        raise SystemExit(f"{path} is missing: run --prepare --threads {threads}")
+        raise SystemExit(
+            f"{path} is missing: run --prepare --threads {threads} "
+            f"--long-texts {long_texts}"
+        )
     with np.load(path) as data:
         states = np.split(data["tokens"], np.cumsum(data["lengths"])[:-1])
         seconds_per_text = float(data["seconds_per_text"])
@@ -388,6 +405,13 @@ def main(argv=None):
         help="time a grid search over raw texts with and without the cache",
     )
     parser.add_argument("--grid-texts", type=int, default=300)
+    parser.add_argument(
+        "--long-texts",
+        choices=("truncate", "windows"),
+        default="truncate",
+        help="the token states of texts cut at 128 word pieces (truncate) or "
+        "read whole in overlapping windows (windows; 20 Newsgroups only)",
+    )
     args = parser.parse_args(argv)
     if args.prepare:
         return prepare(args)
@@ -402,7 +426,10 @@ def main(argv=None):
     cache = cache_dir(args)
     for line in machine_lines():
         print(f"# {line}")
-    print(f"# threads {args.threads}; seeds {args.seeds}; --set {params}")
+    print(
+        f"# threads {args.threads}; seeds {args.seeds}; --set {params}; "
+        f"long texts: {args.long_texts}"
+    )
     print("| data set | method | accuracy (mean) | per seed | seconds (mean) |")
     print("|---|---|---:|---|---:|")
     warnings.simplefilter("ignore", ConvergenceWarning)
@@ -416,7 +443,7 @@ def main(argv=None):
                     continue
                 results = []
                 for seed in args.seeds:
-                    data = load(cache, name, args.threads, seed)
+                    data = load(cache, name, args.threads, seed, args.long_texts)
                     results.append(run(method, data, seed, params))
                 scores = [score for score, _ in results]
                 print(
