@@ -662,11 +662,24 @@ def test_warm_start_cannot_change_the_task():
         est.fit(X, y + 0.5)
 
 
-@pytest.mark.parametrize("width, n_samples, on", [(9, 40, True), (8, 40, False)])
-def test_auto_early_stopping_is_on_for_wide_tokens_of_any_number(width, n_samples, on):
-    X = np.random.default_rng(0).standard_normal((n_samples, 4, width))
+@pytest.mark.parametrize(
+    "width, n_samples, fraction, on",
+    [
+        (9, 1000, 0.1, True),  # 100 held out
+        (9, 999, 0.1, False),
+        (9, 400, 0.25, True),
+        (9, 40, 0.1, False),
+        (8, 1000, 0.1, False),  # narrow tokens: from 2,000 samples
+    ],
+)
+def test_auto_early_stopping_for_wide_tokens_holds_out_100_samples_or_more(
+    width, n_samples, fraction, on
+):
+    X = np.random.default_rng(0).standard_normal((n_samples, 2, width))
     y = np.arange(n_samples) % 2
-    est = AttentionTransformer(n_heads=2, max_iter=2, random_state=0).fit(X, y)
+    est = AttentionTransformer(
+        n_heads=1, head_dim=2, max_iter=1, validation_fraction=fraction, random_state=0
+    ).fit(X, y)
     assert est.early_stopping_ is on
     assert (est.validation_scores_ is not None) is on
 

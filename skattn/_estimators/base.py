@@ -73,8 +73,12 @@ from .resolve import check_structure, fitted_structure, resolve_config
 _STOCHASTIC_SOLVERS = ("adam",)
 
 # early_stopping="auto" holds out validation_fraction of training sets of at
-# least this many samples, and of any size for wide tokens.
+# least this many samples, and for wide tokens when the validation split holds
+# at least AUTO_EARLY_STOPPING_VALIDATION samples (1,000 training samples at
+# the default fraction): a smaller split ranks the epochs by noise and stops
+# after a few of them.
 AUTO_EARLY_STOPPING_SAMPLES = 2000
+AUTO_EARLY_STOPPING_VALIDATION = 100
 
 # Default limit of the size of what attention_weights returns (its max_bytes):
 # 1 GiB, as scikit-learn's default working_memory.
@@ -357,8 +361,9 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
 
         ``"auto"``: with ``X_val``, for training sets of
         ``AUTO_EARLY_STOPPING_SAMPLES`` or more, and for tokens of more than
-        ``SERIES_MAX_FEATURES`` features (word vectors, encoder states)
-        whatever their number.
+        ``SERIES_MAX_FEATURES`` features (word vectors, encoder states) when
+        ``validation_fraction`` of the samples is at least
+        ``AUTO_EARLY_STOPPING_VALIDATION`` samples.
         """
         if objective is None or incremental:
             return False
@@ -369,8 +374,11 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
             and token_width(sequences) > SERIES_MAX_FEATURES
         )
         n_samples = len(sequences)
+        held_out = n_samples * self.validation_fraction
         return (
-            validation is not None or wide or n_samples >= AUTO_EARLY_STOPPING_SAMPLES
+            validation is not None
+            or (wide and held_out >= AUTO_EARLY_STOPPING_VALIDATION)
+            or n_samples >= AUTO_EARLY_STOPPING_SAMPLES
         )
 
     def _max_subtasks(self, objective, incremental):

@@ -174,8 +174,8 @@ early_stopping : bool or "auto", default="auto"
     Adam: hold out ``validation_fraction`` (stratified), stop when the
     validation score stalls, keep the best weights. ``"auto"``: from 2,000
     samples, for tokens of more than 8 features (word vectors, encoder
-    states) whatever their number, and with ``X_val``
-    (:ref:`default-transformer-early_stopping`).
+    states) from 1,000 (a validation split of 100 samples or more), and with
+    ``X_val`` (:ref:`default-transformer-early_stopping`).
 """,
     "validation_fraction": """
 validation_fraction : float, default=0.1
