@@ -11,11 +11,15 @@ whichever task computes it.
 
 The band's column of offset ``o`` pairs query ``i`` with key ``i + o``: over
 a block of ``BLOCK`` consecutive queries, its keys are consecutive too, for
-any dilation. So each attention is copied transposed, ``(D, T)``, and every
-loop over a column runs along the block's queries, contiguous in memory (the
-vector lanes of the CPU), one pass per feature of the head: the scores of a
-block are ``(K + 1, BLOCK)``, one row per offset and one for the global key,
-as the numpy path's ``(Tq, K + 1)`` transposed. The valid queries of a column
+any dilation. So the queries are copied transposed, ``(D, CHUNK)``, a chunk
+at a time, with the keys and values they read (the chunk and the band's span
+of keys, and a last column for the global key), and every loop over a column
+runs along the block's queries, contiguous in memory (the vector lanes of the
+CPU), one pass per feature of the head: the scores of a block are
+``(K + 1, BLOCK)``, one row per offset and one for the global key, as the
+numpy path's ``(Tq, K + 1)`` transposed. The copies hold a chunk, not the
+sequence: beyond its inputs and results, a task holds about ``(CHUNK + span)
+* D`` numbers however long the sequence. The valid queries of a column
 are one range (its keys inside the sequence and its padding), but for one
 query at most: the one whose key is the global token, which reads it through
 the global column instead. The softmax is the numpy path's: each query's
@@ -53,18 +57,43 @@ INLINE = dict(JIT, inline="always")
 # on benchmarks/banded_speed.py's cases, of 256 about as fast.
 BLOCK = 128
 
+# Queries (or keys) of a chunk, whose transposed copies a task holds at once: a
+# whole number of blocks; 256 KiB of float32 for heads of 16 features. Copies
+# of the whole attention held four (D, T) arrays (32 MiB at 131,072 tokens and
+# 16 features) and were no faster (5 to 13 % slower from 16,384 tokens on,
+# forward and backward, windows 17 and 65).
+CHUNK = 32 * BLOCK
+
 
 @numba.njit(**JIT)
-def _transpose(x, out):
-    """``out[:, :T] = x.T`` of ``x`` (T, D), a block of rows at a time (a
-    row of ``out`` a line of the cache at a time)."""
-    n_rows, n_dims = x.shape
-    for t0 in range(0, n_rows, BLOCK):
-        t1 = min(t0 + BLOCK, n_rows)
+def _transpose(x, first, last, out):
+    """``out[:, :last - first] = x[first:last].T`` of ``x`` (T, D), a block
+    of rows at a time (a row of ``out`` a line of the cache at a time)."""
+    n_dims = x.shape[1]
+    for t0 in range(first, last, BLOCK):
+        t1 = min(t0 + BLOCK, last)
         for d in range(n_dims):
-            row = out[d, t0:t1]
+            row = out[d, t0 - first : t1 - first]
             for t in range(t1 - t0):
                 row[t] = x[t0 + t, d]
+
+
+@numba.njit(**JIT)
+def _copy_window(x, first, last, n_rows, offsets, out):
+    """The rows of ``x`` (T, D) that rows ``first:last`` read at ``offsets``
+    (rows ``first + min(offsets)`` to ``last - 1 + max(offsets)``, within
+    ``0:n_rows``), transposed into ``out`` (D, W + 1), its last column left
+    as it is: returns the row of ``out``'s first column."""
+    base = max(first + offsets.min(), 0)
+    end = max(base, min(last + offsets.max(), n_rows))
+    _transpose(x, base, end, out)
+    return base
+
+
+@numba.njit(**JIT)
+def _window_width(n_rows, offsets):
+    """Columns of a chunk's window of rows (see :func:`_copy_window`)."""
+    return min(CHUNK + offsets.max() - offsets.min(), n_rows)
 
 
 @numba.njit(**INLINE)
@@ -113,10 +142,12 @@ def _ranges(i0, i1, offsets, n_valid, g, causal, lo, hi, skip):
 
 
 @numba.njit(**JIT)
-def _block_dots(a_t, b_t, i0, lo, hi, offsets, g, out):
+def _block_dots(a_t, b_t, i0, a0, b0, lo, hi, offsets, out):
     """``out[c, i - i0] = a_i . b_{key}`` over the valid queries of each
-    column (key ``i + offset``, or ``g`` in the global column), of the
-    transposed ``a_t`` (D, Tq) and ``b_t`` (D, Tk); 0 elsewhere."""
+    column (key ``i + offset``, or the global key in the global column), of
+    the transposed ``a_t`` (D, W), query ``i`` in its column ``i - a0``, and
+    ``b_t`` (D, W' + 1), key ``j`` in its column ``j - b0`` and the global
+    key in its last; 0 elsewhere."""
     n_offsets, n_dims = offsets.shape[0], a_t.shape[0]
     out[:] = 0.0
     for c in range(n_offsets + 1):
@@ -124,19 +155,21 @@ def _block_dots(a_t, b_t, i0, lo, hi, offsets, g, out):
         if stop <= start:
             continue
         row = out[c, start - i0 : stop - i0]
+        queries = slice(start - a0, stop - a0)
         if c == n_offsets:  # the global column
             for d in range(n_dims):
-                _axpy(row, b_t[d, g], a_t[d, start:stop])
+                _axpy(row, b_t[d, -1], a_t[d, queries])
             continue
-        first, last = start + offsets[c], stop + offsets[c]
+        first = start + offsets[c] - b0
         for d in range(n_dims):
-            _fma(row, a_t[d, start:stop], b_t[d, first:last])
+            _fma(row, a_t[d, queries], b_t[d, first : first + stop - start])
 
 
 @numba.njit(**JIT)
-def _block_values(weights, v_t, i0, lo, hi, offsets, g, out_t):
+def _block_values(weights, v_t, i0, b0, lo, hi, offsets, out_t):
     """``out_t[e, i - i0] = sum over the columns of weights[c, i - i0] *
-    v_{key}[e]`` (the keys of :func:`_block_dots`), column after column."""
+    v_{key}[e]`` (the keys of :func:`_block_dots`, ``v_t`` laid out as its
+    ``b_t``), column after column."""
     n_offsets = offsets.shape[0]
     out_t[:] = 0.0
     for c in range(n_offsets + 1):
@@ -147,10 +180,10 @@ def _block_values(weights, v_t, i0, lo, hi, offsets, g, out_t):
         for e in range(v_t.shape[0]):
             target = out_t[e, start - i0 : stop - i0]
             if c < n_offsets:
-                o = offsets[c]
-                _fma(target, row, v_t[e, start + o : stop + o])
+                first = start + offsets[c] - b0
+                _fma(target, row, v_t[e, first : first + stop - start])
             else:
-                _axpy(target, v_t[e, g], row)
+                _axpy(target, v_t[e, -1], row)
 
 
 @numba.njit(**JIT)
@@ -183,15 +216,17 @@ def _global_forward(q_row, k, v, n_keys, scale, scores, bits, out_row):
 
 @numba.njit(**JIT)
 def _scratch(q, k, v, offsets):
-    """Each task's arrays: the transposed attention, the block's scores,
-    shifts and sums, its transposed output, the columns' ranges, and a row of
-    every key for the global query."""
+    """Each task's arrays: a chunk's transposed queries, keys and values (and
+    the global key, last), the block's scores, shifts and sums, its transposed
+    output, the columns' ranges, and a row of every key for the global
+    query."""
     dtype, n_columns = q.dtype, offsets.shape[0] + 1
     size = max(BLOCK, k.shape[1])
+    width = _window_width(k.shape[1], offsets) + 1
     return (
-        np.empty((q.shape[2], q.shape[1]), dtype),
-        np.empty((k.shape[2], k.shape[1]), dtype),
-        np.empty((v.shape[2], v.shape[1]), dtype),
+        np.empty((q.shape[2], min(CHUNK, q.shape[1])), dtype),
+        np.empty((k.shape[2], width), dtype),
+        np.empty((v.shape[2], width), dtype),
         np.empty((n_columns, BLOCK), dtype),
         np.empty(BLOCK, dtype),
         np.empty(BLOCK, dtype),
@@ -230,15 +265,22 @@ def forward(
         q, k, v, offsets
     )
     minus_inf = q.dtype.type(-np.inf)
+    q0 = k0 = 0  # the first query and key of the chunk's copies
     for a in range(start, stop):
         n_valid, g = min(lengths[a], n_keys), glob[a]
-        _transpose(q[a], q_t)
-        _transpose(k[a], k_t)
-        _transpose(v[a], v_t)
+        if 0 <= g < n_valid:  # the global key, in the last column
+            k_t[:, -1] = k[a, g]
+            v_t[:, -1] = v[a, g]
         for i0 in range(row_start, row_stop, BLOCK):
             i1 = min(i0 + BLOCK, row_stop)
+            if (i0 - row_start) % CHUNK == 0:  # the next chunk's copies
+                chunk = min(i0 + CHUNK, row_stop)
+                _transpose(q[a], i0, chunk, q_t)
+                k0 = _copy_window(k[a], i0, chunk, n_valid, offsets, k_t)
+                _copy_window(v[a], i0, chunk, n_valid, offsets, v_t)
+                q0 = i0
             _ranges(i0, i1, offsets, n_valid, g, causal, lo, hi, skip)
-            _block_dots(q_t, k_t, i0, lo, hi, offsets, g, scores)
+            _block_dots(q_t, k_t, i0, q0, k0, lo, hi, offsets, scores)
             row_max[:] = minus_inf
             for c in range(scores.shape[0]):
                 a0, a1 = lo[c] - i0, hi[c] - i0
@@ -260,7 +302,7 @@ def forward(
                     scores[c, skip[c] - i0] = 0.0
                 for t in range(s.shape[0]):
                     total[t] += s[t]
-            _block_values(scores, v_t, i0, lo, hi, offsets, g, out_t)
+            _block_values(scores, v_t, i0, k0, lo, hi, offsets, out_t)
             for t in range(i1 - i0):
                 i = i0 + t
                 if row_max[t] == minus_inf:  # no allowed key
@@ -331,21 +373,28 @@ def backward_queries(
     q_t, k_t, v_t, p_block, delta, neg_lse, d_q_t, lo, hi, skip, row, bits = _scratch(
         q, k, v, offsets
     )
-    d_out_t = np.empty((d_out.shape[2], d_out.shape[1]), d_out.dtype)
+    d_out_t = np.empty((d_out.shape[2], q_t.shape[1]), d_out.dtype)
     ds_block = np.empty_like(p_block)
     n_columns = p_block.shape[0]
+    q0 = k0 = 0  # the first query and key of the chunk's copies
     for a in range(start, stop):
         n_valid, g = min(lengths[a], n_keys), glob[a]
-        _transpose(q[a], q_t)
-        _transpose(k[a], k_t)
-        _transpose(v[a], v_t)
-        _transpose(d_out[a], d_out_t)
+        if 0 <= g < n_valid:  # the global key, in the last column
+            k_t[:, -1] = k[a, g]
+            v_t[:, -1] = v[a, g]
         for i0 in range(row_start, row_stop, BLOCK):
             i1 = min(i0 + BLOCK, row_stop)
             n_rows = i1 - i0
+            if (i0 - row_start) % CHUNK == 0:  # the next chunk's copies
+                chunk = min(i0 + CHUNK, row_stop)
+                _transpose(q[a], i0, chunk, q_t)
+                _transpose(d_out[a], i0, chunk, d_out_t)
+                k0 = _copy_window(k[a], i0, chunk, n_valid, offsets, k_t)
+                _copy_window(v[a], i0, chunk, n_valid, offsets, v_t)
+                q0 = i0
             _ranges(i0, i1, offsets, n_valid, g, causal, lo, hi, skip)
-            _block_dots(q_t, k_t, i0, lo, hi, offsets, g, p_block)
-            _block_dots(d_out_t, v_t, i0, lo, hi, offsets, g, ds_block)
+            _block_dots(q_t, k_t, i0, q0, k0, lo, hi, offsets, p_block)
+            _block_dots(d_out_t, v_t, i0, q0, k0, lo, hi, offsets, ds_block)
             empty = False
             for t in range(n_rows):
                 i = i0 + t
@@ -370,7 +419,7 @@ def backward_queries(
             if i0 <= g < i1:  # the global query: its own row, below
                 p_block[:, g - i0] = 0.0
                 ds_block[:, g - i0] = 0.0
-            _block_values(ds_block, k_t, i0, lo, hi, offsets, g, d_q_t)
+            _block_values(ds_block, k_t, i0, k0, lo, hi, offsets, d_q_t)
             for t in range(n_rows):
                 for d in range(n_dims):
                     d_q[a, i0 + t, d] = d_q_t[d, t]
@@ -415,16 +464,21 @@ def backward_keys(
     the queries that read them (see :func:`backward_queries`)."""
     n_queries, n_dims, n_values = q.shape[1], q.shape[2], d_out.shape[2]
     n_offsets = offsets.shape[0]
-    q_t = np.empty((n_dims, n_queries), q.dtype)
-    d_out_t = np.empty((n_values, n_queries), d_out.dtype)
+    readers = -offsets  # key j: query j - o
+    width = _window_width(n_queries, readers) + 1
+    q_t = np.empty((n_dims, width), q.dtype)
+    d_out_t = np.empty((n_values, width), d_out.dtype)
     d_k_t = np.empty((n_dims, BLOCK), q.dtype)
     d_v_t = np.empty((n_values, BLOCK), q.dtype)
+    q0 = 0  # the first query of the chunk's copies
     for a in range(start, stop):
         g = glob[a]
-        _transpose(q[a], q_t)
-        _transpose(d_out[a], d_out_t)
         for j0 in range(row_start, row_stop, BLOCK):
             j1 = min(j0 + BLOCK, row_stop)
+            if (j0 - row_start) % CHUNK == 0:  # the queries of the next chunk
+                chunk = min(j0 + CHUNK, row_stop)
+                q0 = _copy_window(q[a], j0, chunk, n_queries, readers, q_t)
+                _copy_window(d_out[a], j0, chunk, n_queries, readers, d_out_t)
             d_k_t[:] = 0.0
             d_v_t[:] = 0.0
             for c in range(n_offsets):  # key j: query j - o
@@ -434,18 +488,11 @@ def backward_keys(
                     continue
                 ds = d_scores[a, c, first - o : last - o]
                 p = probs[a, c, first - o : last - o]
+                rows = slice(first - o - q0, last - o - q0)
                 for d in range(n_dims):
-                    _fma(
-                        d_k_t[d, first - j0 : last - j0],
-                        ds,
-                        q_t[d, first - o : last - o],
-                    )
+                    _fma(d_k_t[d, first - j0 : last - j0], ds, q_t[d, rows])
                 for e in range(n_values):
-                    _fma(
-                        d_v_t[e, first - j0 : last - j0],
-                        p,
-                        d_out_t[e, first - o : last - o],
-                    )
+                    _fma(d_v_t[e, first - j0 : last - j0], p, d_out_t[e, rows])
             if 0 <= g < n_queries:  # the global query's row
                 ds, p = global_d_scores[a, j0:j1], global_probs[a, j0:j1]
                 for d in range(n_dims):
