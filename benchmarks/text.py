@@ -486,14 +486,13 @@ class FineTuned:
 
 def run(method, data, seed, params):
     model, reads = build(method, seed, params)
-    X_train, X_test = {
-        "texts": (data["texts_train"], data["texts_test"]),
-        "states": (data["states_train"], data["states_test"]),
-        "sentences": (
-            sentence_embedding(data["states_train"]),
-            sentence_embedding(data["states_test"]),
-        ),
-    }[reads]
+    if reads == "texts":
+        X_train, X_test = data["texts_train"], data["texts_test"]
+    elif reads == "states":
+        X_train, X_test = data["states_train"], data["states_test"]
+    else:
+        X_train = sentence_embedding(data["states_train"])
+        X_test = sentence_embedding(data["states_test"])
     start = time.perf_counter()
     model.fit(X_train, data["y_train"])
     score = model.score(X_test, data["y_test"])
