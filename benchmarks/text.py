@@ -604,16 +604,24 @@ def main(argv=None):
                 if method == "fine-tune" and not name.endswith("-small"):
                     continue
                 results = []
-                for seed in args.seeds:
-                    data = load(
-                        cache,
-                        name,
-                        args.threads,
-                        seed,
-                        args.long_texts,
-                        states=method in TOKEN_METHODS,
+                try:
+                    for seed in args.seeds:
+                        data = load(
+                            cache,
+                            name,
+                            args.threads,
+                            seed,
+                            args.long_texts,
+                            states=method in TOKEN_METHODS,
+                        )
+                        results.append(run(method, data, seed, params))
+                except Exception as error:  # a row says so; the run goes on
+                    print(
+                        f"| {name} | {method} | error | seed {seed}: "
+                        f"{type(error).__name__}: {error} | – |",
+                        flush=True,
                     )
-                    results.append(run(method, data, seed, params))
+                    continue
                 scores = [score for score, _ in results]
                 print(
                     f"| {name} | {method} | {statistics.mean(scores):.4f} | "
