@@ -815,3 +815,35 @@ def test_convergence_warnings_point_at_the_estimators_method(solver):
     with pytest.warns(ConvergenceWarning) as record:
         AttentionTransformer(solver=solver, max_iter=1, tol=0).fit(X, y)
     assert {Path(w.filename).name for w in record} == {"transformer.py"}
+
+
+def test_a_class_of_one_sample_trains_and_is_never_held_out():
+    """Early stopping's stratified split keeps a class of one sample in
+    training (as a classifier still learns it) instead of refusing y."""
+    from skattn import AttentionClassifier
+    from skattn._input.targets import TrainingSet, validation_split
+
+    y = np.array([0] * 30 + [1] * 30 + [2])  # class 2: one sample
+    data = TrainingSet(
+        sequences=np.zeros((61, 2, 1)),
+        lengths=np.full(61, 2),
+        y=y,
+        sample_weight=np.ones(61),
+        alpha=0.0,
+        objective="classification",
+    )
+    for seed in range(5):
+        train, validation = validation_split(
+            data, 0.1, np.random.RandomState(seed), setting=True
+        )
+        assert 60 in train and 60 not in validation
+        assert sorted([*train, *validation]) == list(range(61))
+        assert len(validation) == 7  # ceil(0.1 * 61), both classes of two or more
+        assert set(y[validation]) == {0, 1}
+    X, y = order_task(n=61, n_tokens=3)
+    y = y.astype(int)
+    y[-1] = 2  # one sample of a third class
+    est = AttentionClassifier(
+        n_heads=1, head_dim=2, early_stopping=True, max_iter=2, random_state=0
+    ).fit(X, y)
+    assert est.early_stopping_ and est.classes_.tolist() == [0, 1, 2]

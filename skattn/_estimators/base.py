@@ -545,7 +545,6 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
             rng=self._random_state,
             tasks=tasks,
             validation=validation,
-            classes=getattr(self, "classes_", None),
         )
 
     def discard_optimizer_state(self):

@@ -433,11 +433,12 @@ def penalty(alpha, sample_weight, weight_exponent, dtype):
     return scaled
 
 
-def validation_split(data, fraction, rng, *, setting, classes=None):
+def validation_split(data, fraction, rng, *, setting):
     """Training and validation rows of early stopping, as ``train_test_split``.
 
     A ``fraction`` of the samples, stratified with at least one sample of each
-    class for classification.
+    class for classification; a class of one sample stays in training (it
+    cannot be both learned and validated).
 
     Parameters
     ----------
@@ -447,8 +448,6 @@ def validation_split(data, fraction, rng, *, setting, classes=None):
     rng : numpy.random.RandomState
     setting : bool or str
         The estimator's ``early_stopping`` (True, or "auto" on), for messages.
-    classes : ndarray or None, default=None
-        The class labels of classification, for messages.
 
     Raises
     ------
@@ -460,30 +459,33 @@ def validation_split(data, fraction, rng, *, setting, classes=None):
     y, n_samples = data.y, len(data)
     n_validation = math.ceil(fraction * n_samples)  # as train_test_split rounds
     stratify, test_size = None, fraction
+    rows, kept = np.arange(n_samples), np.arange(0)  # split, kept for training
     setting = f"early_stopping={setting!r}"
     remedy = "pass more samples, lower validation_fraction or set early_stopping=False"
     if data.objective == "classification":
-        # stratified, with at least one validation sample per class
-        stratify = y
-        labels, counts = np.unique(y, return_counts=True)
-        single = classes[labels[counts < 2]]
-        if len(single):
+        # stratified, with at least one validation sample per class of two or
+        # more samples; the classes of one sample train only
+        labels, inverse, counts = np.unique(y, return_inverse=True, return_counts=True)
+        alone = counts[inverse] < 2
+        rows, kept = np.flatnonzero(~alone), np.flatnonzero(alone)
+        n_split = int(np.sum(counts >= 2))  # classes split between the two
+        if n_split == 0:
             raise ValueError(
                 f"{setting} holds out a validation split (validation_fraction="
-                f"{fraction}) stratified by class, which needs two "
-                f"samples of every class; the class(es) {single.tolist()} of y "
-                "have only one sample. Pass more samples of them or set "
-                "early_stopping=False."
+                f"{fraction}) stratified by class, and every class of y has only "
+                "one sample: there is none to validate on. Pass more samples or "
+                "set early_stopping=False."
             )
-        test_size = n_validation = max(n_validation, len(classes))
+        stratify = y[rows]
+        test_size = n_validation = max(n_validation, n_split)
         n_train = n_samples - n_validation
         if n_train < len(labels):
             raise ValueError(
                 f"{setting} holds out {n_validation} of the {n_samples} "
                 f"samples (validation_fraction={fraction}, and at least one sample "
-                f"of each of the {len(classes)} classes), which leaves "
-                f"{max(n_train, 0)} to train on, fewer than the {len(labels)} "
-                f"classes of y: {remedy}."
+                f"of each of the {n_split} classes of two or more samples), which "
+                f"leaves {max(n_train, 0)} to train on, fewer than the "
+                f"{len(labels)} classes of y: {remedy}."
             )
     elif n_samples - n_validation < 1:
         raise ValueError(
@@ -492,8 +494,9 @@ def validation_split(data, fraction, rng, *, setting, classes=None):
             f"to train on: {remedy}."
         )
     train, validation = train_test_split(
-        np.arange(n_samples), test_size=test_size, random_state=rng, stratify=stratify
+        rows, test_size=test_size, random_state=rng, stratify=stratify
     )
+    train = np.concatenate([train, kept])
     if not data.sample_weight[train].sum() > 0:
         raise ValueError(
             f"{setting} held out every sample of non-zero sample_weight for "

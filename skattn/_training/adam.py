@@ -158,7 +158,6 @@ def fit_adam(
     rng,
     tasks,
     validation=None,
-    classes=None,
 ):
     """Adam on shuffled minibatches, with early stopping (like MLP's).
 
@@ -192,8 +191,6 @@ def fit_adam(
         An explicit validation set (``fit``'s ``X_val`` and ``y_val``) for
         early stopping; None: with ``settings.early_stopping``,
         ``validation_fraction`` of ``data`` is held out.
-    classes : ndarray or None, default=None
-        The class labels, for the messages of the validation split.
     """
     n_samples = len(data)
     train = np.arange(n_samples)
@@ -205,7 +202,6 @@ def fit_adam(
                 settings.validation_fraction,
                 rng,
                 setting=settings.early_stopping,
-                classes=classes,
             )
             validation = data
             train_rows, held_out = np.sort(train), np.sort(validation_rows)
