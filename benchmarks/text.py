@@ -32,7 +32,13 @@ the test texts, one thread:
 - ``torch-encoder``: a one-layer ``torch.nn.TransformerEncoder`` on the same
   token states (``benchmarks/torch_encoder.py``);
 - ``fine-tune``: all-MiniLM-L6-v2 fine-tuned with a linear head on its mean
-  token state (AdamW, 3e-5, 2 epochs, batches of 16), on the small sets.
+  token state (AdamW, 3e-5, 2 epochs, batches of 16), on the small sets;
+- ``tfidf+sentence-svc``, ``tfidf+sentence-lr``: TF-IDF beside the sentence
+  embedding (both rows of unit norm), a ``LinearSVC`` or a
+  ``LogisticRegression``: the words and the encoder side by side;
+- ``tfidf+random-features``: TF-IDF beside ``RandomAttentionFeatures`` of the
+  token states (standardised, scaled by one over the root of their number so
+  that a row's block has about unit norm, as TF-IDF's), a ``LinearSVC``.
 
 Times are end to end: the methods that read the model's token states (or its
 sentence embedding) are charged the encoder's time over their training and
@@ -74,12 +80,13 @@ from realdata import (  # benchmarks/realdata.py: the corpora of its cache
     read_tab,
     unpack,
 )
+from sklearn.compose import ColumnTransformer
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression, RidgeClassifierCV
 from sklearn.model_selection import train_test_split
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
+from sklearn.pipeline import make_pipeline, make_union
+from sklearn.preprocessing import FunctionTransformer, StandardScaler
 from sklearn.svm import LinearSVC
 from threadpoolctl import threadpool_limits
 
@@ -127,8 +134,19 @@ METHODS = (
     "random-features",
     "torch-encoder",
     "fine-tune",
+    "tfidf+sentence-svc",
+    "tfidf+sentence-lr",
+    "tfidf+random-features",
 )
-TOKEN_METHODS = {"sentence-lr", "attention", "random-features", "torch-encoder"}
+TOKEN_METHODS = {
+    "sentence-lr",
+    "attention",
+    "random-features",
+    "torch-encoder",
+    "tfidf+sentence-svc",
+    "tfidf+sentence-lr",
+    "tfidf+random-features",
+}
 
 
 def capped(labels, size):
@@ -395,6 +413,19 @@ def sentence_embedding(states):
     return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
 
 
+SENTENCE_COLUMNS = [f"sentence{i}" for i in range(384)]  # all-MiniLM-L6-v2's width
+
+
+def texts_and_sentences(texts, states):
+    """A DataFrame of the texts (column ``text``) beside their sentence
+    embeddings (``SENTENCE_COLUMNS``)."""
+    import pandas as pd
+
+    frame = pd.DataFrame(sentence_embedding(states), columns=SENTENCE_COLUMNS)
+    frame["text"] = texts
+    return frame
+
+
 def build(method, seed, params):
     """The estimator of a method, and what it reads: texts, token states or
     sentence embeddings."""
@@ -430,6 +461,33 @@ def build(method, seed, params):
         return TorchEncoderClassifier(random_state=seed), "states"
     if method == "fine-tune":
         return FineTuned(random_state=seed), "texts"
+    if method in ("tfidf+sentence-svc", "tfidf+sentence-lr"):
+        # the words and the encoder side by side: TF-IDF rows and sentence
+        # embeddings both have unit norm, so neither block outweighs the other
+        head = (
+            LinearSVC() if method.endswith("svc") else LogisticRegression(max_iter=1000)
+        )
+        both = ColumnTransformer(
+            [
+                ("words", TfidfVectorizer(sublinear_tf=True), "text"),
+                ("sentence", "passthrough", SENTENCE_COLUMNS),
+            ]
+        )
+        return make_pipeline(both, head), "texts+sentences"
+    if method == "tfidf+random-features":
+        # the random features standardised, then scaled by one over the root
+        # of their number: a row's block has about unit norm, as TF-IDF's
+        states = make_pipeline(
+            FunctionTransformer(lambda pairs: [s for _, s in pairs]),
+            RandomAttentionFeatures(random_state=seed),
+            StandardScaler(),
+            FunctionTransformer(lambda z: z / np.sqrt(z.shape[1])),
+        )
+        words = make_pipeline(
+            FunctionTransformer(lambda pairs: [t for t, _ in pairs]),
+            TfidfVectorizer(sublinear_tf=True),
+        )
+        return make_pipeline(make_union(words, states), LinearSVC()), "texts+states"
     raise ValueError(method)
 
 
@@ -490,6 +548,12 @@ def run(method, data, seed, params):
         X_train, X_test = data["texts_train"], data["texts_test"]
     elif reads == "states":
         X_train, X_test = data["states_train"], data["states_test"]
+    elif reads == "texts+states":
+        X_train = list(zip(data["texts_train"], data["states_train"], strict=True))
+        X_test = list(zip(data["texts_test"], data["states_test"], strict=True))
+    elif reads == "texts+sentences":
+        X_train = texts_and_sentences(data["texts_train"], data["states_train"])
+        X_test = texts_and_sentences(data["texts_test"], data["states_test"])
     else:
         X_train = sentence_embedding(data["states_train"])
         X_test = sentence_embedding(data["states_test"])
@@ -497,7 +561,7 @@ def run(method, data, seed, params):
     model.fit(X_train, data["y_train"])
     score = model.score(X_test, data["y_test"])
     seconds = time.perf_counter() - start
-    if reads in ("states", "sentences"):
+    if reads in ("states", "sentences", "texts+sentences", "texts+states"):
         seconds += data["encode_seconds"]
     return score, seconds
 
