@@ -59,9 +59,8 @@ BLOCK = 128
 
 # Queries (or keys) of a chunk, whose transposed copies a task holds at once: a
 # whole number of blocks; 256 KiB of float32 for heads of 16 features. Copies
-# of the whole attention held four (D, T) arrays (32 MiB at 131,072 tokens and
-# 16 features) and were no faster (5 to 13 % slower from 16,384 tokens on,
-# forward and backward, windows 17 and 65).
+# of whole sequences would hold four (D, T) arrays (32 MiB at 131,072 tokens
+# and 16 features) and run no faster (benchmarks/banded_speed.py).
 CHUNK = 32 * BLOCK
 
 

@@ -246,6 +246,56 @@ def test_compiled_banded_kernels_equal_the_numpy_path(
         assert_allclose(got[finite], want[finite], rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("global_token", [False, True])
+def test_numpy_path_in_blocks_of_rows_computes_what_it_computes_whole(
+    monkeypatch, rng, causal, global_token
+):
+    """The numpy path walks the band a block of rows at a time (BLOCK_BYTES
+    of each operand): blocks of a few rows, crossing every column's edges,
+    give the results of one block, to the bit."""
+    from skattn._kernels import banded
+
+    q, k, v, d_out, mask, glob = ragged_band_inputs(rng, np.float64, 29, 29)
+    band = dict(window=5, dilation=3, causal=causal, mask=mask)
+    band["global_index"] = glob if global_token else None
+    monkeypatch.setattr(compiled, "_DISABLED", True)
+    results = []
+    for block_bytes in (2**40, 3 * 4 * 2 * 5 * 8):  # whole; 3 rows a block
+        monkeypatch.setattr(banded, "BLOCK_BYTES", block_bytes)
+        out, lse, _ = banded_forward(q, k, v, **band)
+        grads = banded_backward(d_out, q, k, v, out, lse, **band)
+        results.append((out, lse, *grads))
+    for whole, blocked in zip(*results, strict=True):
+        assert_array_equal(blocked, whole)
+
+
+@needs_numba
+@pytest.mark.compiled_path
+@pytest.mark.parametrize("causal", [False, True])
+def test_compiled_banded_kernels_across_chunks_equal_the_numpy_path(
+    monkeypatch, rng, causal
+):
+    """The compiled kernels copy a chunk of CHUNK queries (and the keys they
+    read) at a time: a sequence of two chunks and more, a dilated band that
+    reaches across their edges, padding and a global token."""
+    from skattn._kernels._numba_banded import CHUNK
+
+    n_tokens = 2 * CHUNK + 37
+    q, k, v, d_out, mask, glob = ragged_band_inputs(
+        rng, np.float32, n_tokens, n_tokens, d=2
+    )
+    lengths = np.array([n_tokens, CHUNK + 5, 1, 0])
+    mask = (np.arange(n_tokens) < lengths[:, None])[:, None, None, :]
+    glob = np.where(lengths > 0, lengths // 2, n_tokens)[:, None]
+    band = dict(window=5, dilation=9, causal=causal, mask=mask, global_index=glob)
+    expected, result = both_paths(monkeypatch, q, k, v, d_out, **band)
+    for got, want in zip(result, expected, strict=True):
+        assert_array_equal(np.isfinite(got), np.isfinite(want))
+        finite = np.isfinite(want)
+        assert_allclose(got[finite], want[finite], rtol=2e-5, atol=2e-5)
+
+
 def spy(monkeypatch, name, calls):
     function = getattr(compiled, name)
 
