@@ -80,7 +80,7 @@ from realdata import (  # benchmarks/realdata.py: the corpora of its cache
     read_tab,
     unpack,
 )
-from sklearn.compose import ColumnTransformer
+from sklearn.compose import ColumnTransformer, make_column_selector
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression, RidgeClassifierCV
@@ -413,15 +413,14 @@ def sentence_embedding(states):
     return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
 
 
-SENTENCE_COLUMNS = [f"sentence{i}" for i in range(384)]  # all-MiniLM-L6-v2's width
-
-
 def texts_and_sentences(texts, states):
     """A DataFrame of the texts (column ``text``) beside their sentence
-    embeddings (``SENTENCE_COLUMNS``)."""
+    embeddings (columns ``sentence0``, ``sentence1``, ...)."""
     import pandas as pd
 
-    frame = pd.DataFrame(sentence_embedding(states), columns=SENTENCE_COLUMNS)
+    embedding = sentence_embedding(states)
+    columns = [f"sentence{i}" for i in range(embedding.shape[1])]
+    frame = pd.DataFrame(embedding, columns=columns)
     frame["text"] = texts
     return frame
 
@@ -470,7 +469,7 @@ def build(method, seed, params):
         both = ColumnTransformer(
             [
                 ("words", TfidfVectorizer(sublinear_tf=True), "text"),
-                ("sentence", "passthrough", SENTENCE_COLUMNS),
+                ("sentence", "passthrough", make_column_selector("^sentence")),
             ]
         )
         return make_pipeline(both, head), "texts+sentences"
