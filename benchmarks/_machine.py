@@ -26,8 +26,71 @@ def cpu_model():
     return platform.processor() or "unknown"
 
 
+def cpu_vectors():
+    """The CPU's widest x86 vector instructions ("AVX-512", "AVX2" or "SSE"),
+    from /proc/cpuinfo's flags; "unknown" elsewhere."""
+    if not os.path.exists("/proc/cpuinfo"):
+        return "unknown"
+    with open("/proc/cpuinfo") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+        else:
+            return "unknown"
+    if "avx512f" in flags:
+        return "AVX-512"
+    return "AVX2" if "avx2" in flags else "SSE"
+
+
+# OpenBLAS's kernels of at most 256-bit vectors (its names, as threadpoolctl
+# reports them). On a CPU it does not know, OpenBLAS falls back to one of them:
+# on an AVX-512 CPU its products then run at about half their speed, and the
+# compiled attention, which calls them, loses to the numpy path.
+OPENBLAS_NARROW_KERNELS = {
+    "haswell",
+    "zen",
+    "sandybridge",
+    "nehalem",
+    "core2",
+    "prescott",
+    "atom",
+}
+
+
+def blas_note():
+    """A warning line where OpenBLAS runs narrower kernels than the CPU has,
+    or None."""
+    narrow = sorted(
+        {
+            str(info.get("architecture"))
+            for info in threadpool_info()
+            if info.get("internal_api") == "openblas"
+            and str(info.get("architecture")).lower() in OPENBLAS_NARROW_KERNELS
+        }
+    )
+    if narrow and cpu_vectors() == "AVX-512":
+        return (
+            f"note: OpenBLAS runs its {'/'.join(narrow)} kernels (256-bit) on an "
+            "AVX-512 CPU; OPENBLAS_CORETYPE=SkylakeX selects its AVX-512 kernels"
+        )
+    return None
+
+
+def numba_target():
+    """numba's version and the CPU LLVM compiles for, or "not installed"."""
+    try:
+        import numba
+        from llvmlite import binding
+    except ImportError:
+        return "not installed"
+    return f"numba {numba.__version__}, LLVM target {binding.get_host_cpu_name()}"
+
+
 def machine_lines():
-    """Date, machine, library versions, thread libraries and thread settings."""
+    """Date, machine (the CPU and its vector instructions), library versions,
+    thread libraries (the BLAS kernel they run), thread settings, and a note
+    where the BLAS kernel is narrower than the CPU's vectors."""
     libraries = [
         f"{os.path.basename(os.path.dirname(i['filepath']))}: {i['internal_api']} "
         f"{i['version']} ({i.get('architecture')}, {i['num_threads']} threads)"
@@ -41,7 +104,7 @@ def machine_lines():
     )
     return [
         f"date: {datetime.datetime.now().isoformat(timespec='seconds')}",
-        f"machine: {platform.platform()}; CPU: {cpu_model()}; "
+        f"machine: {platform.platform()}; CPU: {cpu_model()} ({cpu_vectors()}); "
         f"{os.cpu_count()} cpus; load average {load}",
         f"python {platform.python_version()}; skattn {skattn.__version__}; "
         f"numpy {np.__version__}; scipy {scipy.__version__}; "
@@ -49,4 +112,4 @@ def machine_lines():
         + (f"; torch {torch.__version__}" if torch else ""),
         f"thread libraries: {'; '.join(libraries) or 'none'}",
         environment,
-    ]
+    ] + [note for note in [blas_note()] if note]

@@ -94,7 +94,7 @@ import warnings
 from functools import cache
 
 import numpy as np
-from _machine import machine_lines  # benchmarks/_machine.py
+from _machine import machine_lines, numba_target  # benchmarks/_machine.py
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
@@ -561,8 +561,10 @@ def main(argv=None):
     with_torch = not args.no_torch and optional_torch() is not None
     torch_impls = ["torch-fast", "torch-nofast"] if with_torch else []
     print("\n".join(machine_lines()))
-    numba = sys.modules.get("numba") if compiled.enabled() else None
-    print(f"# compiled kernels: {f'numba {numba.__version__}' if numba else 'off'}")
+    print(
+        "# compiled kernels: "
+        + (numba_target() if compiled.enabled() else f"off ({numba_target()})")
+    )
     if args.memory and args.train:
         memory_table(
             [
