@@ -20,9 +20,16 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, train_test_split
-from sklearn.pipeline import make_pipeline
+from sklearn.pipeline import make_pipeline, make_union
+from sklearn.preprocessing import FunctionTransformer, StandardScaler
+from sklearn.svm import LinearSVC
 
-from skattn import AttentionClassifier, AttentionRegressor, AttentionTransformer
+from skattn import (
+    AttentionClassifier,
+    AttentionRegressor,
+    AttentionTransformer,
+    RandomAttentionFeatures,
+)
 from skattn.text import StaticTokenEmbeddings, TokenEmbeddings, TokenIds
 
 pytestmark = pytest.mark.filterwarnings("ignore", category=ConvergenceWarning)
@@ -285,6 +292,36 @@ def test_raw_strings_go_through_a_grid_search(way):
     search.fit(texts, y)
     assert search.predict(texts[:3]).shape == (3,)
     assert search.best_params_["attentionclassifier__n_heads"] in (2, 4)
+
+
+def unit_rows(features):
+    return features / np.sqrt(features.shape[1])
+
+
+def test_words_beside_token_states_keep_what_only_the_words_see():
+    # the user guide's first text pipeline, with word vectors for the encoder:
+    # the label is a word that has no vector, which only TF-IDF reads
+    rng = np.random.default_rng(0)
+    texts, _ = order_texts(n=300)
+    y = rng.integers(0, 2, len(texts))
+    texts = [t + " zeta" if label else t for t, label in zip(texts, y, strict=True)]
+    states = make_pipeline(
+        StaticTokenEmbeddings(word_vectors()),
+        RandomAttentionFeatures(n_models=4, random_state=0),
+        StandardScaler(),
+        FunctionTransformer(unit_rows),
+    )
+    model = make_pipeline(
+        make_union(TfidfVectorizer(sublinear_tf=True), states), LinearSVC()
+    )
+    train, test = slice(0, 200), slice(200, None)
+    model.fit(texts[train], y[train])
+    states_alone = make_pipeline(clone(states), LinearSVC()).fit(texts[train], y[train])
+    assert model.score(texts[test], y[test]) >= 0.95
+    assert states_alone.score(texts[test], y[test]) < 0.7
+    # the states' block: rows of unit mean square norm on the training texts
+    block = model[0].transformer_list[1][1].transform(texts[train])
+    assert_allclose(np.mean(np.sum(block**2, axis=1)), 1.0, rtol=0.05)
 
 
 def test_text_pipelines_round_trip_through_pickle_joblib_and_skops(tmp_path):
