@@ -191,19 +191,55 @@ def test_head_of_two_classes_is_the_log_odds_of_the_second():
     )
 
 
-def test_head_with_token_statistics_is_a_ridge_of_the_standardised_target():
-    from sklearn.linear_model import Ridge
+@pytest.mark.parametrize("width", [3, 12])  # 12: with the tokens' statistics
+def test_regressor_head_is_the_ridge_of_least_leave_one_out_error(width):
+    """Once the model is trained, the head is refitted, with or without the
+    tokens' statistics: the ridge of the standardised targets on transform's
+    features, its penalty the one of HEAD_ALPHAS of least leave-one-out error
+    (a fit stopped early gets a head fitted to its features)."""
+    from sklearn.linear_model import Ridge, RidgeCV
+
+    from skattn._training.head import HEAD_ALPHAS
 
     X, _ = _wide_task()
+    X = X[:, :, :width]
     y = X[:, :, :2].mean(axis=1) * 3 + 5  # two targets
     kwargs = dict(n_heads=2, head_dim=4, max_iter=3, random_state=0)
     reg = AttentionRegressor(**kwargs).fit(X, y)
     Z = AttentionTransformer(**kwargs).fit(X, y).transform(X)
     standardised = (y - y.mean(axis=0)) / y.std(axis=0)
-    reference = Ridge(alpha=1.0).fit(Z, standardised)
+    reference = RidgeCV(alphas=HEAD_ALPHAS).fit(Z, standardised)
+    assert reference.alpha_ != 1.0  # scikit-learn's default would differ
     np.testing.assert_allclose(reg.head_coef_, reference.coef_.T, rtol=1e-6, atol=1e-9)
     prediction = reference.predict(Z) * y.std(axis=0) + y.mean(axis=0)
     np.testing.assert_allclose(reg.predict(X), prediction, rtol=1e-6)
+    default = Ridge(alpha=1.0).fit(Z, standardised)
+    assert not np.allclose(reg.head_coef_, default.coef_.T, rtol=1e-3)
+
+
+@pytest.mark.parametrize("make", [AttentionClassifier, AttentionRegressor])
+def test_refitted_head_counts_a_weight_of_two_as_two_samples(make, monkeypatch):
+    """The head's penalty is against the weights as given (times 2**k as
+    normalised): weights of 0, 1 and 2 fit the head of the repeated samples,
+    at one penalty (the regressor's choice among several is by leave-one-out
+    error, which repetition changes)."""
+    from skattn._training import head
+
+    monkeypatch.setattr(head, "HEAD_ALPHAS", np.array([0.3]))
+    X, y = _wide_task()
+    if make is AttentionRegressor:
+        y = X[:, :, :2].mean(axis=(1, 2)) * 3 + 5
+    weight = np.random.default_rng(0).integers(0, 3, len(y)).astype(float)
+    repeated = np.repeat(np.arange(len(y)), weight.astype(int))
+    kwargs = dict(n_heads=2, head_dim=4, max_iter=5, solver="lbfgs", random_state=0)
+    weighted = make(**kwargs).fit(X, y, sample_weight=weight * 8.0)
+    weighted_once = make(**kwargs).fit(X, y, sample_weight=weight)
+    twice = make(**kwargs).fit(X[repeated], y[repeated])
+    np.testing.assert_allclose(
+        weighted_once.head_coef_, twice.head_coef_, rtol=1e-4, atol=1e-6
+    )
+    # eight times the weights: eight times the data against the same penalty
+    assert not np.allclose(weighted.head_coef_, twice.head_coef_, rtol=1e-3)
 
 
 def test_partial_fit_trains_the_model_and_leaves_the_statistics_head():

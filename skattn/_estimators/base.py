@@ -503,7 +503,9 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
             self._fitted = result
         if self.verbose:
             print(f"[{type(self).__name__}] Training took {time.time() - start:.2f}s.")
-        if fitted.config.token_statistics and not incremental:
+        if not incremental and (
+            fitted.config.token_statistics or fitted_train.objective == "regression"
+        ):
             self._fit_head(fitted_train)
 
     def _print_header(self):

@@ -126,9 +126,9 @@ objective : {"auto", "classification", "regression"} or None, default="auto"
 token_statistics : "auto", list of str or None, default="auto"
     Statistics of the standardised tokens (``"mean"``, ``"max"``, ``"min"``,
     ``"first"``, ``"last"``) after the pooled vector, a column per token
-    feature each; ``fit`` fits the head on both once the model is trained
-    (:ref:`model`). ``"auto"``: all five for tokens of more than 8 features,
-    else none (:ref:`default-transformer-token_statistics`).
+    feature each; ``fit`` then refits the head on both (a regression's head
+    always, its penalty by leave-one-out error). ``"auto"``: all five for
+    tokens of over 8 features (:ref:`default-transformer-token_statistics`).
 """,
     "init": """
 init : "random" or dict, default="random"

@@ -50,6 +50,9 @@ class TrainingSet:
         is made (a cast copy of all the sequences would take memory in
         proportion to X); token ids stay integers. None at construction: the
         sequences' :func:`compute_dtype`.
+    weight_exponent : int
+        The weights as given (times the class weights) are
+        ``sample_weight * 2**weight_exponent``.
     """
 
     sequences: object
@@ -59,6 +62,7 @@ class TrainingSet:
     alpha: float
     objective: str
     dtype: np.dtype | None = None
+    weight_exponent: int = 0
 
     def __post_init__(self):
         if self.dtype is None:
@@ -165,7 +169,10 @@ def training_set(
         )
         weight_exponent += exponent
     alpha = penalty(alpha, sample_weight, weight_exponent, dtype)
-    return TrainingSet(sequences, lengths, y, sample_weight, alpha, encoding.objective)
+    return TrainingSet(
+        sequences, lengths, y, sample_weight, alpha, encoding.objective,
+        weight_exponent=weight_exponent,
+    )  # fmt: skip
 
 
 def validation_set(sequences, lengths, y_val, train, encoding, *, class_weight,
@@ -217,7 +224,10 @@ def validation_set(sequences, lengths, y_val, train, encoding, *, class_weight,
     weights, exponent = normalize_weights(weights)
     alpha = penalty(alpha, weights, exponent, dtype)
     weights = weights.astype(compute_dtype(sequences))
-    return TrainingSet(sequences, lengths, y_val, weights, alpha, encoding.objective)
+    return TrainingSet(
+        sequences, lengths, y_val, weights, alpha, encoding.objective,
+        weight_exponent=exponent,
+    )  # fmt: skip
 
 
 def check_classes(classes, objective, setting, fitted_classes=None):
