@@ -43,33 +43,14 @@ def cpu_vectors():
     return "AVX2" if "avx2" in flags else "SSE"
 
 
-# OpenBLAS's kernels of at most 256-bit vectors (its names, as threadpoolctl
-# reports them). On a CPU it does not know, OpenBLAS falls back to one of them:
-# on an AVX-512 CPU its products then run at about half their speed, and the
-# compiled attention, which calls them, loses to the numpy path.
-OPENBLAS_NARROW_KERNELS = {
-    "haswell",
-    "zen",
-    "sandybridge",
-    "nehalem",
-    "core2",
-    "prescott",
-    "atom",
-}
-
-
 def blas_note():
-    """A warning line where OpenBLAS runs narrower kernels than the CPU has,
-    or None."""
-    narrow = sorted(
-        {
-            str(info.get("architecture"))
-            for info in threadpool_info()
-            if info.get("internal_api") == "openblas"
-            and str(info.get("architecture")).lower() in OPENBLAS_NARROW_KERNELS
-        }
-    )
-    if narrow and cpu_vectors() == "AVX-512":
+    """A warning line where OpenBLAS runs narrower kernels than the CPU has
+    (skattn's own rule, ``narrow_blas_kernels``), or None."""
+    from skattn._kernels.compiled import narrow_blas_kernels
+
+    flags = {"avx512f"} if cpu_vectors() == "AVX-512" else set()
+    narrow = narrow_blas_kernels(flags, threadpool_info())
+    if narrow:
         return (
             f"note: OpenBLAS runs its {'/'.join(narrow)} kernels (256-bit) on an "
             "AVX-512 CPU; OPENBLAS_CORETYPE=SkylakeX selects its AVX-512 kernels"

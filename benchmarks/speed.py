@@ -561,10 +561,11 @@ def main(argv=None):
     with_torch = not args.no_torch and optional_torch() is not None
     torch_impls = ["torch-fast", "torch-nofast"] if with_torch else []
     print("\n".join(machine_lines()))
-    print(
-        "# compiled kernels: "
-        + (numba_target() if compiled.enabled() else f"off ({numba_target()})")
-    )
+    if compiled.enabled():
+        products = "compiled loops" if compiled.forward_in_loops() else "BLAS"
+        print(f"# compiled kernels: {numba_target()}; forward products: {products}")
+    else:
+        print(f"# compiled kernels: off ({numba_target()})")
     if args.memory and args.train:
         memory_table(
             [

@@ -5,9 +5,12 @@ random features.
 Arrays are ``(N, H, T, D)`` of any strides; an attention is one ``(n, h)``,
 taken by its flat index ``n * H + h``. Each attention copies its queries, keys
 and values once into contiguous blocks with an extra column (the rows'
-shifts, or ones), so that one ``np.dot`` (scipy's BLAS) gives a block of
-shifted scores or of weighted values with their row sums; the columns of
-values times powers of two (:func:`_augmented_values`).
+shifts, or ones), so that one product gives a block of shifted scores or
+of weighted values with their row sums; the columns of values times powers
+of two (:func:`_augmented_values`). The forward pass's products are
+``np.dot`` (scipy's BLAS) or compiled loops (``loops``: the caller's choice,
+:func:`skattn._kernels.compiled.forward_in_loops`), the backward pass's
+``np.dot``.
 """
 
 # Authors: The skattn developers
@@ -21,6 +24,12 @@ import numpy as np
 from numba.extending import overload
 
 from .compiled import KEYS, ROWS, SUM_FLOOR
+
+# The blocks of the forward pass's compiled loops: 256 query rows by 32 keys
+# (32 KiB of float32 scores), the rows the vectorised dimension of its loops
+# (_rows_pass_loops); among 4 shapes of row and key blocks, the fastest.
+FORWARD_ROWS = 256
+FORWARD_KEYS = 32
 
 
 def _cache_probe():
@@ -189,9 +198,10 @@ def _zero_causal(block_t, j0, i0):
 
 
 @numba.njit(**JIT)
-def _rows_pass(q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, bits, acc, tmp):
+def _rows_pass_blas(q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, bits, acc, tmp):
     """``acc[:n_rows] = sum over the allowed keys of exp(q_aug . k_aug) v_aug``:
-    the weighted values of rows ``i0:i0 + n_rows`` beside their row sums."""
+    the weighted values of rows ``i0:i0 + n_rows`` beside their row sums, the
+    products by scipy's BLAS (``np.dot``), blocks of ``ROWS`` by ``KEYS``."""
     stop = min(n_keys, i0 + n_rows) if causal else n_keys
     width = acc.shape[1]
     acc[:n_rows] = 0.0
@@ -206,6 +216,177 @@ def _rows_pass(q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, bits, acc, tm
             _zero_causal(scores_t, j0, i0)
         np.dot(scores_t.T, v_aug[j0 : j0 + nk], out)
         acc[:n_rows] += out
+
+
+@numba.njit(**JIT)
+def _rows_pass_loops(
+    q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, bits, acc, tmp
+):
+    """:func:`_rows_pass_blas` in blocks of ``FORWARD_ROWS`` by
+    ``FORWARD_KEYS``, its products compiled.
+
+    The products are loops whose innermost runs over the block's rows
+    (contiguous: the queries and the weighted values transposed, rows padded
+    to a multiple of 16 with zero queries), which LLVM vectorises; each pass
+    adds four terms to four rows of the result, in the order of the sum (no
+    reassociation). With a causal mask, the rows before a key (in steps of
+    16) are skipped: their probabilities are 0."""
+    stop = min(n_keys, i0 + n_rows) if causal else n_keys
+    width = acc.shape[1]
+    width_q = q_aug.shape[1]
+    r_pad = (n_rows + 15) // 16 * 16
+    q_t = tmp[: width_q * r_pad].reshape(width_q, r_pad)
+    acc_t = tmp[width_q * r_pad : (width_q + width) * r_pad].reshape(width, r_pad)
+    for c in range(width_q):
+        for r in range(r_pad):
+            q_t[c, r] = q_aug[i0 + r, c] if r < n_rows else 0.0
+    acc_t[:] = 0.0
+    for j0 in range(0, stop, FORWARD_KEYS):
+        nk = min(FORWARD_KEYS, stop - j0)
+        scores_t = s[: nk * r_pad].reshape(nk, r_pad)
+        j = 0
+        while j + 4 <= nk:
+            lo = max(0, j0 + j - i0) // 16 * 16 if causal else 0
+            s0 = scores_t[j, lo:]
+            b0 = k_aug[j0 + j, 0]
+            s1 = scores_t[j + 1, lo:]
+            b1 = k_aug[j0 + j + 1, 0]
+            s2 = scores_t[j + 2, lo:]
+            b2 = k_aug[j0 + j + 2, 0]
+            s3 = scores_t[j + 3, lo:]
+            b3 = k_aug[j0 + j + 3, 0]
+            qrow = q_t[0, lo:]
+            for i in range(s0.shape[0]):
+                x = qrow[i]
+                s0[i] = b0 * x
+                s1[i] = b1 * x
+                s2[i] = b2 * x
+                s3[i] = b3 * x
+            c = 1
+            while c + 4 <= width_q:
+                a0_0 = k_aug[j0 + j, c]
+                a0_1 = k_aug[j0 + j, c + 1]
+                a0_2 = k_aug[j0 + j, c + 2]
+                a0_3 = k_aug[j0 + j, c + 3]
+                a1_0 = k_aug[j0 + j + 1, c]
+                a1_1 = k_aug[j0 + j + 1, c + 1]
+                a1_2 = k_aug[j0 + j + 1, c + 2]
+                a1_3 = k_aug[j0 + j + 1, c + 3]
+                a2_0 = k_aug[j0 + j + 2, c]
+                a2_1 = k_aug[j0 + j + 2, c + 1]
+                a2_2 = k_aug[j0 + j + 2, c + 2]
+                a2_3 = k_aug[j0 + j + 2, c + 3]
+                a3_0 = k_aug[j0 + j + 3, c]
+                a3_1 = k_aug[j0 + j + 3, c + 1]
+                a3_2 = k_aug[j0 + j + 3, c + 2]
+                a3_3 = k_aug[j0 + j + 3, c + 3]
+                q0 = q_t[c, lo:]
+                q1 = q_t[c + 1, lo:]
+                q2 = q_t[c + 2, lo:]
+                q3 = q_t[c + 3, lo:]
+                for i in range(s0.shape[0]):
+                    x0 = q0[i]
+                    x1 = q1[i]
+                    x2 = q2[i]
+                    x3 = q3[i]
+                    s0[i] = (((s0[i] + a0_0 * x0) + a0_1 * x1) + a0_2 * x2) + a0_3 * x3
+                    s1[i] = (((s1[i] + a1_0 * x0) + a1_1 * x1) + a1_2 * x2) + a1_3 * x3
+                    s2[i] = (((s2[i] + a2_0 * x0) + a2_1 * x1) + a2_2 * x2) + a2_3 * x3
+                    s3[i] = (((s3[i] + a3_0 * x0) + a3_1 * x1) + a3_2 * x2) + a3_3 * x3
+                c += 4
+            first = c
+            for c in range(first, width_q):
+                b0 = k_aug[j0 + j, c]
+                b1 = k_aug[j0 + j + 1, c]
+                b2 = k_aug[j0 + j + 2, c]
+                b3 = k_aug[j0 + j + 3, c]
+                qrow = q_t[c, lo:]
+                for i in range(s0.shape[0]):
+                    x = qrow[i]
+                    s0[i] += b0 * x
+                    s1[i] += b1 * x
+                    s2[i] += b2 * x
+                    s3[i] += b3 * x
+            j += 4
+        first = j
+        for j in range(first, nk):
+            lo = max(0, j0 + j - i0) // 16 * 16 if causal else 0
+            srow = scores_t[j, lo:]
+            a = k_aug[j0 + j, 0]
+            qrow = q_t[0, lo:]
+            for i in range(srow.shape[0]):
+                srow[i] = a * qrow[i]
+            for c in range(1, width_q):
+                a = k_aug[j0 + j, c]
+                qrow = q_t[c, lo:]
+                for i in range(srow.shape[0]):
+                    srow[i] += a * qrow[i]
+        exp_inplace(s[: nk * r_pad], bits)
+        if causal and j0 + nk > i0:
+            _zero_causal(scores_t, j0, i0)
+        j = 0
+        while j + 4 <= nk:
+            lo = max(0, j0 + j - i0) // 16 * 16 if causal else 0
+            p0 = scores_t[j, lo:]
+            p1 = scores_t[j + 1, lo:]
+            p2 = scores_t[j + 2, lo:]
+            p3 = scores_t[j + 3, lo:]
+            e = 0
+            while e + 4 <= width:
+                a0_0 = v_aug[j0 + j, e]
+                a0_1 = v_aug[j0 + j + 1, e]
+                a0_2 = v_aug[j0 + j + 2, e]
+                a0_3 = v_aug[j0 + j + 3, e]
+                a1_0 = v_aug[j0 + j, e + 1]
+                a1_1 = v_aug[j0 + j + 1, e + 1]
+                a1_2 = v_aug[j0 + j + 2, e + 1]
+                a1_3 = v_aug[j0 + j + 3, e + 1]
+                a2_0 = v_aug[j0 + j, e + 2]
+                a2_1 = v_aug[j0 + j + 1, e + 2]
+                a2_2 = v_aug[j0 + j + 2, e + 2]
+                a2_3 = v_aug[j0 + j + 3, e + 2]
+                a3_0 = v_aug[j0 + j, e + 3]
+                a3_1 = v_aug[j0 + j + 1, e + 3]
+                a3_2 = v_aug[j0 + j + 2, e + 3]
+                a3_3 = v_aug[j0 + j + 3, e + 3]
+                o0 = acc_t[e, lo:]
+                o1 = acc_t[e + 1, lo:]
+                o2 = acc_t[e + 2, lo:]
+                o3 = acc_t[e + 3, lo:]
+                for i in range(p0.shape[0]):
+                    x0 = p0[i]
+                    x1 = p1[i]
+                    x2 = p2[i]
+                    x3 = p3[i]
+                    o0[i] = (((o0[i] + a0_0 * x0) + a0_1 * x1) + a0_2 * x2) + a0_3 * x3
+                    o1[i] = (((o1[i] + a1_0 * x0) + a1_1 * x1) + a1_2 * x2) + a1_3 * x3
+                    o2[i] = (((o2[i] + a2_0 * x0) + a2_1 * x1) + a2_2 * x2) + a2_3 * x3
+                    o3[i] = (((o3[i] + a3_0 * x0) + a3_1 * x1) + a3_2 * x2) + a3_3 * x3
+                e += 4
+            first = e
+            for e in range(first, width):
+                c0 = v_aug[j0 + j, e]
+                c1 = v_aug[j0 + j + 1, e]
+                c2 = v_aug[j0 + j + 2, e]
+                c3 = v_aug[j0 + j + 3, e]
+                arow = acc_t[e, lo:]
+                for i in range(arow.shape[0]):
+                    arow[i] = (
+                        ((arow[i] + c0 * p0[i]) + c1 * p1[i]) + c2 * p2[i]
+                    ) + c3 * p3[i]
+            j += 4
+        first = j
+        for j in range(first, nk):
+            lo = max(0, j0 + j - i0) // 16 * 16 if causal else 0
+            prow = scores_t[j, lo:]
+            for e in range(width):
+                a = v_aug[j0 + j, e]
+                arow = acc_t[e, lo:]
+                for i in range(prow.shape[0]):
+                    arow[i] += a * prow[i]
+    for r in range(n_rows):
+        for e in range(width):
+            acc[r, e] = acc_t[e, r]
 
 
 @numba.njit(**JIT)
@@ -231,11 +412,13 @@ def _exact_row(q_row, k_aug, v_aug, n_keys, acc):
 
 @numba.njit(**JIT)
 def _forward_one(
-    q, k, v, n_keys, causal, scale, row_start, row_stop, out, lse, s, bits, acc, tmp
-):
+    q, k, v, n_keys, causal, scale, row_start, row_stop, out, lse, s, bits, acc, tmp,
+    loops,
+):  # fmt: skip
     """One attention, queries ``row_start:row_stop``: q (Tq, Dk), k (Tk, Dk),
     v (Tk, Dv) of any strides; writes out (Tq, Dv) and lse (Tq). ``s``,
-    ``bits``, ``acc``, ``tmp``: scratch space (see :func:`forward`)."""
+    ``bits``, ``acc``, ``tmp``: scratch space (see :func:`forward`); ``loops``:
+    the products compiled, else by BLAS."""
     dtype = q.dtype
     n_dims, n_values = q.shape[1], v.shape[1]
     if n_keys == 0:
@@ -249,9 +432,17 @@ def _forward_one(
     q_aug, q_norms = _augmented(q, row_stop, np.zeros(row_stop, dtype), 1.0)
     for i in range(row_start, row_stop):
         q_aug[i, n_dims] = -math.sqrt(q_norms[i]) * k_max
-    for i0 in range(row_start, row_stop, ROWS):
-        n_rows = min(ROWS, row_stop - i0)
-        _rows_pass(q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, bits, acc, tmp)
+    block = FORWARD_ROWS if loops else ROWS
+    for i0 in range(row_start, row_stop, block):
+        n_rows = min(block, row_stop - i0)
+        if loops:
+            _rows_pass_loops(
+                q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, bits, acc, tmp
+            )
+        else:
+            _rows_pass_blas(
+                q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, bits, acc, tmp
+            )
         for r in range(n_rows):
             i = i0 + r
             total = acc[r, n_values]
@@ -269,14 +460,18 @@ def _forward_one(
 
 @numba.njit(**JIT)
 def forward(
-    q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, out, lse
+    q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, out, lse, loops
 ):
-    """Attentions ``start:stop`` (flat indices) of q, k, v (N, H, T, D)."""
+    """Attentions ``start:stop`` (flat indices) of q, k, v (N, H, T, D), their
+    products compiled (``loops``) or by BLAS."""
     n_heads, dtype = q.shape[1], q.dtype
-    s = np.empty(ROWS * KEYS, dtype)
-    bits = np.empty(ROWS * KEYS, dtype)
-    acc = np.empty((ROWS, v.shape[3] + 1), dtype)
-    tmp = np.empty(ROWS * (v.shape[3] + 1), dtype)
+    rows, keys = (FORWARD_ROWS, FORWARD_KEYS) if loops else (ROWS, KEYS)
+    s = np.empty(rows * keys, dtype)
+    bits = np.empty(rows * keys, dtype)
+    acc = np.empty((rows, v.shape[3] + 1), dtype)
+    # the loops' transposed queries and results, or BLAS's block of results
+    width = v.shape[3] + q.shape[3] + 2 if loops else v.shape[3] + 1
+    tmp = np.empty(rows * width, dtype)
     for a in range(start, stop):
         n, h = a // n_heads, a % n_heads
         _forward_one(
@@ -294,6 +489,7 @@ def forward(
             bits,
             acc,
             tmp,
+            loops,
         )
 
 

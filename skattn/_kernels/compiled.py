@@ -17,7 +17,11 @@ and ``KEYS`` keys (32 KiB of float32 scores) is multiplied, exponentiated and
 multiplied by the values while it stays in the L1 cache, the two products by
 the BLAS that scipy ships (``np.dot`` in numba), the exponential a vectorised
 polynomial; and a whole batch of attentions is one call that releases the
-GIL, so that threads scale and short sequences pay no Python dispatch.
+GIL, so that threads scale and short sequences pay no Python dispatch. Where
+that BLAS runs narrower vectors than the CPU has (OpenBLAS's 256-bit kernels
+on a CPU with AVX-512 that it does not know), the forward pass's products are
+compiled loops instead, vectorised for the CPU in blocks of 256 queries by 32
+keys (:func:`forward_in_loops`).
 
 The forward pass shifts each row by an upper bound of its scores
 (``|scale| |q| max |k|``, as the numpy path's folded tile does), which needs
@@ -85,6 +89,24 @@ MIN_KEYS_PER_SQUARED_DIM = 0.25
 # Set by the tests to run the numpy path with numba installed.
 _DISABLED = False
 
+# OpenBLAS's kernels of at most 256-bit vectors (its core names, as
+# threadpoolctl reports them, lower-cased). On a CPU it does not know, OpenBLAS
+# runs one of them: on a CPU with AVX-512 its products then run at about half
+# the speed of its AVX-512 kernels (SkylakeX), and the compiled loops, which
+# LLVM vectorises for the CPU, are faster (benchmarks/compiled_crossover.py,
+# user guide, "Compiled kernels"). Where both are 256-bit, BLAS is kept.
+NARROW_OPENBLAS_KERNELS = frozenset(
+    {
+        "haswell", "zen", "sandybridge", "nehalem", "core2", "penryn", "dunnington",
+        "prescott", "atom", "bulldozer", "piledriver", "steamroller", "excavator",
+        "barcelona", "opteron",
+    }
+)  # fmt: skip
+
+# Set by the tests: True or False forces the forward pass's products into the
+# compiled loops or BLAS; None leaves the choice to forward_in_loops().
+_FORWARD_LOOPS = None
+
 # Set when numba failed to compile a kernel (see _turn_off).
 _FAILED = False
 _FAILED_LOCK = threading.Lock()
@@ -113,6 +135,57 @@ def kernels():
         _turn_off(error)
         return None
     return _numba_attention
+
+
+def narrow_blas_kernels(cpu_flags, blas_libraries):
+    """The OpenBLAS kernels among ``blas_libraries`` narrower than the CPU's
+    vectors: their names where ``cpu_flags`` (the CPU's feature names, as
+    LLVM or /proc/cpuinfo name them) has ``"avx512f"`` and the kernel is one
+    of ``NARROW_OPENBLAS_KERNELS``.
+
+    Parameters
+    ----------
+    cpu_flags : set of str
+    blas_libraries : list of dict
+        Entries of threadpoolctl's ``threadpool_info()``.
+
+    Returns
+    -------
+    list of str
+        Sorted, empty where none is narrower.
+    """
+    if "avx512f" not in cpu_flags:
+        return []
+    return sorted(
+        {
+            str(info.get("architecture"))
+            for info in blas_libraries
+            if info.get("internal_api") == "openblas"
+            and str(info.get("architecture")).lower() in NARROW_OPENBLAS_KERNELS
+        }
+    )
+
+
+def forward_in_loops():
+    """Whether the compiled forward pass multiplies in its own loops rather than
+    by BLAS: where the BLAS that numba's ``np.dot`` calls (scipy's) runs
+    narrower kernels than the host CPU's vectors (:func:`narrow_blas_kernels`).
+    A property of the machine and its libraries, read once a process."""
+    if _FORWARD_LOOPS is not None:
+        return _FORWARD_LOOPS
+    return _machine_prefers_loops()
+
+
+@functools.cache
+def _machine_prefers_loops():
+    import scipy.linalg.cython_blas  # noqa: F401  (loads the BLAS numba calls)
+    from llvmlite import binding
+    from threadpoolctl import threadpool_info
+
+    flags = {name for name, on in binding.get_host_cpu_features().items() if on}
+    libraries = threadpool_info()
+    own = [info for info in libraries if "scipy" in info.get("filepath", "")]
+    return bool(narrow_blas_kernels(flags, own or libraries))
 
 
 def _turn_off(error):
@@ -260,8 +333,10 @@ def forward(q, k, v, lengths, causal, scale):
     n_attentions = q4.shape[0] * q4.shape[1]
     inputs = (q4, k4, v4, lengths2, causal, scale)
     tasks = _tasks(n_attentions, q.shape[-2], parallel_workers())
+    loops = forward_in_loops()
     calls = [
         (*inputs, attentions.start, attentions.stop, rows.start, rows.stop, out4, lse3)
+        + (loops,)
         for attentions, rows in tasks
     ]
     if _run(kernels().forward, calls, parallel=True) is None:

@@ -101,6 +101,64 @@ json.dump(
 
 
 @needs_numba
+@pytest.mark.parametrize("loops", [True, False], ids=["loops", "blas"])
+@pytest.mark.parametrize("head_dim", [16, 32, 64])
+@pytest.mark.parametrize("causal", [False, True])
+def test_compiled_forward_equals_the_numpy_path_at_each_head_width(
+    monkeypatch, head_dim, causal, loops
+):
+    """The forward pass's products, in compiled loops or by BLAS, at heads of
+    16, 32 and 64 features: 301 queries (a block of 256 rows and a padded one;
+    blocks of 32 for BLAS), 301 and 150 valid keys (key blocks of 32 and a
+    last one of no multiple of 4) equal the numpy path to float rounding."""
+    rng = np.random.default_rng(0)
+    shape = (2, 1, 301, head_dim)
+    q, k, v = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
+    padding = (np.arange(301) < np.array([301, 150])[:, None])[:, None, None, :]
+    monkeypatch.setattr(compiled, "_FORWARD_LOOPS", loops)
+    results = []
+    for disabled in (False, True):
+        monkeypatch.setattr(compiled, "_DISABLED", disabled)
+        monkeypatch.setattr(compiled, "MIN_KEYS_PER_SQUARED_DIM", 0)
+        out, lse, _ = attention_forward(q, k, v, mask=padding, causal=causal)
+        results.append((out, lse))
+    (out, lse), (expected_out, expected_lse) = results
+    assert_allclose(out, expected_out, rtol=1e-4, atol=1e-5)
+    assert_allclose(lse, expected_lse, rtol=1e-5, atol=1e-5)
+
+
+def openblas(kernel, path="/site-packages/scipy.libs/libscipy_openblas.so"):
+    return {"internal_api": "openblas", "architecture": kernel, "filepath": path}
+
+
+@pytest.mark.parametrize(
+    "flags, libraries, narrow",
+    [
+        ({"avx2", "avx512f"}, [openblas("Haswell")], ["Haswell"]),
+        ({"avx2", "avx512f"}, [openblas("Zen"), openblas("SkylakeX")], ["Zen"]),
+        ({"avx2", "avx512f"}, [openblas("SkylakeX")], []),
+        ({"avx2"}, [openblas("Haswell")], []),  # both 256-bit
+        ({"avx2", "avx512f"}, [{"internal_api": "mkl", "architecture": None}], []),
+    ],
+)
+def test_blas_is_narrow_where_openblas_runs_256_bit_kernels_on_avx512(
+    flags, libraries, narrow
+):
+    assert compiled.narrow_blas_kernels(flags, libraries) == narrow
+
+
+@needs_numba
+def test_forward_in_loops_follows_the_tests_setting_then_the_machine(monkeypatch):
+    machine = compiled._machine_prefers_loops()
+    assert isinstance(machine, bool)
+    for setting in (True, False):
+        monkeypatch.setattr(compiled, "_FORWARD_LOOPS", setting)
+        assert compiled.forward_in_loops() is setting
+    monkeypatch.setattr(compiled, "_FORWARD_LOOPS", None)
+    assert compiled.forward_in_loops() is machine
+
+
+@needs_numba
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_read_only_install_without_a_numba_cache_fits_compiled(tmp_path, monkeypatch):
     """A read-only copy of the package, and no directory numba can cache in
@@ -158,7 +216,9 @@ def broken_kernels(monkeypatch, body):
     from skattn._kernels import _numba_layer_norm
 
     body = numba.njit(body)
-    forward = numba.njit(lambda q, k, v, n, c, s, a, b, i, j, out, lse: body(lse))
+    forward = numba.njit(
+        lambda q, k, v, n, c, s, a, b, i, j, out, lse, loops: body(lse)
+    )
     layer_norm = numba.njit(lambda x, w, b, eps, out, x_hat, inv_std: body(inv_std))
     monkeypatch.setattr(compiled, "kernels", lambda: SimpleNamespace(forward=forward))
     monkeypatch.setattr(_numba_layer_norm, "forward", layer_norm)
