@@ -178,10 +178,13 @@ def forward_in_loops():
 
 @functools.cache
 def _machine_prefers_loops():
+    import numba
     import scipy.linalg.cython_blas  # noqa: F401  (loads the BLAS numba calls)
     from llvmlite import binding
     from threadpoolctl import threadpool_info
 
+    if numba.config.CPU_NAME not in (None, "host"):
+        return False  # compiled for another CPU (NUMBA_CPU_NAME): its vectors unknown
     flags = {name for name, on in binding.get_host_cpu_features().items() if on}
     libraries = threadpool_info()
     own = [info for info in libraries if "scipy" in info.get("filepath", "")]
