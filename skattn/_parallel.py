@@ -62,7 +62,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cache, partial
-from itertools import islice
+from itertools import chain, islice
 
 from threadpoolctl import ThreadpoolController
 
@@ -228,7 +228,8 @@ def imap_parallel(function, tasks):
     """``function(task)`` for each task of an iterator, in order, lazily.
 
     Like :func:`map_parallel`, but with at most as many tasks under way as
-    there are workers, so that only that many tasks (batches of padded
+    there are workers (a lone task runs in the calling thread, its nested maps
+    on the workers), so that only that many tasks (batches of padded
     sequences, say) exist at once: each worker takes the next task as soon as
     the oldest result is taken, not when a whole group of tasks is done, so
     that no worker waits for the slowest task of its group. A task that
@@ -241,13 +242,17 @@ def imap_parallel(function, tasks):
         ``function(task)``, in the order of ``tasks``.
     """
     n_workers = parallel_workers()
-    if n_workers <= 1:
-        for task in tasks:
+    tasks = iter(tasks)
+    first = list(islice(tasks, 2)) if n_workers > 1 else []
+    if n_workers <= 1 or len(first) == 1:
+        # one worker, or one task (a batch of one long sequence): the task runs
+        # in this thread, and its own maps run their tasks on the workers
+        for task in chain(first, tasks):
             with single_threaded_blas():  # left before the yield: see _run_alone
                 result = function(task)
             yield result
         return
-    tasks = iter(tasks)
+    tasks = chain(first, tasks)
     executor, run = _executor(n_workers), partial(_run_alone, function)
     pending = deque()
     try:

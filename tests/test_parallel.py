@@ -369,6 +369,32 @@ def test_imap_parallel_starts_the_next_task_while_a_slower_one_runs():
         assert list(imap_parallel(Tasks(function), range(5))) == [0, 1, 2, 3, 4]
 
 
+@two_workers
+def test_a_lone_task_of_imap_parallel_leaves_its_nested_maps_the_workers():
+    """One task (a batch of one long sequence): its nested maps (the heads of
+    its attention) run on the workers; with several tasks, one by one."""
+
+    def nested_workers(task):
+        return parallel_workers()
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        n_workers = parallel_workers()
+        assert list(imap_parallel(nested_workers, [0])) == [n_workers]
+        assert list(imap_parallel(nested_workers, range(3))) == [1, 1, 1]
+        assert list(imap_parallel(nested_workers, [])) == []
+
+
+def test_one_long_sequence_transforms_alike_on_one_and_two_threads(fitted):
+    """A lone sequence's heads split over the workers: the same result."""
+    model, _ = fitted
+    X = np.random.default_rng(1).standard_normal((1, 600, 8), dtype=np.float32)
+    with threadpool_limits(limits=1, user_api="blas"):
+        one = model.transform_sequences(X)
+    with threadpool_limits(limits=2, user_api="blas"):
+        two = model.transform_sequences(X)
+    assert_array_equal(one, two)
+
+
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_imap_parallel_leaves_no_context_in_the_caller_between_results(n_threads):
     """Between two results the caller is outside skattn's computation: no
