@@ -563,7 +563,10 @@ def main(argv=None):
     print("\n".join(machine_lines()))
     if compiled.enabled():
         products = "compiled loops" if compiled.forward_in_loops() else "BLAS"
-        print(f"# compiled kernels: {numba_target()}; forward products: {products}")
+        print(
+            f"# compiled kernels: {numba_target()}; attention products: {products}"
+            + (" (the queries' gradient by BLAS)" if products != "BLAS" else "")
+        )
     else:
         print(f"# compiled kernels: off ({numba_target()})")
     if args.memory and args.train:

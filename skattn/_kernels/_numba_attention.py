@@ -7,22 +7,22 @@ taken by its flat index ``n * H + h``. Each attention copies its queries, keys
 and values once into contiguous blocks with an extra column (the rows'
 shifts, or ones), so that one product gives a block of shifted scores or
 of weighted values with their row sums; the columns of values times powers
-of two (:func:`_augmented_values`). The forward pass's products are
-``np.dot`` (scipy's BLAS) or compiled loops (``loops``: the caller's choice,
-:func:`skattn._kernels.compiled.forward_in_loops`), the backward pass's
-``np.dot``.
+of two (:func:`_augmented_values`). The products are ``np.dot`` (scipy's
+BLAS) or compiled loops (:mod:`._numba_products`; ``loops``: the caller's
+choice, :func:`skattn._kernels.compiled.forward_in_loops`), but for the
+backward pass's gradient of the queries, always ``np.dot``.
 """
 
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
 import math
-import warnings
 
 import numba
 import numpy as np
 from numba.extending import overload
 
+from ._numba_products import JIT, product_add, product_set
 from .compiled import KEYS, ROWS, SUM_FLOOR
 
 # The blocks of the forward pass's compiled loops: 256 query rows by 32 keys
@@ -31,36 +31,11 @@ from .compiled import KEYS, ROWS, SUM_FLOOR
 FORWARD_ROWS = 256
 FORWARD_KEYS = 32
 
-
-def _cache_probe():
-    """Nothing: a function of this directory, for :func:`can_cache`."""
-
-
-def can_cache():
-    """Whether numba finds a directory to cache the functions of this
-    directory in (``NUMBA_CACHE_DIR``, ``__pycache__`` beside them, or the
-    user's cache directory). Where it finds none (a read-only install),
-    ``cache=True`` raises: the functions are compiled in each process, with
-    one warning."""
-    try:
-        numba.njit(cache=True)(_cache_probe)
-    except RuntimeError as error:  # "cannot cache function ...: no locator"
-        warnings.warn(
-            f"numba cannot cache skattn's compiled kernels ({error}): they are "
-            "compiled again in each process. Set NUMBA_CACHE_DIR to a writable "
-            "directory to cache them, or SKATTN_COMPILED=0 to use the numpy "
-            "path.",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return False
-    return True
-
-
-# "contract" lets LLVM fuse a * b + c into one instruction; nothing else of
-# fast-math (no reordering of sums, no assumption that values are finite).
-FASTMATH = {"contract"}
-JIT = dict(nogil=True, cache=can_cache(), fastmath=FASTMATH)
+# The blocks of the backward pass's compiled loops: 512 keys (the contiguous
+# axis of its loops, _backward_loops) by 64 queries; among 12 shapes of 128 to
+# 1024 keys by 16 to 128 queries, the fastest at heads of 16 to 64 features.
+BACKWARD_KEYS = 512
+BACKWARD_ROWS = 64
 
 
 def exp_inplace(s, scratch):
@@ -223,14 +198,12 @@ def _rows_pass_loops(
     q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, bits, acc, tmp
 ):
     """:func:`_rows_pass_blas` in blocks of ``FORWARD_ROWS`` by
-    ``FORWARD_KEYS``, its products compiled.
+    ``FORWARD_KEYS``, its products compiled (:mod:`._numba_products`).
 
-    The products are loops whose innermost runs over the block's rows
-    (contiguous: the queries and the weighted values transposed, rows padded
-    to a multiple of 16 with zero queries), which LLVM vectorises; each pass
-    adds four terms to four rows of the result, in the order of the sum (no
-    reassociation). With a causal mask, the rows before a key (in steps of
-    16) are skipped: their probabilities are 0."""
+    The products' contiguous axis is the block's rows (the queries and the
+    weighted values transposed, rows padded to a multiple of 16 with zero
+    queries). With a causal mask, the rows before a key (in steps of 16) are
+    skipped: their probabilities are 0."""
     stop = min(n_keys, i0 + n_rows) if causal else n_keys
     width = acc.shape[1]
     width_q = q_aug.shape[1]
@@ -241,149 +214,19 @@ def _rows_pass_loops(
         for r in range(r_pad):
             q_t[c, r] = q_aug[i0 + r, c] if r < n_rows else 0.0
     acc_t[:] = 0.0
+    lo = np.zeros(FORWARD_KEYS, np.int64)
+    hi = np.full(FORWARD_KEYS, r_pad, np.int64)
     for j0 in range(0, stop, FORWARD_KEYS):
         nk = min(FORWARD_KEYS, stop - j0)
         scores_t = s[: nk * r_pad].reshape(nk, r_pad)
-        j = 0
-        while j + 4 <= nk:
-            lo = max(0, j0 + j - i0) // 16 * 16 if causal else 0
-            s0 = scores_t[j, lo:]
-            b0 = k_aug[j0 + j, 0]
-            s1 = scores_t[j + 1, lo:]
-            b1 = k_aug[j0 + j + 1, 0]
-            s2 = scores_t[j + 2, lo:]
-            b2 = k_aug[j0 + j + 2, 0]
-            s3 = scores_t[j + 3, lo:]
-            b3 = k_aug[j0 + j + 3, 0]
-            qrow = q_t[0, lo:]
-            for i in range(s0.shape[0]):
-                x = qrow[i]
-                s0[i] = b0 * x
-                s1[i] = b1 * x
-                s2[i] = b2 * x
-                s3[i] = b3 * x
-            c = 1
-            while c + 4 <= width_q:
-                a0_0 = k_aug[j0 + j, c]
-                a0_1 = k_aug[j0 + j, c + 1]
-                a0_2 = k_aug[j0 + j, c + 2]
-                a0_3 = k_aug[j0 + j, c + 3]
-                a1_0 = k_aug[j0 + j + 1, c]
-                a1_1 = k_aug[j0 + j + 1, c + 1]
-                a1_2 = k_aug[j0 + j + 1, c + 2]
-                a1_3 = k_aug[j0 + j + 1, c + 3]
-                a2_0 = k_aug[j0 + j + 2, c]
-                a2_1 = k_aug[j0 + j + 2, c + 1]
-                a2_2 = k_aug[j0 + j + 2, c + 2]
-                a2_3 = k_aug[j0 + j + 2, c + 3]
-                a3_0 = k_aug[j0 + j + 3, c]
-                a3_1 = k_aug[j0 + j + 3, c + 1]
-                a3_2 = k_aug[j0 + j + 3, c + 2]
-                a3_3 = k_aug[j0 + j + 3, c + 3]
-                q0 = q_t[c, lo:]
-                q1 = q_t[c + 1, lo:]
-                q2 = q_t[c + 2, lo:]
-                q3 = q_t[c + 3, lo:]
-                for i in range(s0.shape[0]):
-                    x0 = q0[i]
-                    x1 = q1[i]
-                    x2 = q2[i]
-                    x3 = q3[i]
-                    s0[i] = (((s0[i] + a0_0 * x0) + a0_1 * x1) + a0_2 * x2) + a0_3 * x3
-                    s1[i] = (((s1[i] + a1_0 * x0) + a1_1 * x1) + a1_2 * x2) + a1_3 * x3
-                    s2[i] = (((s2[i] + a2_0 * x0) + a2_1 * x1) + a2_2 * x2) + a2_3 * x3
-                    s3[i] = (((s3[i] + a3_0 * x0) + a3_1 * x1) + a3_2 * x2) + a3_3 * x3
-                c += 4
-            first = c
-            for c in range(first, width_q):
-                b0 = k_aug[j0 + j, c]
-                b1 = k_aug[j0 + j + 1, c]
-                b2 = k_aug[j0 + j + 2, c]
-                b3 = k_aug[j0 + j + 3, c]
-                qrow = q_t[c, lo:]
-                for i in range(s0.shape[0]):
-                    x = qrow[i]
-                    s0[i] += b0 * x
-                    s1[i] += b1 * x
-                    s2[i] += b2 * x
-                    s3[i] += b3 * x
-            j += 4
-        first = j
-        for j in range(first, nk):
-            lo = max(0, j0 + j - i0) // 16 * 16 if causal else 0
-            srow = scores_t[j, lo:]
-            a = k_aug[j0 + j, 0]
-            qrow = q_t[0, lo:]
-            for i in range(srow.shape[0]):
-                srow[i] = a * qrow[i]
-            for c in range(1, width_q):
-                a = k_aug[j0 + j, c]
-                qrow = q_t[c, lo:]
-                for i in range(srow.shape[0]):
-                    srow[i] += a * qrow[i]
+        if causal:
+            for j in range(nk):
+                lo[j] = max(0, j0 + j - i0) // 16 * 16
+        product_set(k_aug[j0 : j0 + nk], q_t, scores_t, lo, hi)
         exp_inplace(s[: nk * r_pad], bits)
         if causal and j0 + nk > i0:
             _zero_causal(scores_t, j0, i0)
-        j = 0
-        while j + 4 <= nk:
-            lo = max(0, j0 + j - i0) // 16 * 16 if causal else 0
-            p0 = scores_t[j, lo:]
-            p1 = scores_t[j + 1, lo:]
-            p2 = scores_t[j + 2, lo:]
-            p3 = scores_t[j + 3, lo:]
-            e = 0
-            while e + 4 <= width:
-                a0_0 = v_aug[j0 + j, e]
-                a0_1 = v_aug[j0 + j + 1, e]
-                a0_2 = v_aug[j0 + j + 2, e]
-                a0_3 = v_aug[j0 + j + 3, e]
-                a1_0 = v_aug[j0 + j, e + 1]
-                a1_1 = v_aug[j0 + j + 1, e + 1]
-                a1_2 = v_aug[j0 + j + 2, e + 1]
-                a1_3 = v_aug[j0 + j + 3, e + 1]
-                a2_0 = v_aug[j0 + j, e + 2]
-                a2_1 = v_aug[j0 + j + 1, e + 2]
-                a2_2 = v_aug[j0 + j + 2, e + 2]
-                a2_3 = v_aug[j0 + j + 3, e + 2]
-                a3_0 = v_aug[j0 + j, e + 3]
-                a3_1 = v_aug[j0 + j + 1, e + 3]
-                a3_2 = v_aug[j0 + j + 2, e + 3]
-                a3_3 = v_aug[j0 + j + 3, e + 3]
-                o0 = acc_t[e, lo:]
-                o1 = acc_t[e + 1, lo:]
-                o2 = acc_t[e + 2, lo:]
-                o3 = acc_t[e + 3, lo:]
-                for i in range(p0.shape[0]):
-                    x0 = p0[i]
-                    x1 = p1[i]
-                    x2 = p2[i]
-                    x3 = p3[i]
-                    o0[i] = (((o0[i] + a0_0 * x0) + a0_1 * x1) + a0_2 * x2) + a0_3 * x3
-                    o1[i] = (((o1[i] + a1_0 * x0) + a1_1 * x1) + a1_2 * x2) + a1_3 * x3
-                    o2[i] = (((o2[i] + a2_0 * x0) + a2_1 * x1) + a2_2 * x2) + a2_3 * x3
-                    o3[i] = (((o3[i] + a3_0 * x0) + a3_1 * x1) + a3_2 * x2) + a3_3 * x3
-                e += 4
-            first = e
-            for e in range(first, width):
-                c0 = v_aug[j0 + j, e]
-                c1 = v_aug[j0 + j + 1, e]
-                c2 = v_aug[j0 + j + 2, e]
-                c3 = v_aug[j0 + j + 3, e]
-                arow = acc_t[e, lo:]
-                for i in range(arow.shape[0]):
-                    arow[i] = (
-                        ((arow[i] + c0 * p0[i]) + c1 * p1[i]) + c2 * p2[i]
-                    ) + c3 * p3[i]
-            j += 4
-        first = j
-        for j in range(first, nk):
-            lo = max(0, j0 + j - i0) // 16 * 16 if causal else 0
-            prow = scores_t[j, lo:]
-            for e in range(width):
-                a = v_aug[j0 + j, e]
-                arow = acc_t[e, lo:]
-                for i in range(prow.shape[0]):
-                    arow[i] += a * prow[i]
+        product_add(v_aug[j0 : j0 + nk], scores_t, acc_t, lo, hi)
     for r in range(n_rows):
         for e in range(width):
             acc[r, e] = acc_t[e, r]
@@ -494,28 +337,12 @@ def forward(
 
 
 @numba.njit(**JIT)
-def _backward_one(d_out, q, k, v, lse, delta, n_keys, causal, scale, d_q, d_k, d_v):
-    """Gradients of one attention: every array 2-D (tokens, features) but
-    lse and delta (Tq,); writes d_q, d_k, d_v."""
-    dtype = q.dtype
-    n_queries, n_dims, n_values = q.shape[0], q.shape[1], v.shape[1]
-    d_k[n_keys:] = 0.0
-    d_v[n_keys:] = 0.0
-    if n_keys == 0:
-        d_q[:] = 0.0
-        return
-    neg_lse = np.empty(n_queries, dtype)
-    for i in range(n_queries):
-        neg_lse[i] = -lse[i] if np.isfinite(lse[i]) else 0.0
-    ones = np.ones(n_keys, dtype)
-    q_aug, _ = _augmented(q, n_queries, neg_lse, 1.0)  # [q, -lse]
-    k_aug, _ = _augmented(k, n_keys, ones, scale)  # [scale * k, 1]
-    d_out_aug, _ = _augmented(d_out, n_queries, -delta, 1.0)  # [dO, -delta]
-    v_aug, _ = _augmented(v, n_keys, ones, 1.0)  # [v, 1]
-    q_c = np.ascontiguousarray(q)
-    k_scaled = np.ascontiguousarray(k_aug[:, :n_dims])  # scale * k
-    d_out_c = np.ascontiguousarray(d_out)
-    d_q_acc = np.zeros((n_queries, n_dims), dtype)
+def _backward_blas(q_aug, k_aug, d_out_aug, v_aug, q_c, k_scaled, d_out_c, n_keys,
+                   causal, scale, d_q_acc, d_k, d_v):  # fmt: skip
+    """The gradients' products by BLAS, in blocks of ``KEYS`` by ``ROWS``
+    (see :func:`_backward_one`)."""
+    dtype = q_aug.dtype
+    n_queries, n_dims, n_values = q_c.shape[0], q_c.shape[1], d_out_c.shape[1]
     probs = np.empty(KEYS * ROWS, dtype)
     d_scores = np.empty(KEYS * ROWS, dtype)
     bits = np.empty(KEYS * ROWS, dtype)
@@ -556,6 +383,106 @@ def _backward_one(d_out, q, k, v, lse, delta, n_keys, causal, scale, d_q, d_k, d
                 d_k[j0 + j, d] = d_k_acc[j, d] * scale
             for e in range(n_values):
                 d_v[j0 + j, e] = d_v_acc[j, e]
+
+
+@numba.njit(**JIT)
+def _backward_loops(q_aug, k_aug, d_out_aug, v_aug, q_c, k_scaled, d_out_c, n_keys,
+                    causal, scale, d_q_acc, d_k, d_v):  # fmt: skip
+    """The gradients' products compiled (:mod:`._numba_products`), in blocks
+    of ``BACKWARD_KEYS`` keys by ``BACKWARD_ROWS`` queries, the keys the
+    contiguous axis: the probabilities and their gradients (queries, keys),
+    the gradients of the keys and values transposed (features, keys).
+    With a causal mask, a query's keys stop at its own."""
+    dtype = q_aug.dtype
+    n_queries, n_dims, n_values = q_c.shape[0], q_c.shape[1], d_out_c.shape[1]
+    keys, rows = BACKWARD_KEYS, BACKWARD_ROWS
+    probs = np.empty(rows * keys, dtype)
+    d_scores = np.empty(rows * keys, dtype)
+    bits = np.empty(keys, dtype)
+    k_buf = np.empty((n_dims + 1) * keys, dtype)
+    v_buf = np.empty((n_values + 1) * keys, dtype)
+    d_k_buf = np.empty(n_dims * keys, dtype)
+    d_v_buf = np.empty(n_values * keys, dtype)
+    tmp_q = np.empty(rows * n_dims, dtype)
+    zeros = np.zeros(max(rows, keys), np.int64)
+    stops = np.empty(rows, np.int64)
+    for j0 in range(0, n_keys, keys):
+        nk = min(keys, n_keys - j0)
+        k_t = k_buf[: (n_dims + 1) * nk].reshape(n_dims + 1, nk)
+        v_t = v_buf[: (n_values + 1) * nk].reshape(n_values + 1, nk)
+        for x in range(nk):
+            for c in range(n_dims + 1):
+                k_t[c, x] = k_aug[j0 + x, c]
+            for c in range(n_values + 1):
+                v_t[c, x] = v_aug[j0 + x, c]
+        d_k_t = d_k_buf[: n_dims * nk].reshape(n_dims, nk)
+        d_v_t = d_v_buf[: n_values * nk].reshape(n_values, nk)
+        d_k_t[:] = 0.0
+        d_v_t[:] = 0.0
+        # with a causal mask, the queries before j0 attend to none of these keys
+        first = (j0 // rows) * rows if causal else 0
+        for i0 in range(first, n_queries, rows):
+            n_rows = min(rows, n_queries - i0)
+            p = probs[: n_rows * nk].reshape(n_rows, nk)
+            ds = d_scores[: n_rows * nk].reshape(n_rows, nk)
+            for r in range(n_rows):
+                stops[r] = max(0, min(nk, i0 + r + 1 - j0)) if causal else nk
+            product_set(q_aug[i0 : i0 + n_rows], k_t, p, zeros, stops)
+            product_set(d_out_aug[i0 : i0 + n_rows], v_t, ds, zeros, stops)
+            for r in range(n_rows):  # dS = P * (dP - delta); 0 past the stop
+                stop = stops[r]
+                p_row, ds_row = p[r], ds[r]
+                exp_inplace(p_row[:stop], bits)
+                for x in range(stop):
+                    ds_row[x] *= p_row[x]
+                p_row[stop:] = 0.0
+                ds_row[stop:] = 0.0
+            product_add(d_out_c[i0 : i0 + n_rows], p, d_v_t, zeros, stops)
+            product_add(q_c[i0 : i0 + n_rows], ds, d_k_t, zeros, stops)
+            # the queries' gradient by BLAS: its sum runs along the keys; in
+            # loops over the features, or over the queries of dS transposed,
+            # it is slower
+            out_q = tmp_q[: n_rows * n_dims].reshape(n_rows, n_dims)
+            np.dot(ds, k_scaled[j0 : j0 + nk], out_q)
+            d_q_acc[i0 : i0 + n_rows] += out_q
+        for x in range(nk):
+            for d in range(n_dims):
+                d_k[j0 + x, d] = d_k_t[d, x] * scale
+            for e in range(n_values):
+                d_v[j0 + x, e] = d_v_t[e, x]
+
+
+@numba.njit(**JIT)
+def _backward_one(
+    d_out, q, k, v, lse, delta, n_keys, causal, scale, d_q, d_k, d_v, loops
+):
+    """Gradients of one attention: every array 2-D (tokens, features) but
+    lse and delta (Tq,); writes d_q, d_k, d_v. ``loops``: the products
+    compiled, else by BLAS."""
+    dtype = q.dtype
+    n_queries, n_dims = q.shape[0], q.shape[1]
+    d_k[n_keys:] = 0.0
+    d_v[n_keys:] = 0.0
+    if n_keys == 0:
+        d_q[:] = 0.0
+        return
+    neg_lse = np.empty(n_queries, dtype)
+    for i in range(n_queries):
+        neg_lse[i] = -lse[i] if np.isfinite(lse[i]) else 0.0
+    ones = np.ones(n_keys, dtype)
+    q_aug, _ = _augmented(q, n_queries, neg_lse, 1.0)  # [q, -lse]
+    k_aug, _ = _augmented(k, n_keys, ones, scale)  # [scale * k, 1]
+    d_out_aug, _ = _augmented(d_out, n_queries, -delta, 1.0)  # [dO, -delta]
+    v_aug, _ = _augmented(v, n_keys, ones, 1.0)  # [v, 1]
+    q_c = np.ascontiguousarray(q)
+    k_scaled = np.ascontiguousarray(k_aug[:, :n_dims])  # scale * k
+    d_out_c = np.ascontiguousarray(d_out)
+    d_q_acc = np.zeros((n_queries, n_dims), dtype)
+    inputs = (q_aug, k_aug, d_out_aug, v_aug, q_c, k_scaled, d_out_c, n_keys, causal)
+    if loops:
+        _backward_loops(*inputs, scale, d_q_acc, d_k, d_v)
+    else:
+        _backward_blas(*inputs, scale, d_q_acc, d_k, d_v)
     for i in range(n_queries):
         for d in range(n_dims):
             d_q[i, d] = d_q_acc[i, d]
@@ -563,9 +490,11 @@ def _backward_one(d_out, q, k, v, lse, delta, n_keys, causal, scale, d_q, d_k, d
 
 @numba.njit(**JIT)
 def backward(
-    d_out, q, k, v, lse, delta, lengths, causal, scale, start, stop, d_q, d_k, d_v
-):
-    """Gradients of attentions ``start:stop`` (flat indices), arrays (N, H, T, D)."""
+    d_out, q, k, v, lse, delta, lengths, causal, scale, start, stop, d_q, d_k, d_v,
+    loops,
+):  # fmt: skip
+    """Gradients of attentions ``start:stop`` (flat indices), arrays (N, H, T, D),
+    their products compiled (``loops``) or by BLAS."""
     n_heads = q.shape[1]
     for a in range(start, stop):
         n, h = a // n_heads, a % n_heads
@@ -582,6 +511,7 @@ def backward(
             d_q[n, h],
             d_k[n, h],
             d_v[n, h],
+            loops,
         )
 
 

@@ -19,9 +19,10 @@ the BLAS that scipy ships (``np.dot`` in numba), the exponential a vectorised
 polynomial; and a whole batch of attentions is one call that releases the
 GIL, so that threads scale and short sequences pay no Python dispatch. Where
 that BLAS runs narrower vectors than the CPU has (OpenBLAS's 256-bit kernels
-on a CPU with AVX-512 that it does not know), the forward pass's products are
-compiled loops instead, vectorised for the CPU in blocks of 256 queries by 32
-keys (:func:`forward_in_loops`).
+on a CPU with AVX-512 that it does not know), the products are compiled loops
+instead, vectorised for the CPU (:func:`forward_in_loops`): the forward
+pass's in blocks of 256 queries by 32 keys, the backward pass's (but the
+gradient of the queries, by BLAS) in blocks of 512 keys by 64 queries.
 
 The forward pass shifts each row by an upper bound of its scores
 (``|scale| |q| max |k|``, as the numpy path's folded tile does), which needs
@@ -103,8 +104,9 @@ NARROW_OPENBLAS_KERNELS = frozenset(
     }
 )  # fmt: skip
 
-# Set by the tests: True or False forces the forward pass's products into the
-# compiled loops or BLAS; None leaves the choice to forward_in_loops().
+# Set by the tests: True or False forces the forward and backward passes'
+# products into the compiled loops or BLAS; None leaves the choice to
+# forward_in_loops().
 _FORWARD_LOOPS = None
 
 # Set when numba failed to compile a kernel (see _turn_off).
@@ -170,7 +172,8 @@ def forward_in_loops():
     """Whether the compiled forward pass multiplies in its own loops rather than
     by BLAS: where the BLAS that numba's ``np.dot`` calls (scipy's) runs
     narrower kernels than the host CPU's vectors (:func:`narrow_blas_kernels`).
-    A property of the machine and its libraries, read once a process."""
+    A property of the machine and its libraries, read once a process. The
+    backward pass follows the same choice."""
     if _FORWARD_LOOPS is not None:
         return _FORWARD_LOOPS
     return _machine_prefers_loops()
@@ -380,8 +383,9 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale):
     n_attentions = q4.shape[0] * q4.shape[1]
     # the gradients of a key accumulate over all queries: whole attentions
     inputs = (d_out4, q4, k4, v4, lse3, delta3, lengths2, causal, scale)
+    loops = forward_in_loops()
     calls = [
-        (*inputs, attentions.start, attentions.stop, d_q4, d_k4, d_v4)
+        (*inputs, attentions.start, attentions.stop, d_q4, d_k4, d_v4, loops)
         for attentions, _ in _tasks(n_attentions, 0, parallel_workers())
     ]
     if _run(kernels().backward, calls, parallel=True) is None:

@@ -127,6 +127,36 @@ def test_compiled_forward_equals_the_numpy_path_at_each_head_width(
     assert_allclose(lse, expected_lse, rtol=1e-5, atol=1e-5)
 
 
+@needs_numba
+@pytest.mark.parametrize("loops", [True, False], ids=["loops", "blas"])
+@pytest.mark.parametrize("head_dim", [16, 32, 64])
+@pytest.mark.parametrize("causal", [False, True])
+def test_compiled_backward_equals_the_numpy_path_at_each_head_width(
+    monkeypatch, head_dim, causal, loops
+):
+    """The backward pass's products, in compiled loops or by BLAS, at heads of
+    16, 32 and 64 features: 601 queries (blocks of 64 and a last one of 25;
+    of 32 for BLAS), 601 and 150 valid keys (a block of 512 and one of 89,
+    or one of 150: no multiple of 4; blocks of 256 for BLAS) give the numpy
+    path's gradients to float rounding, from the same forward outputs."""
+    rng = np.random.default_rng(0)
+    shape = (2, 1, 601, head_dim)
+    q, k, v, d_out = (rng.standard_normal(shape).astype(np.float32) for _ in range(4))
+    padding = (np.arange(601) < np.array([601, 150])[:, None])[:, None, None, :]
+    monkeypatch.setattr(compiled, "_FORWARD_LOOPS", loops)
+    monkeypatch.setattr(compiled, "MIN_KEYS_PER_SQUARED_DIM", 0)
+    monkeypatch.setattr(compiled, "_DISABLED", True)
+    out, lse, _ = attention_forward(q, k, v, mask=padding, causal=causal)
+    results = []
+    for disabled in (False, True):
+        monkeypatch.setattr(compiled, "_DISABLED", disabled)
+        results.append(
+            attention_backward(d_out, q, k, v, out, lse, mask=padding, causal=causal)
+        )
+    for grad, expected in zip(*results, strict=True):
+        assert_allclose(grad, expected, rtol=1e-4, atol=1e-5 * np.abs(expected).max())
+
+
 def openblas(kernel, path="/site-packages/scipy.libs/libscipy_openblas.so"):
     return {"internal_api": "openblas", "architecture": kernel, "filepath": path}
 
