@@ -562,7 +562,7 @@ def main(argv=None):
     torch_impls = ["torch-fast", "torch-nofast"] if with_torch else []
     print("\n".join(machine_lines()))
     if compiled.enabled():
-        products = "compiled loops" if compiled.forward_in_loops() else "BLAS"
+        products = "compiled loops" if compiled.products_in_loops() else "BLAS"
         print(
             f"# compiled kernels: {numba_target()}; attention products: {products}"
             + (" (the queries' gradient by BLAS)" if products != "BLAS" else "")

@@ -9,7 +9,7 @@ shifts, or ones), so that one product gives a block of shifted scores or
 of weighted values with their row sums; the columns of values times powers
 of two (:func:`_augmented_values`). The products are ``np.dot`` (scipy's
 BLAS) or compiled loops (:mod:`._numba_products`; ``loops``: the caller's
-choice, :func:`skattn._kernels.compiled.forward_in_loops`), but for the
+choice, :func:`skattn._kernels.compiled.products_in_loops`), but for the
 backward pass's gradient of the queries, always ``np.dot``.
 """
 

@@ -20,7 +20,7 @@ polynomial; and a whole batch of attentions is one call that releases the
 GIL, so that threads scale and short sequences pay no Python dispatch. Where
 that BLAS runs narrower vectors than the CPU has (OpenBLAS's 256-bit kernels
 on a CPU with AVX-512 that it does not know), the products are compiled loops
-instead, vectorised for the CPU (:func:`forward_in_loops`): the forward
+instead, vectorised for the CPU (:func:`products_in_loops`): the forward
 pass's in blocks of 256 queries by 32 keys, the backward pass's (but the
 gradient of the queries, by BLAS) in blocks of 512 keys by 64 queries.
 
@@ -106,8 +106,8 @@ NARROW_OPENBLAS_KERNELS = frozenset(
 
 # Set by the tests: True or False forces the forward and backward passes'
 # products into the compiled loops or BLAS; None leaves the choice to
-# forward_in_loops().
-_FORWARD_LOOPS = None
+# products_in_loops().
+_PRODUCTS_IN_LOOPS = None
 
 # Set when numba failed to compile a kernel (see _turn_off).
 _FAILED = False
@@ -168,14 +168,14 @@ def narrow_blas_kernels(cpu_flags, blas_libraries):
     )
 
 
-def forward_in_loops():
-    """Whether the compiled forward pass multiplies in its own loops rather than
-    by BLAS: where the BLAS that numba's ``np.dot`` calls (scipy's) runs
-    narrower kernels than the host CPU's vectors (:func:`narrow_blas_kernels`).
-    A property of the machine and its libraries, read once a process. The
-    backward pass follows the same choice."""
-    if _FORWARD_LOOPS is not None:
-        return _FORWARD_LOOPS
+def products_in_loops():
+    """Whether the compiled attention's forward and backward passes multiply in
+    their own loops rather than by BLAS: where the BLAS that numba's
+    ``np.dot`` calls (scipy's) runs narrower kernels than the host CPU's
+    vectors (:func:`narrow_blas_kernels`). A property of the machine and its
+    libraries, read once a process."""
+    if _PRODUCTS_IN_LOOPS is not None:
+        return _PRODUCTS_IN_LOOPS
     return _machine_prefers_loops()
 
 
@@ -339,7 +339,7 @@ def forward(q, k, v, lengths, causal, scale):
     n_attentions = q4.shape[0] * q4.shape[1]
     inputs = (q4, k4, v4, lengths2, causal, scale)
     tasks = _tasks(n_attentions, q.shape[-2], parallel_workers())
-    loops = forward_in_loops()
+    loops = products_in_loops()
     calls = [
         (*inputs, attentions.start, attentions.stop, rows.start, rows.stop, out4, lse3)
         + (loops,)
@@ -383,7 +383,7 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale):
     n_attentions = q4.shape[0] * q4.shape[1]
     # the gradients of a key accumulate over all queries: whole attentions
     inputs = (d_out4, q4, k4, v4, lse3, delta3, lengths2, causal, scale)
-    loops = forward_in_loops()
+    loops = products_in_loops()
     calls = [
         (*inputs, attentions.start, attentions.stop, d_q4, d_k4, d_v4, loops)
         for attentions, _ in _tasks(n_attentions, 0, parallel_workers())

@@ -115,7 +115,7 @@ def test_compiled_forward_equals_the_numpy_path_at_each_head_width(
     shape = (2, 1, 301, head_dim)
     q, k, v = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
     padding = (np.arange(301) < np.array([301, 150])[:, None])[:, None, None, :]
-    monkeypatch.setattr(compiled, "_FORWARD_LOOPS", loops)
+    monkeypatch.setattr(compiled, "_PRODUCTS_IN_LOOPS", loops)
     results = []
     for disabled in (False, True):
         monkeypatch.setattr(compiled, "_DISABLED", disabled)
@@ -143,7 +143,7 @@ def test_compiled_backward_equals_the_numpy_path_at_each_head_width(
     shape = (2, 1, 601, head_dim)
     q, k, v, d_out = (rng.standard_normal(shape).astype(np.float32) for _ in range(4))
     padding = (np.arange(601) < np.array([601, 150])[:, None])[:, None, None, :]
-    monkeypatch.setattr(compiled, "_FORWARD_LOOPS", loops)
+    monkeypatch.setattr(compiled, "_PRODUCTS_IN_LOOPS", loops)
     monkeypatch.setattr(compiled, "MIN_KEYS_PER_SQUARED_DIM", 0)
     monkeypatch.setattr(compiled, "_DISABLED", True)
     out, lse, _ = attention_forward(q, k, v, mask=padding, causal=causal)
@@ -178,14 +178,14 @@ def test_blas_is_narrow_where_openblas_runs_256_bit_kernels_on_avx512(
 
 
 @needs_numba
-def test_forward_in_loops_follows_the_tests_setting_then_the_machine(monkeypatch):
+def test_products_in_loops_follows_the_tests_setting_then_the_machine(monkeypatch):
     machine = compiled._machine_prefers_loops()
     assert isinstance(machine, bool)
     for setting in (True, False):
-        monkeypatch.setattr(compiled, "_FORWARD_LOOPS", setting)
-        assert compiled.forward_in_loops() is setting
-    monkeypatch.setattr(compiled, "_FORWARD_LOOPS", None)
-    assert compiled.forward_in_loops() is machine
+        monkeypatch.setattr(compiled, "_PRODUCTS_IN_LOOPS", setting)
+        assert compiled.products_in_loops() is setting
+    monkeypatch.setattr(compiled, "_PRODUCTS_IN_LOOPS", None)
+    assert compiled.products_in_loops() is machine
 
 
 @needs_numba
