@@ -100,6 +100,16 @@ json.dump(
 """
 
 
+def padded_pair(n_tokens, head_dim, n_arrays):
+    """``n_arrays`` float32 arrays of two sequences of one head, and a key
+    padding mask: the first sequence whole, the second of 150 keys."""
+    rng = np.random.default_rng(0)
+    shape = (2, 1, n_tokens, head_dim)
+    arrays = [rng.standard_normal(shape).astype(np.float32) for _ in range(n_arrays)]
+    valid = np.array([n_tokens, 150])[:, None]
+    return arrays, (np.arange(n_tokens) < valid)[:, None, None, :]
+
+
 @needs_numba
 @pytest.mark.parametrize("loops", [True, False], ids=["loops", "blas"])
 @pytest.mark.parametrize("head_dim", [16, 32, 64])
@@ -111,10 +121,7 @@ def test_compiled_forward_equals_the_numpy_path_at_each_head_width(
     16, 32 and 64 features: 301 queries (a block of 256 rows and a padded one;
     blocks of 32 for BLAS), 301 and 150 valid keys (key blocks of 32 and a
     last one of no multiple of 4) equal the numpy path to float rounding."""
-    rng = np.random.default_rng(0)
-    shape = (2, 1, 301, head_dim)
-    q, k, v = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
-    padding = (np.arange(301) < np.array([301, 150])[:, None])[:, None, None, :]
+    (q, k, v), padding = padded_pair(301, head_dim, n_arrays=3)
     monkeypatch.setattr(compiled, "_PRODUCTS_IN_LOOPS", loops)
     results = []
     for disabled in (False, True):
@@ -139,10 +146,7 @@ def test_compiled_backward_equals_the_numpy_path_at_each_head_width(
     of 32 for BLAS), 601 and 150 valid keys (a block of 512 and one of 89,
     or one of 150: no multiple of 4; blocks of 256 for BLAS) give the numpy
     path's gradients to float rounding, from the same forward outputs."""
-    rng = np.random.default_rng(0)
-    shape = (2, 1, 601, head_dim)
-    q, k, v, d_out = (rng.standard_normal(shape).astype(np.float32) for _ in range(4))
-    padding = (np.arange(601) < np.array([601, 150])[:, None])[:, None, None, :]
+    (q, k, v, d_out), padding = padded_pair(601, head_dim, n_arrays=4)
     monkeypatch.setattr(compiled, "_PRODUCTS_IN_LOOPS", loops)
     monkeypatch.setattr(compiled, "MIN_KEYS_PER_SQUARED_DIM", 0)
     monkeypatch.setattr(compiled, "_DISABLED", True)
