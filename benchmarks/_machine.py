@@ -81,7 +81,7 @@ def machine_lines():
     torch = sys.modules.get("torch")  # reported only when the benchmark uses it
     environment = ", ".join(
         f"{name}={os.environ.get(name, '(unset)')}"
-        for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+        for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY")
     )
     return [
         f"date: {datetime.datetime.now().isoformat(timespec='seconds')}",
