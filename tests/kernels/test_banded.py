@@ -212,14 +212,19 @@ def ragged_band_inputs(rng, dtype, n_queries=29, n_keys=29, d=5):
     return q, k, v, d_out, mask, glob
 
 
+def forward_and_gradients(q, k, v, d_out, **band):
+    """The banded forward pass's output and log-sum-exp, then the gradients
+    of q, k and v."""
+    out, lse, _ = banded_forward(q, k, v, **band)
+    return (out, lse, *banded_backward(d_out, q, k, v, out, lse, **band))
+
+
 def both_paths(monkeypatch, q, k, v, d_out, **band):
     """Forward results and gradients on the numpy path, then compiled."""
     results = []
     for disabled in (True, False):
         monkeypatch.setattr(compiled, "_DISABLED", disabled)
-        out, lse, _ = banded_forward(q, k, v, **band)
-        grads = banded_backward(d_out, q, k, v, out, lse, **band)
-        results.append((out, lse, *grads))
+        results.append(forward_and_gradients(q, k, v, d_out, **band))
     return results
 
 
@@ -263,9 +268,7 @@ def test_numpy_path_in_blocks_of_rows_computes_what_it_computes_whole(
     results = []
     for block_bytes in (2**40, 3 * 4 * 2 * 5 * 8):  # whole; 3 rows a block
         monkeypatch.setattr(banded, "BLOCK_BYTES", block_bytes)
-        out, lse, _ = banded_forward(q, k, v, **band)
-        grads = banded_backward(d_out, q, k, v, out, lse, **band)
-        results.append((out, lse, *grads))
+        results.append(forward_and_gradients(q, k, v, d_out, **band))
     for whole, blocked in zip(*results, strict=True):
         assert_array_equal(blocked, whole)
 
@@ -348,9 +351,7 @@ def test_compiled_banded_results_do_not_depend_on_the_threads(monkeypatch, causa
     results = []
     for n_threads in (1, 2):
         with threadpool_limits(n_threads):
-            out, lse, _ = banded_forward(q, k, v, **band)
-            grads = banded_backward(d_out, q, k, v, out, lse, **band)
-        results.append((out, lse, *grads))
+            results.append(forward_and_gradients(q, k, v, d_out, **band))
     for one, two in zip(*results, strict=True):
         assert_array_equal(one, two)
 
