@@ -1,12 +1,16 @@
-"""Where the compiled attention forward pass is faster than the numpy path.
+"""Where each compiled attention forward pass is faster than the numpy path.
 
 ``skattn.multi_head_attention`` on float32 tokens of width 64 to 128, one to
 eight heads (heads of 16 to 64 features), 2**21 to 2**23 scores per call,
-once on the compiled kernels and once on the numpy path (the projections,
-the same on both, included); best of 9 at one and two threads. ``ratio``
-below 1 means the compiled kernels are faster. ``compiled`` says what
-``skattn._kernels.compiled.pays_off``, the rule chosen from this table, runs:
-the compiled kernels from ``head_dim**2 / 4`` keys on.
+once on each compiled kernel, the short one (``_numba_short``) and the blocked
+one (``_numba_attention``), and once on the numpy path (the projections, the
+same on all, included); best of 9 at one and two threads, the three
+alternating. ``short`` and ``blocked`` are their times over the numpy path's
+(below 1: faster). ``runs`` says what
+``skattn._kernels.compiled.forward_kernel``, the rule chosen from this table,
+runs: the blocked kernel from ``head_dim**2 / 4`` keys on; below, the short
+one for heads of at most 16 features from ``2 * head_dim`` keys on; the
+numpy path elsewhere.
 
 Needs numba (the ``[fast]`` extra). Run from the repository root (about a
 minute)::
@@ -18,6 +22,7 @@ minute)::
 # SPDX-License-Identifier: BSD-3-Clause
 
 import functools
+import math
 
 import numpy as np
 from fold_threshold import best_seconds  # benchmarks/fold_threshold.py
@@ -28,33 +33,36 @@ from skattn._kernels import compiled
 
 # (width, heads, keys): heads of 16, 32 and 64 features
 CASES = [
-    (64, 4, 32), (64, 4, 64), (64, 4, 128), (64, 4, 256),
-    (64, 2, 64), (64, 2, 128), (64, 2, 256),
-    (64, 1, 32), (64, 1, 128), (64, 1, 256), (64, 1, 512), (64, 1, 1024),
-    (64, 1, 4096), (128, 2, 8192),
+    (64, 4, 8), (64, 4, 16), (64, 4, 32), (64, 4, 64), (64, 4, 128), (64, 4, 256),
+    (64, 4, 512), (64, 4, 1024), (64, 4, 2048),
+    (64, 2, 32), (64, 2, 64), (64, 2, 128), (64, 2, 256), (64, 2, 1024),
+    (64, 1, 32), (64, 1, 64), (64, 1, 128), (64, 1, 256), (64, 1, 512),
+    (64, 1, 1024), (64, 1, 2048), (64, 1, 4096), (128, 2, 8192),
 ]  # fmt: skip
 
 
-def time_both(x, weights, n_heads):
-    """Seconds of the compiled kernels and of the numpy path."""
+def time_variants(x, weights, n_heads):
+    """Seconds of the short kernel, the blocked kernel and the numpy path."""
     attention = functools.partial(multi_head_attention, n_heads=n_heads)
-    seconds = []
-    for disabled in (False, True):
-        compiled._DISABLED = disabled
-        compiled.MIN_KEYS_PER_SQUARED_DIM = 0  # compiled at every size
-        attention(x, *weights)  # warm-up: numba compiles on its first call
-        seconds.append(best_seconds(attention, x, *weights, repeats=9))
+    variants = [(False, "short"), (False, "blocked"), (True, None)]
+    seconds = [math.inf] * len(variants)
+    for _ in range(3):
+        for i, (disabled, kernel) in enumerate(variants):
+            compiled._DISABLED = disabled
+            compiled._FORWARD_KERNEL = kernel  # at every size
+            attention(x, *weights)  # warm-up: numba compiles on its first call
+            best = best_seconds(attention, x, *weights, repeats=3)
+            seconds[i] = min(seconds[i], best)
     return seconds
 
 
 def main():
     if compiled.kernels() is None:
         raise SystemExit("numba is not installed: pip install '.[fast]'")
-    rule = compiled.MIN_KEYS_PER_SQUARED_DIM
     rng = np.random.default_rng(0)
     print(
-        "| threads | head width | keys | sequences | compiled ms | numpy ms "
-        "| ratio | compiled |"
+        "| threads | head width | keys | sequences | numpy ms | short | blocked "
+        "| runs |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---|")
     for n_threads in (1, 2):
@@ -67,14 +75,15 @@ def main():
                     rng.standard_normal((width, width), dtype=np.float32) / 8
                     for _ in range(4)
                 ]
-                t_compiled, t_numpy = time_both(x, weights, n_heads)
+                t_short, t_blocked, t_numpy = time_variants(x, weights, n_heads)
                 head_dim = width // n_heads
-                compiled.MIN_KEYS_PER_SQUARED_DIM = rule
-                runs = compiled.pays_off(n_keys, head_dim)
+                compiled._FORWARD_KERNEL = None
+                runs = compiled.forward_kernel(n_keys, head_dim) or "numpy"
                 print(
                     f"| {n_threads} | {head_dim} | {n_keys} | {n} | "
-                    f"{t_compiled * 1e3:.2f} | {t_numpy * 1e3:.2f} | "
-                    f"{t_compiled / t_numpy:.2f} | {'yes' if runs else 'no'} |",
+                    f"{t_numpy * 1e3:.2f} | {t_short / t_numpy:.2f} | "
+                    f"{t_blocked / t_numpy:.2f} | "
+                    f"{runs} |",
                     flush=True,
                 )
     compiled._DISABLED = False

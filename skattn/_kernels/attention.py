@@ -494,9 +494,12 @@ def attention_forward(
     return out, lse, weights
 
 
-def compiled_lengths(q, k, v, mask, batch_shape, dropout, return_weights):
-    """Valid keys of each attention if the compiled kernels compute it, else None."""
-    if not compiled.applies(q, k, v, dropout, return_weights):
+def compiled_lengths(
+    q, k, v, mask, batch_shape, dropout, return_weights, backward=False
+):
+    """Valid keys of each attention if the compiled kernels compute its
+    forward (or, with ``backward``, its backward) pass, else None."""
+    if not compiled.applies(q, k, v, dropout, return_weights, backward):
         return None
     mask_batch = batch_shape if mask is None else mask.shape[:-2]
     if np.broadcast_shapes(batch_shape, mask_batch) != batch_shape:  # more axes

@@ -165,7 +165,9 @@ def attention_backward(
         neg_lse = -np.where(np.isinf(lse), 0, lse)[..., None]  # (..., Tq, 1)
         bound = recompute_error_bound(q, k, neg_lse, scale)
         renormalise = bound > RECOMPUTE_ERROR_MAX  # exp(scores - lse) unsafe
-        lengths = compiled_lengths(q, k, v, mask, batch_shape, dropout, False)
+        lengths = compiled_lengths(
+            q, k, v, mask, batch_shape, dropout, False, backward=True
+        )
         if lengths is not None and d_out.shape == out.shape and not renormalise.any():
             grads = compiled.backward(
                 d_out, q, k, v, lse, delta, lengths, causal, scale

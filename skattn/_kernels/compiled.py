@@ -35,6 +35,11 @@ backward pass recomputes the probabilities from the forward pass's
 log-sum-exp, key block by key block (Dao, "FlashAttention-2", 2023: the
 gradients of a key block accumulate over the query blocks).
 
+Short attentions with narrow heads (32 to 63 keys for heads of 16, below the
+blocked kernel's crossover, :func:`forward_kernel`) have a forward pass of
+their own (:mod:`skattn._kernels._numba_short`): one pass over all the scores
+of up to 256 queries, with no library call or allocation per attention.
+
 Every attention (a sequence's head) is computed by itself, in blocks that
 start at its first query and key, so that its result is the same whatever
 the batch, the threads or the tasks it is split into.
@@ -87,6 +92,19 @@ SUM_FLOOR = math.exp(-60.0)
 # The tests set it to 0 to run the compiled kernels at every size.
 MIN_KEYS_PER_SQUARED_DIM = 0.25
 
+# Below that, the short kernel (_numba_short: no library call, no allocation
+# per attention) is faster than the numpy path for heads of at most
+# SHORT_MAX_HEAD_DIM features, from SHORT_MIN_KEYS_PER_DIM * head_dim keys on
+# (32 for heads of 16): fewer keys pay its padding of the queries to 16, wider
+# heads products at the speed of numpy's batched ones (the same table, with
+# OpenBLAS's 256-bit and 512-bit kernels alike).
+SHORT_MAX_HEAD_DIM = 16
+SHORT_MIN_KEYS_PER_DIM = 2
+
+# Set by the tests: "short" or "blocked" runs that forward kernel at every
+# size; None leaves the choice to forward_kernel().
+_FORWARD_KERNEL = None
+
 # Set by the tests to run the numpy path with numba installed.
 _DISABLED = False
 
@@ -132,7 +150,12 @@ def kernels():
     except ImportError:
         return None
     try:
-        from . import _numba_attention, _numba_banded, _numba_layer_norm  # noqa: F401
+        from . import (  # noqa: F401
+            _numba_attention,
+            _numba_banded,
+            _numba_layer_norm,
+            _numba_short,
+        )
     except Exception as error:
         _turn_off(error)
         return None
@@ -263,8 +286,10 @@ def prefix_lengths(mask, batch_shape, n_keys):
     return np.ascontiguousarray(np.broadcast_to(lengths, batch_shape), np.int64)
 
 
-def applies(q, k, v, dropout, return_weights):
-    """Whether a forward (or backward) pass of these arrays runs compiled."""
+def applies(q, k, v, dropout, return_weights, backward=False):
+    """Whether a forward (or, with ``backward``, a backward) pass of these
+    arrays runs compiled: the forward pass where :func:`forward_kernel` names
+    a kernel, the backward pass where :func:`pays_off`."""
     if return_weights or dropout is not None or not enabled():
         return False
     if q.dtype not in (np.float32, np.float64) or not q.dtype == k.dtype == v.dtype:
@@ -272,7 +297,23 @@ def applies(q, k, v, dropout, return_weights):
     # no broadcast batch axes; one or two of them (sequences, heads)
     if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2] and 1 <= q.ndim - 2 <= 2):
         return False
-    return pays_off(k.shape[-2], q.shape[-1])
+    if backward:
+        return pays_off(k.shape[-2], q.shape[-1])
+    return forward_kernel(k.shape[-2], q.shape[-1]) is not None
+
+
+def forward_kernel(n_keys, head_dim):
+    """The compiled forward kernel faster than the numpy path for attentions of
+    ``n_keys`` keys and heads of ``head_dim`` features: ``"blocked"`` where
+    :func:`pays_off`, ``"short"`` below it for narrow heads (see
+    ``SHORT_MAX_HEAD_DIM``), else None (the numpy path)."""
+    if _FORWARD_KERNEL is not None:
+        return _FORWARD_KERNEL
+    if pays_off(n_keys, head_dim):
+        return "blocked"
+    if head_dim <= SHORT_MAX_HEAD_DIM and n_keys >= SHORT_MIN_KEYS_PER_DIM * head_dim:
+        return "short"
+    return None
 
 
 def pays_off(n_keys, head_dim):
@@ -339,13 +380,18 @@ def forward(q, k, v, lengths, causal, scale):
     n_attentions = q4.shape[0] * q4.shape[1]
     inputs = (q4, k4, v4, lengths2, causal, scale)
     tasks = _tasks(n_attentions, q.shape[-2], parallel_workers())
-    loops = products_in_loops()
     calls = [
         (*inputs, attentions.start, attentions.stop, rows.start, rows.stop, out4, lse3)
-        + (loops,)
         for attentions, rows in tasks
     ]
-    if _run(kernels().forward, calls, parallel=True) is None:
+    if forward_kernel(k.shape[-2], q.shape[-1]) == "blocked":
+        function = kernels().forward
+        calls = [call + (products_in_loops(),) for call in calls]
+    else:
+        from . import _numba_short
+
+        function = _numba_short.forward
+    if _run(function, calls, parallel=True) is None:
         return None
     return out, lse
 

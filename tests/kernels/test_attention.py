@@ -335,7 +335,7 @@ def traced_peak(function):
     return result, peak
 
 
-def test_memory_is_linear_in_sequence_length():
+def test_memory_is_linear_in_sequence_length(kernel_path):
     """One sequence of T and of 2T tokens (T = 4096), width 64, 4 heads: no
     T x T array, and memory growing linearly from T to 2T.
 
@@ -345,6 +345,9 @@ def test_memory_is_linear_in_sequence_length():
     activations of T tokens (tiles do not grow: they get fewer rows); a T x T
     array would add 12 T^2 bytes per head.
     """
+    if kernel_path == "short":
+        # its scores are 256 rows by all the keys: it runs below 64 keys
+        pytest.skip("the short kernel runs only on short sequences")
     from threadpoolctl import threadpool_limits
 
     rng = np.random.default_rng(0)
@@ -536,7 +539,7 @@ def test_mha_batch_chunks_do_not_change_results(
     kernel (to float32 rounding: BLAS may round products of other shapes
     differently), and bit for bit the same on one thread and on two (chunks
     side by side)."""
-    if kernel_path == "compiled" and (return_weights or mask_shape is not None):
+    if kernel_path != "numpy" and (return_weights or mask_shape is not None):
         # returned weights, and random masks (not key padding), take the
         # numpy path on both: the same computation as the numpy case
         pytest.skip("the same computation as another case of this test")

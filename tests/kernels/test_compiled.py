@@ -337,25 +337,69 @@ def test_compiled_path_runs_where_it_applies(monkeypatch):
 
 @needs_numba
 @pytest.mark.parametrize(
-    "n_keys, head_dim, runs_compiled",
-    [(63, 16, False), (64, 16, True), (255, 32, False), (256, 32, True)]
-    + [(1023, 64, False), (1024, 64, True)],
+    "n_keys, head_dim, kernel",
+    [(31, 16, None), (32, 16, "short"), (63, 16, "short"), (64, 16, "blocked")]
+    + [(15, 8, None), (16, 8, "blocked"), (24, 12, "short"), (36, 12, "blocked")]
+    + [(255, 32, None), (256, 32, "blocked"), (1023, 64, None), (1024, 64, "blocked")],
 )
-def test_compiled_path_runs_from_a_quarter_of_the_squared_head_dim_keys(
-    monkeypatch, n_keys, head_dim, runs_compiled
+def test_compiled_forward_kernel_runs_where_it_is_faster(
+    monkeypatch, n_keys, head_dim, kernel
 ):
-    """Below ``head_dim**2 / 4`` keys numpy's batched products are faster:
-    the numpy path runs, with the same results."""
+    """The blocked kernel from ``head_dim**2 / 4`` keys on; below, the short
+    kernel for heads of at most 16 features from ``2 * head_dim`` keys on,
+    and elsewhere the numpy path (numpy's batched products are faster): each
+    with the same results."""
+    from skattn._kernels import _numba_short
+
     monkeypatch.setattr(compiled, "_DISABLED", False)
     monkeypatch.setattr(compiled, "MIN_KEYS_PER_SQUARED_DIM", MIN_KEYS_PER_SQUARED_DIM)
+    monkeypatch.setattr(compiled, "_FORWARD_KERNEL", None)
     calls = spy_on_forward(monkeypatch)
+    ran = []
+    for name, module in [("short", _numba_short), ("blocked", compiled.kernels())]:
+        function = module.forward
+        monkeypatch.setattr(
+            module, "forward", lambda *a, f=function, n=name: ran.append(n) or f(*a)
+        )
     rng = np.random.default_rng(0)
     q = rng.standard_normal((2, 8, head_dim)).astype(np.float32)
     k, v = (rng.standard_normal((2, n_keys, head_dim)).astype(np.float32) for _ in "kv")
     out, _, _ = attention_forward(q, k, v)
-    assert calls == ([q.shape] if runs_compiled else [])
+    assert compiled.forward_kernel(n_keys, head_dim) == kernel
+    assert calls == ([] if kernel is None else [q.shape])
+    assert set(ran) == (set() if kernel is None else {kernel})
     monkeypatch.setattr(compiled, "_DISABLED", True)
     assert_allclose(out, attention_forward(q, k, v)[0], rtol=1e-5, atol=1e-6)
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("head_dim", [3, 16, 33])
+def test_short_forward_equals_the_numpy_path(monkeypatch, dtype, causal, head_dim):
+    """The short kernel: 301 queries (a block of 256 and a last one of 45,
+    padded to 48), 301, 150 and 0 valid keys, values of 1e-30 (their columns
+    scaled by powers of two) and a row whose bound underflows (computed again
+    shifted by its largest score) equal the numpy path to float rounding."""
+    (q, k, v), padding = padded_pair(301, head_dim, n_arrays=3)
+    q, k, v = (a.astype(dtype) for a in (q, k, v))
+    q, k, v = (np.concatenate([a, a[:1]]) for a in (q, k, v))
+    padding = np.concatenate([padding, np.zeros_like(padding[:1])])
+    v[0] *= 1e-30
+    # large and orthogonal: scores of 0 under a bound of |q| |k| / sqrt(d)
+    q[1, 0, 7], k[1, 0, :] = 300.0, np.eye(head_dim, dtype=dtype)[head_dim // 2] * 300
+    results = []
+    for disabled in (False, True):
+        monkeypatch.setattr(compiled, "_DISABLED", disabled)
+        monkeypatch.setattr(compiled, "_FORWARD_KERNEL", "short")
+        results.append(attention_forward(q, k, v, mask=padding, causal=causal)[:2])
+    (out, lse), (expected_out, expected_lse) = results
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    assert_allclose(out[0], expected_out[0], rtol=rtol * 10, atol=1e-30 * rtol)
+    assert_allclose(out[1:], expected_out[1:], rtol=rtol * 10, atol=rtol)
+    assert_allclose(lse, expected_lse, rtol=rtol)
+    assert_array_equal(out[2], 0.0)
+    assert np.isinf(lse[2]).all()
 
 
 @needs_numba

@@ -1,0 +1,157 @@
+"""The compiled attention forward pass for short attentions (imported only
+where numba is installed): fewer keys than the blocked kernel of
+:mod:`skattn._kernels._numba_attention` pays off for
+(:func:`skattn._kernels.compiled.pays_off`).
+
+At a few dozen keys the work of an attention is a few thousand products, and
+what costs is everything around them: a library call per product, arrays
+allocated per attention, numpy's passes over rows of a few dozen scores.
+Here the scratch space is allocated once per call, and each block of up to
+``SHORT_ROWS`` queries is one pass over its scores, in a layout where every
+loop runs over the queries (contiguous, which LLVM vectorises): the queries
+transposed, the scores and the weighted values with one column per query.
+Both products are :func:`skattn._kernels._numba_products.product_set`, which
+adds the terms of each sum in their order. As in the blocked kernel, the
+scores are shifted by an upper bound of their row (``|scale| |q| max |k|``,
+folded into the product as an extra column), a row whose sum underflows is
+computed again shifted by its largest score, and each column of values is
+multiplied by a power of two that keeps its products from underflowing.
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import math
+
+import numba
+import numpy as np
+
+from ._numba_attention import _exact_row, _zero_causal, exp_inplace
+from ._numba_products import JIT, product_set
+from .compiled import SUM_FLOOR
+
+# Queries of one block: its scores are SHORT_ROWS times the number of keys
+# (below 64 where compiled.forward_kernel chooses this kernel: 64 KiB of
+# float32 scores at most).
+SHORT_ROWS = 256
+
+
+@numba.njit(**JIT)
+def _keys_and_values(k, v, n_keys, scale, keys, values, exponent):
+    """Fill ``keys`` (Tk, Dk + 1) with ``[scale * k, 1]`` and ``values``
+    (Tk, Dv + 1) with ``[v * 2**exponent, 1]`` (``exponent`` of each column,
+    written: the power of two that brings its largest magnitude to at least
+    1/2); return the largest norm of the scaled keys."""
+    n_dims, n_values = k.shape[1], v.shape[1]
+    largest = 0.0
+    for j in range(n_keys):
+        norm = 0.0
+        for d in range(n_dims):
+            x = k[j, d]
+            norm += x * x
+            keys[j, d] = x * scale
+        keys[j, n_dims] = 1.0
+        largest = max(largest, norm)
+    k_max = math.sqrt(largest) * abs(scale)
+    for e in range(n_values):
+        column = 0.0
+        for j in range(n_keys):
+            column = max(column, abs(v[j, e]))
+        exponent[e] = max(-math.frexp(column)[1], 0)
+    for j in range(n_keys):
+        for e in range(n_values):
+            x = v[j, e]
+            values[j, e] = math.ldexp(x, exponent[e]) if exponent[e] else x
+        values[j, n_values] = 1.0
+    return k_max
+
+
+@numba.njit(**JIT)
+def _rows(q, keys, values, n_keys, causal, k_max, i0, n_rows, exponent, out, lse,
+          s, bits, q_t, acc_t, shift, lo, hi):  # fmt: skip
+    """Queries ``i0:i0 + n_rows`` of one attention against its ``keys`` and
+    ``values`` (from :func:`_keys_and_values`); writes their rows of ``out``
+    and ``lse``. The rest: scratch space."""
+    n_dims, n_values = q.shape[1], values.shape[1] - 1
+    r_pad = (n_rows + 15) // 16 * 16
+    # the queries transposed, beside minus the bound of each row's scores;
+    # the rows past the block are zero
+    qt = q_t[: (n_dims + 1) * r_pad].reshape(n_dims + 1, r_pad)
+    for r in range(n_rows):
+        norm = 0.0
+        for c in range(n_dims):
+            x = q[i0 + r, c]
+            norm += x * x
+            qt[c, r] = x
+        shift[r] = math.sqrt(norm) * k_max
+        qt[n_dims, r] = -shift[r]
+    qt[:, n_rows:] = 0.0
+    stop = min(n_keys, i0 + n_rows) if causal else n_keys
+    for j in range(stop):  # with a causal mask, the queries before a key are 0
+        lo[j] = max(0, j - i0) // 16 * 16 if causal else 0
+        hi[j] = r_pad
+    scores = s[: stop * r_pad].reshape(stop, r_pad)  # (keys, queries)
+    product_set(keys[:stop], qt, scores, lo, hi)
+    exp_inplace(s[: stop * r_pad], bits)
+    if causal:
+        _zero_causal(scores, 0, i0)
+    # the weighted values and, in the last row, the row sums: (Dv + 1, queries)
+    acc = acc_t[: (n_values + 1) * r_pad].reshape(n_values + 1, r_pad)
+    lo_v, hi_v = lo[stop : stop + n_values + 1], hi[stop : stop + n_values + 1]
+    lo_v[:] = 0
+    hi_v[:] = r_pad
+    product_set(values[:stop].T, scores, acc, lo_v, hi_v)
+    row = np.empty(n_values + 1, q.dtype)
+    for r in range(n_rows):
+        i = i0 + r
+        total = acc[n_values, r]
+        if not (total >= SUM_FLOOR and total < np.inf):
+            # the bound was too loose: the row shifted by its largest score
+            q_row = np.empty(n_dims, q.dtype)
+            for c in range(n_dims):
+                q_row[c] = qt[c, r]
+            end = min(n_keys, i + 1) if causal else n_keys
+            shift[r] = _exact_row(q_row, keys, values, end, row)
+            for e in range(n_values + 1):
+                acc[e, r] = row[e]
+            total = acc[n_values, r]
+        for e in range(n_values):  # the values were times 2**exponent
+            value = acc[e, r] / total
+            out[i, e] = math.ldexp(value, -exponent[e]) if exponent[e] else value
+        lse[i] = math.log(total) + shift[r]
+
+
+@numba.njit(**JIT)
+def forward(q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, out,
+            lse):  # fmt: skip
+    """Attentions ``start:stop`` (flat indices) of q, k, v (N, H, T, D), their
+    queries ``row_start:row_stop``: as
+    :func:`skattn._kernels._numba_attention.forward` computes them."""
+    n_heads, dtype = q.shape[1], q.dtype
+    n_keys_max, n_dims, n_values = k.shape[2], q.shape[3], v.shape[3]
+    rows = min(SHORT_ROWS, (row_stop - row_start + 15) // 16 * 16)
+    keys = np.empty((n_keys_max, n_dims + 1), dtype)
+    values = np.empty((n_keys_max, n_values + 1), dtype)
+    exponent = np.zeros(n_values, np.int32)
+    s = np.empty(max(n_keys_max * rows, 1), dtype)
+    bits = np.empty_like(s)
+    q_t = np.empty((n_dims + 1) * rows, dtype)
+    acc_t = np.empty((n_values + 1) * rows, dtype)
+    shift = np.empty(rows, dtype)
+    lo = np.zeros(n_keys_max + n_values + 1, np.int64)
+    hi = np.zeros(n_keys_max + n_values + 1, np.int64)
+    for a in range(start, stop):
+        n, h = a // n_heads, a % n_heads
+        n_keys = lengths[n, h]
+        if n_keys == 0:
+            out[n, h, row_start:row_stop] = 0.0
+            lse[n, h, row_start:row_stop] = np.inf
+            continue
+        qa = q[n, h]
+        k_max = _keys_and_values(
+            k[n, h], v[n, h], n_keys, scale, keys, values, exponent
+        )
+        for i0 in range(row_start, row_stop, SHORT_ROWS):
+            n_rows = min(SHORT_ROWS, row_stop - i0)
+            _rows(qa, keys, values, n_keys, causal, k_max, i0, n_rows, exponent,
+                  out[n, h], lse[n, h], s, bits, q_t, acc_t, shift, lo, hi)  # fmt: skip
