@@ -101,12 +101,12 @@ def _rows(q, keys, values, n_keys, causal, k_max, i0, n_rows, exponent, out, lse
     lo_v[:] = 0
     hi_v[:] = r_pad
     product_set(values[:stop].T, scores, acc, lo_v, hi_v)
-    row = np.empty(n_values + 1, q.dtype)
     for r in range(n_rows):
         i = i0 + r
         total = acc[n_values, r]
         if not (total >= SUM_FLOOR and total < np.inf):
             # the bound was too loose: the row shifted by its largest score
+            row = np.empty(n_values + 1, q.dtype)
             q_row = np.empty(n_dims, q.dtype)
             for c in range(n_dims):
                 q_row[c] = qt[c, r]
