@@ -18,9 +18,9 @@ multiplied by the values while it stays in the L1 cache, the two products by
 the BLAS that scipy ships (``np.dot`` in numba), the exponential a vectorised
 polynomial; and a whole batch of attentions is one call that releases the
 GIL, so that threads scale and short sequences pay no Python dispatch. Where
-that BLAS runs narrower vectors than the CPU has (OpenBLAS's 256-bit kernels
-on a CPU with AVX-512 that it does not know), the products are compiled loops
-instead, vectorised for the CPU (:func:`products_in_loops`): the forward
+that BLAS is an OpenBLAS kernel without AVX-512 (its 256-bit Haswell kernels,
+on a CPU with or without AVX-512, or narrower ones), the products are compiled
+loops instead, vectorised for the CPU (:func:`products_in_loops`): the forward
 pass's in blocks of 256 queries by 32 keys, the backward pass's (but the
 gradient of the queries, by BLAS) in blocks of 512 keys by 64 queries.
 
@@ -109,11 +109,12 @@ _FORWARD_KERNEL = None
 _DISABLED = False
 
 # OpenBLAS's kernels of at most 256-bit vectors (its core names, as
-# threadpoolctl reports them, lower-cased). On a CPU it does not know, OpenBLAS
-# runs one of them: on a CPU with AVX-512 its products then run at about half
-# the speed of its AVX-512 kernels (SkylakeX), and the compiled loops, which
-# LLVM vectorises for the CPU, are faster (benchmarks/compiled_crossover.py,
-# user guide, "Compiled kernels"). Where both are 256-bit, BLAS is kept.
+# threadpoolctl reports them, lower-cased). At the blocks' sizes the compiled
+# loops, which LLVM vectorises for the CPU, are faster than these kernels'
+# calls (0.64 to 0.98 of their time with vectors of the same width:
+# benchmarks/products_choice.py, user guide, "The BLAS kernels, and the
+# compiled loops"), and slower than its AVX-512 ones (SkylakeX). On a CPU with
+# AVX-512 that OpenBLAS does not know, it runs one of these.
 NARROW_OPENBLAS_KERNELS = frozenset(
     {
         "haswell", "zen", "sandybridge", "nehalem", "core2", "penryn", "dunnington",
@@ -164,9 +165,9 @@ def kernels():
 
 def narrow_blas_kernels(cpu_flags, blas_libraries):
     """The OpenBLAS kernels among ``blas_libraries`` narrower than the CPU's
-    vectors: their names where ``cpu_flags`` (the CPU's feature names, as
-    LLVM or /proc/cpuinfo name them) has ``"avx512f"`` and the kernel is one
-    of ``NARROW_OPENBLAS_KERNELS``.
+    vectors: :func:`openblas_kernels_without_avx512` where ``cpu_flags`` (the
+    CPU's feature names, as LLVM or /proc/cpuinfo name them) has
+    ``"avx512f"``.
 
     Parameters
     ----------
@@ -181,6 +182,22 @@ def narrow_blas_kernels(cpu_flags, blas_libraries):
     """
     if "avx512f" not in cpu_flags:
         return []
+    return openblas_kernels_without_avx512(blas_libraries)
+
+
+def openblas_kernels_without_avx512(blas_libraries):
+    """The OpenBLAS kernels among ``blas_libraries`` of at most 256-bit vectors
+    (``NARROW_OPENBLAS_KERNELS``): their names, sorted.
+
+    Parameters
+    ----------
+    blas_libraries : list of dict
+        Entries of threadpoolctl's ``threadpool_info()``.
+
+    Returns
+    -------
+    list of str
+    """
     return sorted(
         {
             str(info.get("architecture"))
@@ -194,9 +211,9 @@ def narrow_blas_kernels(cpu_flags, blas_libraries):
 def products_in_loops():
     """Whether the compiled attention's forward and backward passes multiply in
     their own loops rather than by BLAS: where the BLAS that numba's
-    ``np.dot`` calls (scipy's) runs narrower kernels than the host CPU's
-    vectors (:func:`narrow_blas_kernels`). A property of the machine and its
-    libraries, read once a process."""
+    ``np.dot`` calls (scipy's) is an OpenBLAS kernel without AVX-512
+    (:func:`openblas_kernels_without_avx512`) and numba compiles for the host
+    CPU. A property of the machine and its libraries, read once a process."""
     if _PRODUCTS_IN_LOOPS is not None:
         return _PRODUCTS_IN_LOOPS
     return _machine_prefers_loops()
@@ -206,15 +223,13 @@ def products_in_loops():
 def _machine_prefers_loops():
     import numba
     import scipy.linalg.cython_blas  # noqa: F401  (loads the BLAS numba calls)
-    from llvmlite import binding
     from threadpoolctl import threadpool_info
 
     if numba.config.CPU_NAME not in (None, "host"):
         return False  # compiled for another CPU (NUMBA_CPU_NAME): its vectors unknown
-    flags = {name for name, on in binding.get_host_cpu_features().items() if on}
     libraries = threadpool_info()
     own = [info for info in libraries if "scipy" in info.get("filepath", "")]
-    return bool(narrow_blas_kernels(flags, own or libraries))
+    return bool(openblas_kernels_without_avx512(own or libraries))
 
 
 def _turn_off(error):

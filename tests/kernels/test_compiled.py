@@ -182,6 +182,34 @@ def test_blas_is_narrow_where_openblas_runs_256_bit_kernels_on_avx512(
 
 
 @needs_numba
+@pytest.mark.parametrize(
+    "libraries, kernels",
+    [
+        ([openblas("Haswell")], ["Haswell"]),
+        ([openblas("Zen"), openblas("SkylakeX")], ["Zen"]),
+        ([openblas("Sandybridge")], ["Sandybridge"]),
+        ([openblas("SkylakeX")], []),
+        ([openblas("Cooperlake")], []),
+        ([{"internal_api": "mkl", "architecture": None}], []),
+    ],
+)
+def test_loops_are_chosen_where_openblas_runs_a_kernel_without_avx512(
+    libraries, kernels
+):
+    """Whatever the CPU: the compiled loops beat OpenBLAS's kernels of at most
+    256-bit vectors at the blocks' sizes, and lose to its AVX-512 ones."""
+    assert compiled.openblas_kernels_without_avx512(libraries) == kernels
+
+
+@needs_numba
+def test_products_stay_on_blas_where_numba_compiles_for_another_cpu(monkeypatch):
+    """With ``NUMBA_CPU_NAME`` set, the loops' vectors are unknown: BLAS."""
+    import numba
+
+    monkeypatch.setattr(numba.config, "CPU_NAME", "generic")
+    assert compiled._machine_prefers_loops.__wrapped__() is False
+
+
 def test_products_in_loops_follows_the_tests_setting_then_the_machine(monkeypatch):
     machine = compiled._machine_prefers_loops()
     assert isinstance(machine, bool)
