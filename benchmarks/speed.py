@@ -50,8 +50,10 @@ that did not raise a peak that could not be reset.
 
 ``--train`` times one epoch of ``AttentionTransformer(n_heads=4, max_iter=1,
 batch_size=b, positional_encoding=None, residual=False, layer_norm=None,
-ff_dim=0, scale_tokens=False, pooling="mean", random_state=0).fit(X, y)``
-(Adam, linear head, softmax cross-entropy, binary y) against the same model
+ff_dim=0, token_statistics=None, scale_tokens=False, pooling="mean",
+random_state=0).fit(X, y)`` (Adam, linear head, softmax cross-entropy, binary
+y; no token statistics, so no refit of the head after the epoch, which the
+default fit adds for these tokens of 64 features) against the same model
 trained with torch autograd:
 ``nn.MultiheadAttention(bias=False)``, mean over tokens, ``nn.Linear``,
 ``nn.CrossEntropyLoss``, ``torch.optim.Adam`` with the same learning rate, batch
@@ -291,6 +293,7 @@ def skattn_fit(x, y, n_heads, batch_size):
         residual=False,
         layer_norm=None,
         ff_dim=0,
+        token_statistics=None,
         scale_tokens=False,
         pooling="mean",
         random_state=0,
