@@ -36,6 +36,7 @@ KINDS = {
 # hyphen). Their roles were fixed by this rule before any method ran on them.
 ADDED = {
     "series": {"plaid": ["plaid"], "coffee": ["coffee"], "pigcvp": ["pigcvp"]},
+    "tables": {"diabetes": ["diabetes"]},  # scikit-learn's, of targets
     "text": {
         "books": ["books"],  # book-excerpts.tab
         "friends": ["friends"],  # friends-transcripts.tab

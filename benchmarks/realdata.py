@@ -72,7 +72,12 @@ from _machine import machine_lines  # benchmarks/_machine.py
 from _split import datasets_of  # benchmarks/_split.py
 from accuracy import FlattenTokens, MeanTokens  # benchmarks/accuracy.py
 from sklearn.base import BaseEstimator, TransformerMixin, clone
-from sklearn.datasets import load_breast_cancer, load_digits, load_wine
+from sklearn.datasets import (
+    load_breast_cancer,
+    load_diabetes,
+    load_digits,
+    load_wine,
+)
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import (
     LogisticRegression,
@@ -390,11 +395,12 @@ def load_text(name, cache):
     return Dataset(name, "text", "classification", X_train, X_test, y[train], y[~train])
 
 
-def split_table(name, kind, X, y):
+def split_table(name, kind, X, y, task="classification"):
+    stratify = y if task == "classification" else None
     X_train, X_test, y_train, y_test = train_test_split(
-        X, y, test_size=TEST_SIZE, stratify=y, random_state=SPLIT_SEED
+        X, y, test_size=TEST_SIZE, stratify=stratify, random_state=SPLIT_SEED
     )
-    return Dataset(name, kind, "classification", X_train, X_test, y_train, y_test)
+    return Dataset(name, kind, task, X_train, X_test, y_train, y_test)
 
 
 def load_digits_rows(name, cache):
@@ -410,9 +416,14 @@ def load_wine_table(name, cache):
     return split_table(name, "table", *load_wine(return_X_y=True))
 
 
+def load_diabetes_table(name, cache):
+    return split_table(name, "table", *load_diabetes(return_X_y=True), "regression")
+
+
 DATASETS = {  # cheapest first: a run stopped half-way still has its rows
     "breast-cancer": load_breast_cancer_table,
     "wine": load_wine_table,
+    "diabetes": load_diabetes_table,
     "digits": load_digits_rows,
     **{name: load_timeseries for name in TIMESERIES},
     **{f"{corpus}-{v}": load_text for corpus in TEXTS for v in ("ctx", "static")},
@@ -577,8 +588,11 @@ def torch_encoder(data, params, threads):
 
 
 def attention(data, params, threads):
+    # a regression's targets may be integers (diabetes), which "auto" would
+    # take for classes (scikit-learn's type_of_target): said, as a user would
+    task = {"objective": "regression"} if data.task == "regression" else {}
     transformer = AttentionTransformer(
-        **{"random_state": 0, **series_format(data), **params}
+        **{"random_state": 0, **task, **series_format(data), **params}
     )
     return make_pipeline(*table_scaler(data), transformer, linear(data.task))
 
