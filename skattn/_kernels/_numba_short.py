@@ -1,7 +1,7 @@
 """The compiled attention forward pass for short attentions (imported only
 where numba is installed): fewer keys than the blocked kernel of
-:mod:`skattn._kernels._numba_attention` pays off for
-(:func:`skattn._kernels.compiled.pays_off`).
+:mod:`skattn._kernels._numba_attention` pays off for, with narrow heads
+(where :func:`skattn._kernels.compiled.forward_kernel` chooses it).
 
 At a few dozen keys the work of an attention is a few thousand products, and
 what costs is everything around them: a library call per product, arrays

@@ -181,7 +181,6 @@ def test_blas_is_narrow_where_openblas_runs_256_bit_kernels_on_avx512(
     assert compiled.narrow_blas_kernels(flags, libraries) == narrow
 
 
-@needs_numba
 @pytest.mark.parametrize(
     "libraries, kernels",
     [
@@ -210,6 +209,7 @@ def test_products_stay_on_blas_where_numba_compiles_for_another_cpu(monkeypatch)
     assert compiled._machine_prefers_loops.__wrapped__() is False
 
 
+@needs_numba
 def test_products_in_loops_follows_the_tests_setting_then_the_machine(monkeypatch):
     machine = compiled._machine_prefers_loops()
     assert isinstance(machine, bool)
@@ -414,7 +414,9 @@ def test_short_forward_equals_the_numpy_path(monkeypatch, dtype, causal, head_di
     q, k, v = (np.concatenate([a, a[:1]]) for a in (q, k, v))
     padding = np.concatenate([padding, np.zeros_like(padding[:1])])
     v[0] *= 1e-30
-    # large and orthogonal: scores of 0 under a bound of |q| |k| / sqrt(d)
+    # keys of 300 in one feature: the rows' scores are far below their bound
+    # |q| max |k| / sqrt(d) (query 7, of 300 in every feature, by a factor of
+    # sqrt(d)), so their sums underflow and they are computed again
     q[1, 0, 7], k[1, 0, :] = 300.0, np.eye(head_dim, dtype=dtype)[head_dim // 2] * 300
     results = []
     for disabled in (False, True):
