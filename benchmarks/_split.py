@@ -36,7 +36,12 @@ KINDS = {
 # hyphen). Their roles were fixed by this rule before any method ran on them.
 ADDED = {
     "series": {"plaid": ["plaid"], "coffee": ["coffee"], "pigcvp": ["pigcvp"]},
-    "tables": {"diabetes": ["diabetes"]},  # scikit-learn's, of targets
+    "tables": {  # of targets: scikit-learn's, then statsmodels'
+        "diabetes": ["diabetes"],
+        "star98": ["star98"],
+        "fair": ["fair"],
+        "randhie": ["randhie"],
+    },
     "text": {
         "books": ["books"],  # book-excerpts.tab
         "friends": ["friends"],  # friends-transcripts.tab

@@ -420,10 +420,31 @@ def load_diabetes_table(name, cache):
     return split_table(name, "table", *load_diabetes(return_X_y=True), "regression")
 
 
+# statsmodels' tables of targets: every set of statsmodels.datasets (0.15.0)
+# with an endog and an exog of numeric columns, at least 200 rows and 3
+# columns, and a target of more than 20 values (regression, not classes).
+STATSMODELS_TABLES = ("star98", "fair", "randhie")
+
+
+def load_statsmodels_table(name, cache):
+    """A table of statsmodels.datasets: its exog, and its endog as the
+    target (star98's endog is binomial, successes and failures: their
+    share)."""
+    import importlib
+
+    data = importlib.import_module(f"statsmodels.datasets.{name}").load_pandas()
+    X = data.exog.to_numpy(dtype=float)
+    y = np.asarray(data.endog, dtype=float)
+    if y.ndim == 2:
+        y = y[:, 0] / y.sum(axis=1)
+    return split_table(name, "table", X, y, "regression")
+
+
 DATASETS = {  # cheapest first: a run stopped half-way still has its rows
     "breast-cancer": load_breast_cancer_table,
     "wine": load_wine_table,
     "diabetes": load_diabetes_table,
+    **{name: load_statsmodels_table for name in STATSMODELS_TABLES},
     "digits": load_digits_rows,
     **{name: load_timeseries for name in TIMESERIES},
     **{f"{corpus}-{v}": load_text for corpus in TEXTS for v in ("ctx", "static")},
