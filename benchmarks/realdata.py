@@ -78,6 +78,7 @@ from sklearn.datasets import (
     load_digits,
     load_wine,
 )
+from sklearn.ensemble import StackingClassifier, StackingRegressor
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import (
     LogisticRegression,
@@ -627,6 +628,22 @@ def attention_predictor(data, params, threads):
     )
 
 
+def attention_stacked(data, params, threads):
+    """The attention predictor beside flat + LR, stacked by scikit-learn
+    (``StackingRegressor`` or ``StackingClassifier``: a linear model of their
+    5-fold out-of-fold predictions, then both refitted on all the samples):
+    a pipeline a user can build to keep the linear model's score where
+    attention adds nothing, at six fits of each."""
+    members = [
+        ("attention", attention_predictor(data, params, threads)),
+        ("linear", flat_lr(data, params, threads)),
+    ]
+    if data.task == "regression":
+        return StackingRegressor(members, final_estimator=RidgeCV(alphas=RIDGE_ALPHAS))
+    final = LogisticRegression(max_iter=1000)
+    return StackingClassifier(members, final_estimator=final)
+
+
 def seeded_union(data, params, threads):
     """Eight untrained AttentionTransformers side by side; ``random_state=s``
     (``params``, from ``--seeds``) seeds them ``8 * s`` to ``8 * s + 7``."""
@@ -679,6 +696,7 @@ METHODS = {
     "torch-encoder": Method(torch_encoder),
     "attention": Method(attention, takes_params=True, seeded=True),
     "attention-predictor": Method(attention_predictor, takes_params=True, seeded=True),
+    "attention-stacked": Method(attention_stacked, takes_params=True, seeded=True),
     "seeded-union": Method(seeded_union, seeded=True),
     "random-features": Method(random_features, takes_params=True, seeded=True),
     "random-features-wide-alphas": Method(
