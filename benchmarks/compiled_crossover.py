@@ -1,15 +1,15 @@
 """Where each compiled attention forward pass is faster than the numpy path.
 
 ``skattn.multi_head_attention`` on float32 tokens of width 64 to 128, one to
-eight heads (heads of 16 to 64 features), 2**21 to 2**23 scores per call,
+eight heads (heads of 8 to 64 features), 2**21 to 2**23 scores per call,
 once on each compiled kernel, the short one (``_numba_short``) and the blocked
 one (``_numba_attention``), and once on the numpy path (the projections, the
 same on all, included); best of 9 at one and two threads, the three
 alternating. ``short`` and ``blocked`` are their times over the numpy path's
 (below 1: faster). ``runs`` says what
 ``skattn._kernels.compiled.forward_kernel``, the rule chosen from this table,
-runs: the blocked kernel from ``head_dim**2 / 4`` keys on; below, the short
-one for heads of at most 16 features from ``2 * head_dim`` keys on; the
+runs: for heads of at most 16 features the short kernel from ``2 * head_dim``
+to 127 keys; else the blocked kernel from ``head_dim**2 / 4`` keys on; the
 numpy path elsewhere.
 
 Needs numba (the ``[fast]`` extra). Run from the repository root (about a
@@ -33,6 +33,7 @@ from skattn._kernels import compiled
 
 # (width, heads, keys): heads of 16, 32 and 64 features
 CASES = [
+    (64, 8, 16), (64, 8, 32), (64, 8, 64), (64, 8, 128), (64, 8, 256),
     (64, 4, 8), (64, 4, 16), (64, 4, 32), (64, 4, 64), (64, 4, 128), (64, 4, 256),
     (64, 4, 512), (64, 4, 1024), (64, 4, 2048),
     (64, 2, 32), (64, 2, 64), (64, 2, 128), (64, 2, 256), (64, 2, 1024),

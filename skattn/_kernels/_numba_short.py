@@ -1,7 +1,7 @@
 """The compiled attention forward pass for short attentions (imported only
-where numba is installed): fewer keys than the blocked kernel of
-:mod:`skattn._kernels._numba_attention` pays off for, with narrow heads
-(where :func:`skattn._kernels.compiled.forward_kernel` chooses it).
+where numba is installed): fewer than 128 keys, with narrow heads (where
+:func:`skattn._kernels.compiled.forward_kernel` chooses it rather than the
+blocked kernel of :mod:`skattn._kernels._numba_attention` or numpy).
 
 At a few dozen keys the work of an attention is a few thousand products, and
 what costs is everything around them: a library call per product, arrays
@@ -31,8 +31,8 @@ from ._numba_products import JIT, product_set
 from .compiled import SUM_FLOOR
 
 # Queries of one block: its scores are SHORT_ROWS times the number of keys
-# (below 64 where compiled.forward_kernel chooses this kernel: 64 KiB of
-# float32 scores at most).
+# (below compiled.SHORT_MAX_KEYS, 128, where compiled.forward_kernel chooses
+# this kernel: 127 KiB of float32 scores at most).
 SHORT_ROWS = 256
 
 

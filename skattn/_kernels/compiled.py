@@ -35,10 +35,10 @@ backward pass recomputes the probabilities from the forward pass's
 log-sum-exp, key block by key block (Dao, "FlashAttention-2", 2023: the
 gradients of a key block accumulate over the query blocks).
 
-Short attentions with narrow heads (32 to 63 keys for heads of 16, below the
-blocked kernel's crossover, :func:`forward_kernel`) have a forward pass of
-their own (:mod:`skattn._kernels._numba_short`): one pass over all the scores
-of up to 256 queries, with no library call or allocation per attention.
+Short attentions with narrow heads (32 to 127 keys for heads of 16, 16 to 127
+for heads of 8: :func:`forward_kernel`) have a forward pass of their own
+(:mod:`skattn._kernels._numba_short`): one pass over all the scores of up to
+256 queries, with no library call or allocation per attention.
 
 Every attention (a sequence's head) is computed by itself, in blocks that
 start at its first query and key, so that its result is the same whatever
@@ -92,14 +92,16 @@ SUM_FLOOR = math.exp(-60.0)
 # The tests set it to 0 to run the compiled kernels at every size.
 MIN_KEYS_PER_SQUARED_DIM = 0.25
 
-# Below that, the short kernel (_numba_short: no library call, no allocation
-# per attention) is faster than the numpy path for heads of at most
-# SHORT_MAX_HEAD_DIM features, from SHORT_MIN_KEYS_PER_DIM * head_dim keys on
-# (32 for heads of 16): fewer keys pay its padding of the queries to 16, wider
-# heads products at the speed of numpy's batched ones (the same table, with
-# OpenBLAS's 256-bit and 512-bit kernels alike).
+# For heads of at most SHORT_MAX_HEAD_DIM features the short kernel
+# (_numba_short: no library call, no allocation per attention) is faster than
+# the numpy path from SHORT_MIN_KEYS_PER_DIM * head_dim keys on (fewer keys pay
+# its padding of the queries to 16), and than the blocked kernel below
+# SHORT_MAX_KEYS keys; with wider heads its products run at the speed of
+# numpy's batched ones (the same table, with OpenBLAS's 256-bit and 512-bit
+# kernels alike).
 SHORT_MAX_HEAD_DIM = 16
 SHORT_MIN_KEYS_PER_DIM = 2
+SHORT_MAX_KEYS = 128
 
 # Set by the tests: "short" or "blocked" runs that forward kernel at every
 # size; None leaves the choice to forward_kernel().
@@ -319,15 +321,17 @@ def applies(q, k, v, dropout, return_weights, backward=False):
 
 def forward_kernel(n_keys, head_dim):
     """The compiled forward kernel faster than the numpy path for attentions of
-    ``n_keys`` keys and heads of ``head_dim`` features: ``"blocked"`` where
-    :func:`pays_off`, ``"short"`` below it for narrow heads (see
-    ``SHORT_MAX_HEAD_DIM``), else None (the numpy path)."""
+    ``n_keys`` keys and heads of ``head_dim`` features: ``"short"`` for narrow
+    heads from ``2 * head_dim`` to ``SHORT_MAX_KEYS`` keys (see
+    ``SHORT_MAX_HEAD_DIM``), else ``"blocked"`` where :func:`pays_off`, else
+    None (the numpy path)."""
     if _FORWARD_KERNEL is not None:
         return _FORWARD_KERNEL
+    narrow = head_dim <= SHORT_MAX_HEAD_DIM
+    if narrow and SHORT_MIN_KEYS_PER_DIM * head_dim <= n_keys < SHORT_MAX_KEYS:
+        return "short"
     if pays_off(n_keys, head_dim):
         return "blocked"
-    if head_dim <= SHORT_MAX_HEAD_DIM and n_keys >= SHORT_MIN_KEYS_PER_DIM * head_dim:
-        return "short"
     return None
 
 

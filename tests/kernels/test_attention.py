@@ -346,7 +346,7 @@ def test_memory_is_linear_in_sequence_length(kernel_path):
     array would add 12 T^2 bytes per head.
     """
     if kernel_path == "short":
-        # its scores are 256 rows by all the keys: it runs below 64 keys
+        # its scores are 256 rows by all the keys: it runs below 128 keys
         pytest.skip("the short kernel runs only on short sequences")
     from threadpoolctl import threadpool_limits
 

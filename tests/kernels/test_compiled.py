@@ -366,17 +366,17 @@ def test_compiled_path_runs_where_it_applies(monkeypatch):
 @needs_numba
 @pytest.mark.parametrize(
     "n_keys, head_dim, kernel",
-    [(31, 16, None), (32, 16, "short"), (63, 16, "short"), (64, 16, "blocked")]
-    + [(15, 8, None), (16, 8, "blocked"), (24, 12, "short"), (36, 12, "blocked")]
+    [(31, 16, None), (32, 16, "short"), (127, 16, "short"), (128, 16, "blocked")]
+    + [(15, 8, None), (16, 8, "short"), (24, 12, "short"), (128, 12, "blocked")]
     + [(255, 32, None), (256, 32, "blocked"), (1023, 64, None), (1024, 64, "blocked")],
 )
 def test_compiled_forward_kernel_runs_where_it_is_faster(
     monkeypatch, n_keys, head_dim, kernel
 ):
-    """The blocked kernel from ``head_dim**2 / 4`` keys on; below, the short
-    kernel for heads of at most 16 features from ``2 * head_dim`` keys on,
-    and elsewhere the numpy path (numpy's batched products are faster): each
-    with the same results."""
+    """For heads of at most 16 features the short kernel from ``2 * head_dim``
+    to 127 keys; else the blocked kernel from ``head_dim**2 / 4`` keys on, and
+    below it the numpy path (numpy's batched products are faster): each with
+    the same results."""
     from skattn._kernels import _numba_short
 
     monkeypatch.setattr(compiled, "_DISABLED", False)
