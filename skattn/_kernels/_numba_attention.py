@@ -122,42 +122,60 @@ def exponential(x):
 
 
 @numba.njit(**JIT)
-def _augmented(x, rows, column, scale):
-    """``[x[:rows] * scale, column]``, contiguous; the squared norms of the
-    rows of ``x[:rows]`` (before the scale) as well."""
+def augmented_into(x, rows, column, scale, out, norms):
+    """Write ``[x[:rows] * scale, column]`` into ``out[:rows]`` and the
+    squared norms of the rows of ``x[:rows]`` (before the scale) into
+    ``norms[:rows]``."""
     n_dims = x.shape[1]
-    out = np.empty((rows, n_dims + 1), x.dtype)
-    norms = np.zeros(rows, x.dtype)
     for i in range(rows):
+        norms[i] = 0.0
         for d in range(n_dims):
             value = x[i, d]
             norms[i] += value * value
             out[i, d] = value * scale
         out[i, n_dims] = column[i]
+
+
+@numba.njit(**JIT)
+def _augmented(x, rows, column, scale):
+    """``[x[:rows] * scale, column]``, contiguous, and the squared norms of
+    its rows (:func:`augmented_into`)."""
+    out = np.empty((rows, x.shape[1] + 1), x.dtype)
+    norms = np.empty(rows, x.dtype)
+    augmented_into(x, rows, column, scale, out, norms)
     return out, norms
 
 
 @numba.njit(**JIT)
-def _augmented_values(v, n_keys):
-    """``[v[:n_keys] * 2**exponent, 1]``, contiguous, and ``exponent`` (of
-    each column): the power of two that brings the column's largest
-    magnitude to at least 1/2, so that its products with exponentials far
-    below 1 do not underflow (see
-    :func:`skattn._kernels.folded.value_column_exponents`)."""
+def augmented_values_into(v, n_keys, out, exponent, largest):
+    """Write ``[v[:n_keys] * 2**exponent, 1]`` into ``out[:n_keys]`` and
+    ``exponent`` (of each column): the power of two that brings the
+    column's largest magnitude to at least 1/2, so that its products with
+    exponentials far below 1 do not underflow (see
+    :func:`skattn._kernels.folded.value_column_exponents`). ``largest``:
+    scratch of one number a column."""
     n_values = v.shape[1]
-    largest = np.zeros(n_values, v.dtype)
+    largest[:] = 0.0
     for j in range(n_keys):
         for e in range(n_values):
             largest[e] = max(largest[e], abs(v[j, e]))
-    exponent = np.zeros(n_values, np.int32)
     for e in range(n_values):
         exponent[e] = max(-math.frexp(largest[e])[1], 0)
-    out = np.empty((n_keys, n_values + 1), v.dtype)
     for j in range(n_keys):
         for e in range(n_values):
             value = v[j, e]
             out[j, e] = math.ldexp(value, exponent[e]) if exponent[e] else value
         out[j, n_values] = 1.0
+
+
+@numba.njit(**JIT)
+def _augmented_values(v, n_keys):
+    """``[v[:n_keys] * 2**exponent, 1]``, contiguous, and ``exponent``
+    (:func:`augmented_values_into`)."""
+    n_values = v.shape[1]
+    out = np.empty((n_keys, n_values + 1), v.dtype)
+    exponent = np.zeros(n_values, np.int32)
+    augmented_values_into(v, n_keys, out, exponent, np.empty(n_values, v.dtype))
     return out, exponent
 
 

@@ -26,7 +26,13 @@ import math
 import numba
 import numpy as np
 
-from ._numba_attention import _exact_row, _zero_causal, exp_inplace
+from ._numba_attention import (
+    _exact_row,
+    _zero_causal,
+    augmented_into,
+    augmented_values_into,
+    exp_inplace,
+)
 from ._numba_products import JIT, product_set
 from .compiled import SUM_FLOOR
 
@@ -37,41 +43,11 @@ SHORT_ROWS = 256
 
 
 @numba.njit(**JIT)
-def _keys_and_values(k, v, n_keys, scale, keys, values, exponent):
-    """Fill ``keys`` (Tk, Dk + 1) with ``[scale * k, 1]`` and ``values``
-    (Tk, Dv + 1) with ``[v * 2**exponent, 1]`` (``exponent`` of each column,
-    written: the power of two that brings its largest magnitude to at least
-    1/2); return the largest norm of the scaled keys."""
-    n_dims, n_values = k.shape[1], v.shape[1]
-    largest = 0.0
-    for j in range(n_keys):
-        norm = 0.0
-        for d in range(n_dims):
-            x = k[j, d]
-            norm += x * x
-            keys[j, d] = x * scale
-        keys[j, n_dims] = 1.0
-        largest = max(largest, norm)
-    k_max = math.sqrt(largest) * abs(scale)
-    for e in range(n_values):
-        column = 0.0
-        for j in range(n_keys):
-            column = max(column, abs(v[j, e]))
-        exponent[e] = max(-math.frexp(column)[1], 0)
-    for j in range(n_keys):
-        for e in range(n_values):
-            x = v[j, e]
-            values[j, e] = math.ldexp(x, exponent[e]) if exponent[e] else x
-        values[j, n_values] = 1.0
-    return k_max
-
-
-@numba.njit(**JIT)
 def _rows(q, keys, values, n_keys, causal, k_max, i0, n_rows, exponent, out, lse,
           s, bits, q_t, acc_t, shift, lo, hi):  # fmt: skip
-    """Queries ``i0:i0 + n_rows`` of one attention against its ``keys`` and
-    ``values`` (from :func:`_keys_and_values`); writes their rows of ``out``
-    and ``lse``. The rest: scratch space."""
+    """Queries ``i0:i0 + n_rows`` of one attention against its ``keys``
+    (``[scale * k, 1]``) and ``values`` (``[v * 2**exponent, 1]``); writes
+    their rows of ``out`` and ``lse``. The rest: scratch space."""
     n_dims, n_values = q.shape[1], values.shape[1] - 1
     r_pad = (n_rows + 15) // 16 * 16
     # the queries transposed, beside minus the bound of each row's scores;
@@ -133,6 +109,9 @@ def forward(q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, o
     keys = np.empty((n_keys_max, n_dims + 1), dtype)
     values = np.empty((n_keys_max, n_values + 1), dtype)
     exponent = np.zeros(n_values, np.int32)
+    largest = np.empty(n_values, dtype)
+    ones = np.ones(n_keys_max, dtype)
+    norms = np.empty(n_keys_max, dtype)
     s = np.empty(max(n_keys_max * rows, 1), dtype)
     bits = np.empty_like(s)
     q_t = np.empty((n_dims + 1) * rows, dtype)
@@ -148,9 +127,9 @@ def forward(q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, o
             lse[n, h, row_start:row_stop] = np.inf
             continue
         qa = q[n, h]
-        k_max = _keys_and_values(
-            k[n, h], v[n, h], n_keys, scale, keys, values, exponent
-        )
+        augmented_into(k[n, h], n_keys, ones, scale, keys, norms)
+        k_max = math.sqrt(norms[:n_keys].max()) * abs(scale)
+        augmented_values_into(v[n, h], n_keys, values, exponent, largest)
         for i0 in range(row_start, row_stop, SHORT_ROWS):
             n_rows = min(SHORT_ROWS, row_stop - i0)
             _rows(qa, keys, values, n_keys, causal, k_max, i0, n_rows, exponent,

@@ -320,11 +320,24 @@ def applies(q, k, v, dropout, return_weights, backward=False):
 
 
 def forward_kernel(n_keys, head_dim):
-    """The compiled forward kernel faster than the numpy path for attentions of
-    ``n_keys`` keys and heads of ``head_dim`` features: ``"short"`` for narrow
-    heads from ``2 * head_dim`` to ``SHORT_MAX_KEYS`` keys (see
-    ``SHORT_MAX_HEAD_DIM``), else ``"blocked"`` where :func:`pays_off`, else
-    None (the numpy path)."""
+    """The compiled forward kernel faster than the numpy path.
+
+    Parameters
+    ----------
+    n_keys : int
+        Keys of each attention.
+    head_dim : int
+        Features of a head's queries and keys.
+
+    Returns
+    -------
+    {"short", "blocked"} or None
+        ``"short"`` (:mod:`._numba_short`) for heads of at most
+        ``SHORT_MAX_HEAD_DIM`` features from ``SHORT_MIN_KEYS_PER_DIM *
+        head_dim`` keys to below ``SHORT_MAX_KEYS``, else ``"blocked"``
+        (:mod:`._numba_attention`) where :func:`pays_off`, else None (the
+        numpy path).
+    """
     if _FORWARD_KERNEL is not None:
         return _FORWARD_KERNEL
     narrow = head_dim <= SHORT_MAX_HEAD_DIM
