@@ -34,10 +34,10 @@ target.
 # SPDX-License-Identifier: BSD-3-Clause
 
 import argparse
-import time
 
 import numpy as np
 from _machine import machine_lines  # benchmarks/_machine.py
+from fold_threshold import best_seconds  # benchmarks/fold_threshold.py
 from threadpoolctl import threadpool_limits
 
 from skattn._kernels import compiled
@@ -46,15 +46,6 @@ from skattn._kernels.attention_backward import attention_backward
 
 # (head width, keys, sequences), 4 heads each
 CASES = [(16, 1024, 4), (32, 1024, 4), (64, 1024, 4), (16, 4096, 1), (64, 4096, 1)]
-
-
-def best_seconds(function, arguments, repeats):
-    best = np.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function(*arguments)
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def main():
@@ -105,7 +96,7 @@ def main():
                     for loops in (False, True):
                         compiled._PRODUCTS_IN_LOOPS = loops
                         function(*arguments)  # numba compiles on its first call
-                        best = best_seconds(function, arguments, args.repeats)
+                        best = best_seconds(function, *arguments, repeats=args.repeats)
                         seconds[loops] = min(seconds[loops], best)
                 blas, loops = seconds[False] * 1e3, seconds[True] * 1e3
                 print(
