@@ -68,6 +68,23 @@ def numba_target():
     return f"numba {numba.__version__}, LLVM target {binding.get_host_cpu_name()}"
 
 
+def products_choice():
+    """How the compiled attention multiplies on this machine (its products in
+    compiled loops or by BLAS), for the header of a table."""
+    from skattn._kernels import compiled
+
+    def name(loops):
+        return "compiled loops" if loops else "BLAS"
+
+    narrow = compiled.BACKWARD_LOOPS_MAX_HEAD_DIM
+    forward = name(compiled.products_in_loops())
+    wide = name(compiled.products_in_loops(backward=True, head_dim=narrow + 1))
+    return (
+        f"attention products: forward {forward}; backward {wide} (compiled loops "
+        f"for heads of at most {narrow} features; the queries' gradient by BLAS)"
+    )
+
+
 def machine_lines():
     """Date, machine (the CPU and its vector instructions), library versions,
     thread libraries (the BLAS kernel they run), thread settings, and a note

@@ -36,7 +36,7 @@ import time
 from collections import defaultdict
 
 import numpy as np
-from _machine import machine_lines  # benchmarks/_machine.py
+from _machine import machine_lines, products_choice  # benchmarks/_machine.py
 from threadpoolctl import threadpool_limits
 
 import skattn._kernels.multi_head as multi_head
@@ -132,8 +132,7 @@ def main(argv=None):
         parser.error(f"unknown shapes {unknown}: choose among {sorted(SHAPES)}")
     print("\n".join(machine_lines()))
     if compiled.enabled():
-        products = "compiled loops" if compiled.products_in_loops() else "BLAS"
-        print(f"# compiled kernels: on; attention products: {products}")
+        print(f"# compiled kernels: on; {products_choice()}")
     else:
         print("# compiled kernels: off")
     peak = sgemm_peak(args.repeats)

@@ -4,7 +4,8 @@ The blocked kernel (``skattn/_kernels/_numba_attention.py``) multiplies its
 blocks either by the BLAS that scipy ships (``np.dot`` in numba) or in its
 own loops, which LLVM vectorises for the CPU numba compiles for;
 ``skattn._kernels.compiled.products_in_loops`` chooses the loops where
-scipy's OpenBLAS runs a kernel without AVX-512, BLAS elsewhere. This script
+scipy's OpenBLAS runs a kernel without AVX-512 and for the backward pass of
+heads of at most 16 features, BLAS elsewhere. This script
 times both choices of the forward and of the backward pass, alternating in
 one process (float32, heads of 16 to 64 features, queries = keys, one
 thread, best of ``--repeats``), so that the rule can be checked on any
@@ -36,7 +37,7 @@ target.
 import argparse
 
 import numpy as np
-from _machine import machine_lines  # benchmarks/_machine.py
+from _machine import machine_lines, products_choice  # benchmarks/_machine.py
 from fold_threshold import best_seconds  # benchmarks/fold_threshold.py
 from threadpoolctl import threadpool_limits
 
@@ -70,8 +71,7 @@ def main():
         raise SystemExit("numba is not installed: pip install '.[fast]'")
     for line in machine_lines():
         print(line)
-    choice = "loops" if compiled.products_in_loops() else "BLAS"
-    print(f"# the rule's choice here: {choice}")
+    print(f"# the rule's choice here: {products_choice()}")
     print(
         "\n| head width | keys | sequences | pass | BLAS ms | loops ms | loops / BLAS |"
         "\n|---:|---:|---:|---|---:|---:|---:|"

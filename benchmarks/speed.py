@@ -96,7 +96,11 @@ import warnings
 from functools import cache
 
 import numpy as np
-from _machine import machine_lines, numba_target  # benchmarks/_machine.py
+from _machine import (
+    machine_lines,
+    numba_target,
+    products_choice,
+)  # benchmarks/_machine.py
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
@@ -565,11 +569,7 @@ def main(argv=None):
     torch_impls = ["torch-fast", "torch-nofast"] if with_torch else []
     print("\n".join(machine_lines()))
     if compiled.enabled():
-        products = "compiled loops" if compiled.products_in_loops() else "BLAS"
-        print(
-            f"# compiled kernels: {numba_target()}; attention products: {products}"
-            + (" (the queries' gradient by BLAS)" if products != "BLAS" else "")
-        )
+        print(f"# compiled kernels: {numba_target()}; {products_choice()}")
     else:
         print(f"# compiled kernels: off ({numba_target()})")
     if args.memory and args.train:

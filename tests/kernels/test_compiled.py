@@ -220,6 +220,22 @@ def test_products_in_loops_follows_the_tests_setting_then_the_machine(monkeypatc
     assert compiled.products_in_loops() is machine
 
 
+@pytest.mark.parametrize("machine", [True, False])
+def test_backward_of_narrow_heads_multiplies_in_loops_with_every_blas(
+    monkeypatch, machine
+):
+    monkeypatch.setattr(compiled, "_machine_prefers_loops", lambda: machine)
+    narrow, wide = (
+        compiled.BACKWARD_LOOPS_MAX_HEAD_DIM,
+        compiled.BACKWARD_LOOPS_MAX_HEAD_DIM + 1,
+    )
+    assert compiled.products_in_loops(backward=True, head_dim=narrow) is True
+    assert compiled.products_in_loops(backward=True, head_dim=wide) is machine
+    assert compiled.products_in_loops(head_dim=narrow) is machine  # the forward pass
+    monkeypatch.setattr(compiled, "_PRODUCTS_IN_LOOPS", False)  # the tests' setting
+    assert compiled.products_in_loops(backward=True, head_dim=narrow) is False
+
+
 @needs_numba
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_read_only_install_without_a_numba_cache_fits_compiled(tmp_path, monkeypatch):
