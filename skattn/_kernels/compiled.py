@@ -132,7 +132,9 @@ NARROW_OPENBLAS_KERNELS = frozenset(
 # kernels too, its loops took 0.67 to 0.86 of BLAS's time on an Intel Xeon
 # with AVX-512 and 0.97 to 1.00 with those kernels on an AMD Zen 5; with wider
 # heads they were as fast or slower (0.92 to 1.23: benchmarks/products_choice.py,
-# user guide, "The BLAS kernels, and the compiled loops").
+# user guide, "The BLAS kernels, and the compiled loops"). Measured against
+# OpenBLAS, the BLAS of scipy's wheels; another BLAS (MKL in conda's scipy)
+# is unmeasured, and its narrow heads' backward pass takes the loops too.
 BACKWARD_LOOPS_MAX_HEAD_DIM = 16
 
 # Set by the tests: True or False forces the forward and backward passes'
