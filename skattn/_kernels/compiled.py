@@ -230,8 +230,20 @@ def products_in_loops(backward=False, head_dim=None):
     an OpenBLAS kernel without AVX-512 (:func:`openblas_kernels_without_avx512`)
     and numba compiles for the host CPU, a property of the machine and its
     libraries read once a process; the backward pass also for heads of at
-    most ``BACKWARD_LOOPS_MAX_HEAD_DIM`` features (``head_dim``), with any
-    BLAS.
+    most ``BACKWARD_LOOPS_MAX_HEAD_DIM`` features, with any BLAS.
+
+    Parameters
+    ----------
+    backward : bool, default=False
+        The choice of the backward pass (else the forward pass's).
+    head_dim : int or None, default=None
+        Features of a head's queries and keys (None: the machine's choice).
+
+    Returns
+    -------
+    bool
+        True for the compiled loops; the tests' ``_PRODUCTS_IN_LOOPS`` where
+        set.
     """
     if _PRODUCTS_IN_LOOPS is not None:
         return _PRODUCTS_IN_LOOPS

@@ -236,6 +236,27 @@ def test_backward_of_narrow_heads_multiplies_in_loops_with_every_blas(
     assert compiled.products_in_loops(backward=True, head_dim=narrow) is False
 
 
+@pytest.mark.parametrize("head_dim, loops", [(16, True), (32, False)])
+def test_backward_pass_hands_the_kernel_its_heads_choice(monkeypatch, head_dim, loops):
+    """compiled.backward passes products_in_loops(backward=True, head_dim) to
+    the kernel (a recording stand-in), on a machine whose BLAS it keeps."""
+    seen = []
+
+    class Kernels:
+        @staticmethod
+        def backward(*arguments):
+            seen.append(arguments[-1])
+
+    monkeypatch.setattr(compiled, "kernels", Kernels)
+    monkeypatch.setattr(compiled, "_machine_prefers_loops", lambda: False)
+    rng = np.random.default_rng(0)
+    q, k, v, d_out = (rng.standard_normal((1, 2, 8, head_dim)) for _ in range(4))
+    lse, delta = np.zeros((1, 2, 8)), np.zeros((1, 2, 8))
+    lengths = np.full((1, 2), 8, np.int64)
+    compiled.backward(d_out, q, k, v, lse, delta, lengths, False, 0.25)
+    assert seen and all(choice is loops for choice in seen)
+
+
 @needs_numba
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_read_only_install_without_a_numba_cache_fits_compiled(tmp_path, monkeypatch):
