@@ -31,7 +31,7 @@ from threadpoolctl import threadpool_limits
 from skattn import multi_head_attention
 from skattn._kernels import compiled
 
-# (width, heads, keys): heads of 16, 32 and 64 features
+# (width, heads, keys): heads of 8, 16, 32 and 64 features
 CASES = [
     (64, 8, 16), (64, 8, 32), (64, 8, 64), (64, 8, 128), (64, 8, 256),
     (64, 4, 8), (64, 4, 16), (64, 4, 32), (64, 4, 64), (64, 4, 128), (64, 4, 256),
