@@ -307,6 +307,23 @@ def _compiled_for(function, arguments):
     return tuple(numba.typeof(a) for a in arguments) in function.overloads
 
 
+def _read_only(*arrays):
+    """Read-only views of a kernel's input arrays.
+
+    numba compiles a kernel once per set of argument types, and an array's
+    type includes whether it is writeable: a caller's read-only array (a
+    memory map, a broadcast length, a fitted attribute) would compile the
+    kernel again. Passed read-only, every input has one type whatever its
+    origin (and numba refuses a kernel that would write into one).
+    """
+    views = []
+    for array in arrays:
+        view = array.view()
+        view.flags.writeable = False
+        views.append(view)
+    return views
+
+
 def prefix_lengths(mask, batch_shape, n_keys):
     """The number of valid keys of each attention, when ``mask`` is key padding.
 
@@ -438,7 +455,8 @@ def forward(q, k, v, lengths, causal, scale):
     lse = np.empty(q.shape[:-1], dtype=dtype)
     q4, k4, v4, out4 = (_as_4d(a) for a in (q, k, v, out))
     lse3 = lse if lse.ndim == 3 else lse[:, None]
-    lengths2 = lengths.reshape(q4.shape[:2])
+    lengths2 = np.ascontiguousarray(lengths, np.int64).reshape(q4.shape[:2])
+    q4, k4, v4, lengths2 = _read_only(q4, k4, v4, lengths2)
     scale = dtype.type(scale)
     n_attentions = q4.shape[0] * q4.shape[1]
     inputs = (q4, k4, v4, lengths2, causal, scale)
@@ -487,7 +505,10 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale):
     grads = [np.empty(a.shape, dtype=dtype) for a in (q, k, v)]
     d_out4, q4, k4, v4, d_q4, d_k4, d_v4 = (_as_4d(a) for a in (d_out, q, k, v, *grads))
     lse3, delta3 = (a if a.ndim == 3 else a[:, None] for a in (lse, delta))
-    lengths2 = lengths.reshape(q4.shape[:2])
+    lengths2 = np.ascontiguousarray(lengths, np.int64).reshape(q4.shape[:2])
+    d_out4, q4, k4, v4, lse3, delta3, lengths2 = _read_only(
+        d_out4, q4, k4, v4, lse3, delta3, lengths2
+    )
     scale = dtype.type(scale)
     n_attentions = q4.shape[0] * q4.shape[1]
     # the gradients of a key accumulate over all queries: whole attentions
@@ -532,11 +553,15 @@ def banded_lengths(q, k, v, mask, dropout, return_weights, global_index):
 
 
 def _banded_inputs(arrays, global_index, n_batch):
-    """The arrays C-contiguous, and the global index as int64 (-1: none)."""
+    """The arrays C-contiguous, and the global index as int64 (-1: none),
+    read-only (:func:`_read_only`)."""
     arrays = [np.ascontiguousarray(a) for a in arrays]
     if global_index is None:
-        return arrays, np.full(n_batch, -1, dtype=np.int64)
-    return arrays, np.ascontiguousarray(global_index, dtype=np.int64)
+        glob = np.full(n_batch, -1, dtype=np.int64)
+    else:
+        glob = np.ascontiguousarray(global_index, dtype=np.int64)
+    *arrays, glob = _read_only(*arrays, glob)
+    return arrays, glob
 
 
 def banded_forward(q, k, v, lengths, global_index, offsets, causal, scale):
@@ -565,7 +590,9 @@ def banded_forward(q, k, v, lengths, global_index, offsets, causal, scale):
     from . import _numba_banded
 
     dtype = q.dtype
-    (q, k, v), glob = _banded_inputs((q, k, v), global_index, len(q))
+    (q, k, v, lengths, offsets), glob = _banded_inputs(
+        (q, k, v, lengths, offsets), global_index, len(q)
+    )
     n_batch, n_queries = q.shape[:2]
     out = np.empty((n_batch, n_queries, v.shape[-1]), dtype=dtype)
     lse = np.empty((n_batch, n_queries), dtype=dtype)
@@ -603,8 +630,8 @@ def banded_backward(
     from . import _numba_banded
 
     dtype = q.dtype
-    (d_out, q, k, v, out, lse), glob = _banded_inputs(
-        (d_out, q, k, v, out, lse), global_index, len(q)
+    (d_out, q, k, v, out, lse, lengths, offsets), glob = _banded_inputs(
+        (d_out, q, k, v, out, lse, lengths, offsets), global_index, len(q)
     )
     n_batch, n_queries = q.shape[:2]
     n_keys, n_columns = k.shape[1], len(offsets) + 1
@@ -661,9 +688,9 @@ def threshold_statistics(tokens, lengths, thresholds, longest_stretch):
     ndarray of shape (N, K, E), in the dtype of ``tokens``: whole numbers,
     the same as the numpy path's.
     """
-    return kernels().threshold_statistics(
-        tokens, np.asarray(lengths, np.int64), thresholds, longest_stretch
-    )
+    lengths = np.ascontiguousarray(lengths, np.int64)
+    inputs = _read_only(tokens, lengths, thresholds)
+    return kernels().threshold_statistics(*inputs, longest_stretch)
 
 
 def layer_norm_applies(*arrays):
@@ -697,7 +724,7 @@ def layer_norm_forward(x, weight, bias, eps):
     rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
     out, x_hat = np.empty_like(rows), np.empty_like(rows)
     inv_std = np.empty((rows.shape[0], 1), dtype=x.dtype)
-    call = (rows, weight, bias, eps, out, x_hat, inv_std)
+    call = (*_read_only(rows, weight, bias), eps, out, x_hat, inv_std)
     finite = _run(_numba_layer_norm.forward, [call])
     if not (finite and finite[0]):
         return None
@@ -718,10 +745,12 @@ def layer_norm_backward(d_out, weight, x_hat, inv_std):
     d_x = np.empty_like(rows)
     d_weight, d_bias = np.empty(width, d_out.dtype), np.empty(width, d_out.dtype)
     _numba_layer_norm.backward(
-        rows,
-        weight,
-        np.ascontiguousarray(x_hat).reshape(-1, width),
-        np.ascontiguousarray(inv_std).reshape(-1, 1),
+        *_read_only(
+            rows,
+            weight,
+            np.ascontiguousarray(x_hat).reshape(-1, width),
+            np.ascontiguousarray(inv_std).reshape(-1, 1),
+        ),
         d_x,
         d_weight,
         d_bias,

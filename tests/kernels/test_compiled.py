@@ -379,6 +379,43 @@ def spy_on_forward(monkeypatch):
 
 
 @needs_numba
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_read_only_inputs_reuse_the_kernels_compiled_for_writeable_ones(dtype):
+    """The kernels read their inputs through read-only views, so that a
+    caller's read-only arrays (a memory map, a broadcast length) run the
+    signature already compiled instead of compiling another, with the same
+    results; the caller's arrays keep their flags."""
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 2, 40, 8)).astype(dtype) for _ in range(3))
+    lengths = np.array([[40, 31], [17, 40]], np.int64)
+    rows = rng.standard_normal((6, 8)).astype(dtype)
+    weight, bias = np.ones(8, dtype), np.zeros(8, dtype)
+    from skattn._kernels import _numba_layer_norm, _numba_short
+
+    dispatchers = (compiled.kernels().forward, _numba_short.forward)
+    dispatchers += (_numba_layer_norm.forward,)
+    first = (
+        compiled.forward(q, k, v, lengths, False, 0.3),
+        compiled.layer_norm_forward(rows, weight, bias, 1e-5),
+    )
+    counts = [sum(len(d.signatures) for d in dispatchers)]
+    frozen = [a.copy() for a in (q, k, v, lengths, rows, weight, bias)]
+    for array in frozen:
+        array.flags.writeable = False
+    fq, fk, fv, flengths, frows, fweight, fbias = frozen
+    again = (
+        compiled.forward(fq, fk, fv, flengths, False, 0.3),
+        compiled.layer_norm_forward(frows, fweight, fbias, 1e-5),
+    )
+    counts.append(sum(len(d.signatures) for d in dispatchers))
+    assert counts[1] == counts[0]
+    for before, after in zip(first, again, strict=True):
+        for x, y in zip(before, after, strict=True):
+            assert_array_equal(x, y)
+    assert q.flags.writeable and not fq.flags.writeable
+
+
+@needs_numba
 def test_compiled_path_runs_where_it_applies(monkeypatch):
     """Key padding and causal masks run compiled; weights, dropout and masks
     per query take the numpy path."""
