@@ -308,19 +308,13 @@ def _compiled_for(function, arguments):
 
 
 def _read_only(*arrays):
-    """Read-only views of a kernel's input arrays.
-
-    numba compiles a kernel once per set of argument types, and an array's
-    type includes whether it is writeable: a caller's read-only array (a
-    memory map, a broadcast length, a fitted attribute) would compile the
-    kernel again. Passed read-only, every input has one type whatever its
-    origin (and numba refuses a kernel that would write into one).
-    """
-    views = []
-    for array in arrays:
-        view = array.view()
+    """Read-only views of a kernel's input arrays: numba compiles a kernel
+    once per set of argument types, which say whether an array is writeable,
+    so a caller's read-only array (a memory map, a broadcast length) would
+    compile it again (and numba refuses a kernel that writes into one)."""
+    views = [array.view() for array in arrays]
+    for view in views:
         view.flags.writeable = False
-        views.append(view)
     return views
 
 
@@ -744,15 +738,7 @@ def layer_norm_backward(d_out, weight, x_hat, inv_std):
     rows = np.ascontiguousarray(d_out).reshape(-1, width)
     d_x = np.empty_like(rows)
     d_weight, d_bias = np.empty(width, d_out.dtype), np.empty(width, d_out.dtype)
-    _numba_layer_norm.backward(
-        *_read_only(
-            rows,
-            weight,
-            np.ascontiguousarray(x_hat).reshape(-1, width),
-            np.ascontiguousarray(inv_std).reshape(-1, 1),
-        ),
-        d_x,
-        d_weight,
-        d_bias,
-    )
+    x_hat, inv_std = (np.ascontiguousarray(a) for a in (x_hat, inv_std))
+    inputs = _read_only(rows, weight, x_hat.reshape(-1, width), inv_std.reshape(-1, 1))
+    _numba_layer_norm.backward(*inputs, d_x, d_weight, d_bias)
     return d_x.reshape(d_out.shape), d_weight, d_bias
