@@ -181,6 +181,43 @@ def test_head_with_token_statistics_is_a_logistic_regression_of_transform():
     )
 
 
+@pytest.mark.parametrize("make", [AttentionClassifier, AttentionRegressor])
+def test_head_of_a_table_reads_its_row_beside_the_pooled_vector(make):
+    """With token_statistics=["flatten"] (the regressor's "auto" for a table)
+    the refitted head reads the standardised row beside the pooled vector, so
+    that on a target linear in the columns a short fit scores as the linear
+    model does, where the pooled vector alone does not."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((80, 6))
+    w = rng.standard_normal(6)
+    y = X @ w + 0.01 * rng.standard_normal(80)
+    if make is AttentionClassifier:
+        y = (y > 0).astype(int)
+    kwargs = dict(max_iter=5, random_state=0)
+    flatten = {} if make is AttentionRegressor else {"token_statistics": ["flatten"]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = make(**flatten, **kwargs).fit(X[:60], y[:60])
+        pooled_only = make(token_statistics=None, **kwargs).fit(X[:60], y[:60])
+    assert est.token_statistics_ == ("flatten",)
+    assert est.head_coef_.shape[0] == est.d_model_ + 6
+    scores = est.score(X[60:], y[60:]), pooled_only.score(X[60:], y[60:])
+    assert scores[0] >= 0.95 > scores[1] + 0.1
+
+
+def test_flatten_statistic_needs_a_table_without_patches():
+    X = np.random.default_rng(0).standard_normal((6, 8, 2))
+    with pytest.raises(ValueError, match="needs a table read without patches"):
+        AttentionTransformer(token_statistics=["flatten"]).fit(X)
+    with pytest.raises(ValueError, match="got patches of a table"):
+        AttentionTransformer(token_statistics=["flatten"], patch_size=2).fit(
+            X.reshape(6, -1)
+        )
+    # "auto" on patches of a table: no statistics
+    est = AttentionTransformer(patch_size=2, n_heads=2).fit(X.reshape(6, -1))
+    assert est.token_statistics_ == ()
+
+
 def test_head_of_two_classes_is_the_log_odds_of_the_second():
     from sklearn.linear_model import LogisticRegression
 

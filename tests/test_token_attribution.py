@@ -140,6 +140,40 @@ def test_input_gradient_matches_central_differences_through_every_unit():
     assert not gradient[1, 4:].any()  # padding
 
 
+def test_input_gradient_of_a_tables_row_beside_a_statistic_matches_differences():
+    """A table's model whose head reads the mean of the standardised tokens
+    and the row itself ("flatten", n_positions * n_features columns after the
+    mean's): the gradient to the tokens by central differences, each block of
+    the head's columns sent back to its statistic."""
+    config = ModelConfig(
+        n_features=2,
+        d_model=4,
+        n_heads=2,
+        pooling="mean",
+        token_scale_shape=(5, 2),
+        n_positions=5,
+        n_outputs=2,
+        token_statistics=("mean", "flatten"),
+    )
+    model = build_model(config)
+    assert model.head.n_features == 4 + 2 + 5 * 2
+    rng = np.random.RandomState(2)
+    params = model.init_params(rng, np.float64)
+    params["token_mean"] = rng.standard_normal((5, 2))
+    params["token_scale"] = rng.uniform(0.5, 2.0, (5, 2))
+    params["head_coef"] = rng.standard_normal(params["head_coef"].shape)
+    x = rng.standard_normal((3, 5, 2))
+    lengths = np.array([5, 5, 5])
+    d_out = rng.standard_normal((3, 2))
+
+    def weighted_outputs(tokens):
+        _, pooled, _ = model.forward(params, tokens, lengths)
+        return float(np.sum(d_out * model.head_forward(params, pooled)))
+
+    _, gradient = input_gradient(model, params, x, lengths, d_out)
+    assert_allclose(gradient, central_differences(weighted_outputs, x), atol=1e-8)
+
+
 def test_attributions_of_token_ids_are_those_of_their_embedding_vectors():
     """TokenIds -> AttentionClassifier: one score per word, labelled by the
     word; the gradient is that of the rows of the embedding table read."""

@@ -131,9 +131,14 @@ def assert_same_outputs(actual, expected, **tolerance):
 @pytest.mark.parametrize("method", ["transform", "transform_sequences"])
 def test_features_per_token_reads_consecutive_columns_as_one_token(method):
     X = make_table(n=6, n_features=12)
-    # scale_tokens=False: a table is standardised per column, sequences per feature
+    # scale_tokens=False: a table is standardised per column, sequences per
+    # feature; token_statistics=None: a table's transform adds its row
     est = AttentionTransformer(
-        n_heads=2, features_per_token=3, scale_tokens=False, random_state=0
+        n_heads=2,
+        features_per_token=3,
+        scale_tokens=False,
+        token_statistics=None,
+        random_state=0,
     )
     from_table = getattr(clone(est).fit(X), method)(X)
     X_seq = X.reshape(6, 4, 3)
@@ -149,6 +154,26 @@ def test_table_default_reads_each_column_as_a_scalar_token():
     X_seq = X[:, :, None]
     expected = clone(est).fit(X_seq).transform(X_seq)
     assert_allclose(est.transform(X), expected, rtol=1e-14, atol=1e-14)
+
+
+def test_table_trained_for_targets_puts_its_row_after_the_pooled_vector():
+    """token_statistics="auto" of a table trained for targets is
+    ["flatten"]: transform puts the standardised row after the pooled
+    vector; for classes and seeded weights, none."""
+    X = make_table(n=6, n_features=5)
+    y = X[:, 0] + X[:, 1]
+    kwargs = dict(n_heads=2, scale_tokens=False, max_iter=2, random_state=0)
+    est = AttentionTransformer(**kwargs).fit(X, y)
+    assert est.token_statistics_ == ("flatten",)
+    X_new = est.transform(X)
+    assert X_new.shape == (6, est.d_model_ + 5)
+    assert_array_equal(X_new[:, est.d_model_ :], X)
+    names = est.get_feature_names_out()[est.d_model_ :]
+    expected = [f"attentiontransformer_tokens_flatten_{i}_0" for i in range(5)]
+    assert_array_equal(names, expected)
+    classes = AttentionTransformer(**kwargs).fit(X, (y > 0).astype(int))
+    assert classes.token_statistics_ == ()
+    assert AttentionTransformer(**kwargs).fit(X).token_statistics_ == ()
 
 
 def test_dataframe_input_sets_feature_names_and_matches_array():

@@ -400,15 +400,13 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
         if not isinstance(self.init, str):
             init = check_init(self.init, self.n_layers)
         n_outputs = 0
-        if objective is not None:
-            n_outputs = (
-                len(self.classes_)
-                if objective == "classification"
-                else train.y.shape[1]
-            )
-        kind = input_format(self)["kind"]
+        if objective == "classification":
+            n_outputs = len(self.classes_)
+        elif objective == "regression":
+            n_outputs = train.y.shape[1]
+        kind, params = input_format(self)["kind"], self.get_params()
         config = resolve_config(
-            self.get_params(), kind, sequences, lengths, user_weight, init, n_outputs
+            params, kind, sequences, lengths, user_weight, init, n_outputs, objective
         )
         self.max_tokens_ = int(lengths.max())
         model = build_model(config)

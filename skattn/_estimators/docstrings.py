@@ -125,10 +125,10 @@ objective : {"auto", "classification", "regression"} or None, default="auto"
     "token_statistics": """
 token_statistics : "auto", list of str or None, default="auto"
     Statistics of the standardised tokens (``"mean"``, ``"max"``, ``"min"``,
-    ``"first"``, ``"last"``) after the pooled vector, a column per token
-    feature each; ``fit`` then refits the head on both (a regression's head
-    always, its penalty by leave-one-out error). ``"auto"``: all five for
-    tokens of over 8 features (:ref:`default-transformer-token_statistics`).
+    ``"first"``, ``"last"``; a table's row: ``"flatten"``) after the pooled
+    vector, which the head ``fit`` refits reads too. ``"auto"``: the first
+    five for tokens of over 8 features, ``["flatten"]`` for a table trained
+    for targets (:ref:`default-transformer-token_statistics`).
 """,
     "init": """
 init : "random" or dict, default="random"

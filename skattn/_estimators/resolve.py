@@ -20,7 +20,7 @@ from .._input.formats import IDS, TABLE
 from .._input.validation import check_token_statistics
 from .._model.model import ModelConfig
 from .._model.options import REGISTRIES
-from .._model.pooling import TOKEN_STATISTICS
+from .._model.pooling import TABLE_STATISTIC, TOKEN_STATISTICS
 from .._model.sequences import SERIES_MAX_FEATURES, series_median_length, token_width
 from .._model.units import patch_count
 
@@ -45,7 +45,9 @@ RESOLVED = {
 }
 
 
-def resolve_config(params, kind, sequences, lengths, user_weight, init, n_outputs):
+def resolve_config(
+    params, kind, sequences, lengths, user_weight, init, n_outputs, objective
+):
     """The model a fit builds, its ``"auto"`` values resolved.
 
     Parameters
@@ -62,6 +64,8 @@ def resolve_config(params, kind, sequences, lengths, user_weight, init, n_output
         The checked ``init`` arrays (``{}`` for "random").
     n_outputs : int
         Outputs of the training head; 0 for none.
+    objective : {"classification", "regression"} or None
+        What the fit trains for (None: nothing).
 
     Returns
     -------
@@ -101,27 +105,41 @@ def resolve_config(params, kind, sequences, lengths, user_weight, init, n_output
         n_outputs=n_outputs,
         vocabulary_size=vocabulary_size,
         token_statistics=_token_statistics(
-            params["token_statistics"], kind, n_features
+            params["token_statistics"], kind, n_features, patch_size, objective
         ),
     )
 
 
-def _token_statistics(value, kind, n_features):
+def _token_statistics(value, kind, n_features, patch_size, objective):
     """The statistics of the tokens after the pooled outputs: those of
-    ``token_statistics`` (``"auto"``: all of ``TOKEN_STATISTICS`` for tokens
-    of more than ``SERIES_MAX_FEATURES`` features, none for narrower ones)."""
+    ``token_statistics``. ``"auto"``: all of ``TOKEN_STATISTICS`` for tokens
+    of more than ``SERIES_MAX_FEATURES`` features; for a table read without
+    patches and trained for targets, its tokens side by side
+    (``TABLE_STATISTIC``: its standardised row, for the ridge head whose
+    penalty leave-one-out error chooses); none for other tokens."""
     if isinstance(value, str):  # "auto"
+        if kind == TABLE and objective == "regression" and patch_size is None:
+            return (TABLE_STATISTIC,)
         wide = kind != IDS and n_features > SERIES_MAX_FEATURES
         return TOKEN_STATISTICS if wide else ()
     if value is None:
         return ()
-    names = check_token_statistics(value, TOKEN_STATISTICS)
+    names = check_token_statistics(value, (*TOKEN_STATISTICS, TABLE_STATISTIC))
     if names and kind == IDS:
         raise ValueError(
             f"token_statistics={list(names)!r} puts statistics of the token "
             "vectors beside the model's outputs, and vocabulary_size reads each "
             "token as an integer id: leave token_statistics='auto' (none for "
             "ids) or None."
+        )
+    if TABLE_STATISTIC in names and (kind != TABLE or patch_size is not None):
+        raise ValueError(
+            f"token_statistics={list(names)!r}: {TABLE_STATISTIC!r} puts a "
+            "table's tokens side by side, one column per column of the table, "
+            "and needs a table read without patches (2D X, patch_size=None); "
+            f"got {'patches of a table' if kind == TABLE else 'sequences'}. "
+            "Use the other statistics, or pooling='flatten' for sequences of "
+            "one length."
         )
     return names
 

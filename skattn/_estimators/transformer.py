@@ -8,6 +8,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.metaestimators import available_if
 
 from .._input.validation import StrOptions, _fit_context, check_finite_output
+from .._model.pooling import TABLE_STATISTIC, token_statistics_width
 from .._model.sequences import compute_dtype
 from .._parallel import single_threaded_blas
 from .base import BaseAttention
@@ -328,7 +329,8 @@ class AttentionTransformer(
         X_new : ndarray of shape (n_samples, n_features_out)
             Pooled representations, in the dtype of X: ``d_model_`` columns
             (``n_tokens * d_model_`` for ``pooling="flatten"``), then with
-            each of ``token_statistics`` one per token feature.
+            each of ``token_statistics`` one per token feature (one per
+            column of a table for ``"flatten"``).
         """
         if is_dask_collection(X):  # lazy, block by block (skattn._estimators.dask)
             return blocked_outputs(self, "transform", X)
@@ -356,18 +358,25 @@ class AttentionTransformer(
         feature_names_out : ndarray of str objects
             ``attentiontransformer0``, ``attentiontransformer1``, ... for the
             model's outputs, then with ``token_statistics``
-            ``attentiontransformer_tokens_{statistic}_{feature}``.
+            ``attentiontransformer_tokens_{statistic}_{feature}``
+            (``attentiontransformer_tokens_flatten_{token}_{feature}`` for a
+            table's tokens side by side).
         """
         names = super().get_feature_names_out(input_features)
         config = self._fitted.config
         if not config.token_statistics:
             return names
-        width = config.n_features
-        n_model = len(names) - len(config.token_statistics) * width
-        prefix = type(self).__name__.lower()
+        width, n_tokens = config.n_features, config.n_positions
+        n_model = len(names) - token_statistics_width(
+            config.token_statistics, n_tokens, width
+        )
+        prefix = f"{type(self).__name__.lower()}_tokens"
         tokens = [
-            f"{prefix}_tokens_{name}_{feature}"
+            f"{prefix}_{name}_{token}_{feature}"
+            if name == TABLE_STATISTIC
+            else f"{prefix}_{name}_{feature}"
             for name in config.token_statistics
+            for token in range(n_tokens if name == TABLE_STATISTIC else 1)
             for feature in range(width)
         ]
         return np.concatenate([names[:n_model], np.asarray(tokens, dtype=object)])
@@ -377,7 +386,9 @@ class AttentionTransformer(
         """Number of output features, for ``get_feature_names_out``."""
         config = self._fitted.config
         n_features = self._fitted.model.pooling.n_features_out
-        return n_features + len(config.token_statistics) * config.n_features
+        return n_features + token_statistics_width(
+            config.token_statistics, config.n_positions, config.n_features
+        )
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

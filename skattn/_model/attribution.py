@@ -24,7 +24,7 @@ import numpy as np
 
 from .._kernels.multi_head import project
 from .model import _local
-from .pooling import POOLINGS, backward_max
+from .pooling import POOLINGS, backward_max, token_statistics_width
 from .sequences import compute_dtype
 from .units import Embedding, InputProjection, Patches, TokenScaler, token_mask
 
@@ -186,9 +186,10 @@ def pooling_attention(model, params, x, lengths):
 def _statistics_gradient(model, tokens, d_statistics, lengths):
     """Gradient of the statistics of ``tokens`` the head reads, (N, T, D)."""
     d_tokens = np.zeros_like(tokens)
-    width = tokens.shape[-1]
-    for index, name in enumerate(model.config.token_statistics):
-        block = d_statistics[:, index * width : (index + 1) * width]
+    start = 0
+    for name in model.config.token_statistics:
+        stop = start + token_statistics_width((name,), *tokens.shape[1:])
+        block, start = d_statistics[:, start:stop], stop
         if name == "min":  # min(t) = -max(-t): the signs cancel
             d, _ = backward_max(block, -tokens, lengths, None, None)
         else:

@@ -43,7 +43,7 @@ import numpy as np
 from .encoder import EncoderLayer
 from .head import LinearHead
 from .options import ATTENTION_PATTERNS, REGISTRIES
-from .pooling import pool_statistics
+from .pooling import pool_statistics, token_statistics_width
 from .units import (
     ClassToken,
     Context,
@@ -97,8 +97,9 @@ class ModelConfig:
         Tokens are integer ids below it, looked up in a learned table (None:
         tokens are vectors, of ``n_features``).
     token_statistics : tuple of str
-        Statistics (of ``TOKEN_STATISTICS``) of the standardised input tokens
-        put after the pooled outputs, which the head reads with them.
+        Statistics (of ``TOKEN_STATISTICS``, or ``TABLE_STATISTIC`` for a
+        table's ``n_positions`` tokens) of the standardised input tokens put
+        after the pooled outputs, which the head reads with them.
     attention_window, attention_dilation : int or None, int
         The band of every layer's attention (None: full attention).
     """
@@ -216,8 +217,8 @@ def build_model(config):
         add(LayerNorm(config.d_model, "final_norm", attributes=True))
     head = None
     if config.n_outputs:
-        width = (
-            pooling.n_features_out + len(config.token_statistics) * config.n_features
+        width = pooling.n_features_out + token_statistics_width(
+            config.token_statistics, config.n_positions, config.n_features
         )
         head = LinearHead(width, config.n_outputs)
     return Model(config, units, pooling, head, scaler=scaler, read_units=read_units)

@@ -261,14 +261,33 @@ def backward_flatten(d_pooled, tokens, lengths, params, cache):
 # a word vector say as much by their lows as by their highs), and the first and
 # last tokens (a BERT-style encoder's [CLS] and [SEP] states).
 TOKEN_STATISTICS = ("mean", "max", "min", "first", "last")
+# ... and for a table's tokens (its columns, one count of them), the tokens
+# themselves side by side: what a linear model on the table's standardised
+# rows knows.
+TABLE_STATISTIC = "flatten"
 
 
 def pool_statistics(tokens, lengths, names):
-    """The statistics ``names`` (of ``STATISTIC_POOLINGS``) of ``tokens`` side
-    by side: ``(N, T, E) -> (N, len(names) * E)``, one block of ``E`` columns
-    per name, in order."""
-    blocks = [STATISTIC_POOLINGS[name](tokens, lengths, None)[0] for name in names]
+    """The statistics ``names`` (of ``STATISTIC_POOLINGS``, or
+    ``TABLE_STATISTIC``) of ``tokens`` side by side: ``(N, T, E) -> (N,
+    token_statistics_width(names, T, E))``, one block per name, in order."""
+    blocks = [
+        (pool_flatten if name == TABLE_STATISTIC else STATISTIC_POOLINGS[name])(
+            tokens, lengths, None
+        )[0]
+        for name in names
+    ]
     return _blocks(blocks)
+
+
+def token_statistics_width(names, n_tokens, n_features):
+    """Columns of the statistics ``names`` of ``n_tokens`` tokens of
+    ``n_features`` (:func:`pool_statistics`): ``n_features`` a statistic,
+    ``n_tokens * n_features`` for ``TABLE_STATISTIC``."""
+    return sum(
+        n_tokens * n_features if name == TABLE_STATISTIC else n_features
+        for name in names
+    )
 
 
 # Statistics without parameters: of the tokens (pool_statistics), and of
