@@ -418,7 +418,8 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
             and "head_coef" not in flat
         ):
             # the statistics' rows of the head wait at zero until fit fits
-            # them: the model without them is the one that trains
+            # them, and the model trains without them (from a head drawn at
+            # the scale of its whole width, so from other initial weights)
             pooled = model.pooled_head_only().head.n_features
             params["head_coef"][pooled:] = 0
         if config.token_scale_shape is not None:
