@@ -213,9 +213,14 @@ def test_flatten_statistic_needs_a_table_without_patches():
         AttentionTransformer(token_statistics=["flatten"], patch_size=2).fit(
             X.reshape(6, -1)
         )
-    # "auto" on patches of a table: no statistics
-    est = AttentionTransformer(patch_size=2, n_heads=2).fit(X.reshape(6, -1))
-    assert est.token_statistics_ == ()
+    # "auto" on patches of a table trained for targets: no statistics
+    y = np.linspace(0.1, 1.3, 6)
+    est = AttentionTransformer(
+        patch_size=2, n_heads=2, max_iter=2, objective="regression"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        assert est.fit(X.reshape(6, -1), y).token_statistics_ == ()
 
 
 def test_head_of_two_classes_is_the_log_odds_of_the_second():

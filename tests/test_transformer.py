@@ -131,14 +131,9 @@ def assert_same_outputs(actual, expected, **tolerance):
 @pytest.mark.parametrize("method", ["transform", "transform_sequences"])
 def test_features_per_token_reads_consecutive_columns_as_one_token(method):
     X = make_table(n=6, n_features=12)
-    # scale_tokens=False: a table is standardised per column, sequences per
-    # feature; token_statistics=None: a table's transform adds its row
+    # scale_tokens=False: a table is standardised per column, sequences per feature
     est = AttentionTransformer(
-        n_heads=2,
-        features_per_token=3,
-        scale_tokens=False,
-        token_statistics=None,
-        random_state=0,
+        n_heads=2, features_per_token=3, scale_tokens=False, random_state=0
     )
     from_table = getattr(clone(est).fit(X), method)(X)
     X_seq = X.reshape(6, 4, 3)

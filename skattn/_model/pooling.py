@@ -271,13 +271,8 @@ def pool_statistics(tokens, lengths, names):
     """The statistics ``names`` (of ``STATISTIC_POOLINGS``, or
     ``TABLE_STATISTIC``) of ``tokens`` side by side: ``(N, T, E) -> (N,
     token_statistics_width(names, T, E))``, one block per name, in order."""
-    blocks = [
-        (pool_flatten if name == TABLE_STATISTIC else STATISTIC_POOLINGS[name])(
-            tokens, lengths, None
-        )[0]
-        for name in names
-    ]
-    return _blocks(blocks)
+    poolings = {**STATISTIC_POOLINGS, TABLE_STATISTIC: pool_flatten}
+    return _blocks([poolings[name](tokens, lengths, None)[0] for name in names])
 
 
 def token_statistics_width(names, n_tokens, n_features):
