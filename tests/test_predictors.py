@@ -78,9 +78,36 @@ def test_partial_fit_leaves_the_statistics_out_of_the_head():
     clf = AttentionClassifier(**PARAMS).partial_fit(X, y, classes=[0, 1])
     n_pooled = clf.d_model_
     assert clf.head_coef_.shape[0] == n_pooled + 5 * 12
-    assert not clf.head_coef_[n_pooled:].any() and clf.head_coef_[:n_pooled].any()
+    assert not clf.head_coef_[n_pooled:].any()
+    without = AttentionClassifier(token_statistics=None, **PARAMS)
+    without.partial_fit(X, y, classes=[0, 1])  # the same draws, the same training
+    np.testing.assert_array_equal(clf.head_coef_[:n_pooled], without.head_coef_)
     clf.fit(X, y)
     assert clf.head_coef_[n_pooled:].any()
+
+
+@pytest.mark.parametrize("solver", ["adam", "lbfgs"])
+@pytest.mark.parametrize("make", [AttentionClassifier, AttentionRegressor])
+def test_the_model_with_statistics_trains_as_the_model_without(make, solver):
+    """The head's rows of the tokens' statistics start at zero and the rest
+    is drawn as without statistics: the model trains to the same weights
+    (fit then fits the whole head)."""
+    X, signal = make_data(width=12)
+    y = (signal > 0).astype(int) if make is AttentionClassifier else signal
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        with_statistics, without = (
+            make(token_statistics=statistics, solver=solver, **PARAMS).fit(X, y)
+            for statistics in (["mean", "max"], None)
+        )
+    assert with_statistics.head_coef_.shape[0] == without.d_model_ + 2 * 12
+    for trained, reference in zip(with_statistics.layers_, without.layers_):
+        assert trained.keys() == reference.keys()
+        for key in trained:
+            np.testing.assert_array_equal(trained[key], reference[key])
+    np.testing.assert_array_equal(
+        with_statistics.input_weights_, without.input_weights_
+    )
 
 
 def test_classifier_proba_and_score():

@@ -412,16 +412,6 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
         model = build_model(config)
         flat, _ = model.flat_init(init)
         params = model.init_params(self._random_state, compute_dtype(sequences), flat)
-        if (
-            config.token_statistics
-            and "head_coef" in params
-            and "head_coef" not in flat
-        ):
-            # the statistics' rows of the head wait at zero until fit fits
-            # them, and the model trains without them (from a head drawn at
-            # the scale of its whole width, so from other initial weights)
-            pooled = model.pooled_head_only().head.n_features
-            params["head_coef"][pooled:] = 0
         if config.token_scale_shape is not None:
             weight = user_weight if train is None else train.sample_weight
             params["token_mean"], params["token_scale"] = token_moments(

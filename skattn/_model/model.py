@@ -306,7 +306,10 @@ class Model:
         in the order of :meth:`param_specs` whether ``init`` gives them or not
         (so each depends only on its own shape, its place and ``rng``). Learned
         positions start from the sinusoidal table, layer norms from the
-        identity, biases from zero.
+        identity, biases from zero. The head's rows of the tokens' statistics
+        (``config.token_statistics``) start from zero, and the rest is drawn
+        as :meth:`pooled_head_only` draws it, so that the model trains from the
+        weights of the model without statistics.
 
         Parameters
         ----------
@@ -323,6 +326,9 @@ class Model:
         params : dict of str to ndarray
         """
         init = {} if init is None else init
+        if self.config.token_statistics and self.head is not None:
+            if "head_coef" not in init:
+                return self._init_params_statistics_at_zero(rng, dtype, init)
         params = {}
         for name, spec in self.param_specs().items():
             if spec.init == "glorot":
@@ -336,6 +342,18 @@ class Model:
             else:
                 value = (np.ones if spec.init == "ones" else np.zeros)(spec.shape)
             params[name] = np.array(init.get(name, value), dtype=dtype)
+        return params
+
+    def _init_params_statistics_at_zero(self, rng, dtype, init):
+        """:meth:`init_params` of :meth:`pooled_head_only`, the head's rows of
+        the tokens' statistics appended at zero: the same draws as the model
+        without statistics, so that it trains as that model does."""
+        params = self.pooled_head_only().init_params(rng, dtype, init)
+        trained = params["head_coef"]
+        params["head_coef"] = np.zeros(
+            (self.head.n_features, self.head.n_outputs), dtype
+        )
+        params["head_coef"][: len(trained)] = trained
         return params
 
     def flat_init(self, init):
