@@ -41,6 +41,7 @@ ADDED = {
         "star98": ["star98"],
         "fair": ["fair"],
         "randhie": ["randhie"],
+        "anes96": ["anes96"],  # statsmodels' of classes
     },
     "text": {
         "books": ["books"],  # book-excerpts.tab

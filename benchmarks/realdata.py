@@ -421,20 +421,25 @@ def load_diabetes_table(name, cache):
     return split_table(name, "table", *load_diabetes(return_X_y=True), "regression")
 
 
-# statsmodels' tables of targets: every set of statsmodels.datasets (0.15.0)
-# with an endog and an exog of numeric columns, at least 200 rows and 3
-# columns, and a target of more than 20 values (regression, not classes).
+# statsmodels' tables: every set of statsmodels.datasets (0.15.0) with an
+# endog and an exog of numeric columns, at least 200 rows and 3 columns, one
+# row a sample: of targets where the endog has more than 20 values, of classes
+# otherwise. modechoice, whose rows are the four travel modes of each of 210
+# travellers, has no row a sample.
 STATSMODELS_TABLES = ("star98", "fair", "randhie")
+STATSMODELS_CLASS_TABLES = ("anes96",)  # party identification, 7 classes
 
 
 def load_statsmodels_table(name, cache):
     """A table of statsmodels.datasets: its exog, and its endog as the
     target (star98's endog is binomial, successes and failures: their
-    share)."""
+    share) or the class."""
     import importlib
 
     data = importlib.import_module(f"statsmodels.datasets.{name}").load_pandas()
     X = data.exog.to_numpy(dtype=float)
+    if name in STATSMODELS_CLASS_TABLES:
+        return split_table(name, "table", X, np.asarray(data.endog, dtype=int))
     y = np.asarray(data.endog, dtype=float)
     if y.ndim == 2:
         y = y[:, 0] / y.sum(axis=1)
@@ -446,6 +451,7 @@ DATASETS = {  # cheapest first: a run stopped half-way still has its rows
     "wine": load_wine_table,
     "diabetes": load_diabetes_table,
     **{name: load_statsmodels_table for name in STATSMODELS_TABLES},
+    **{name: load_statsmodels_table for name in STATSMODELS_CLASS_TABLES},
     "digits": load_digits_rows,
     **{name: load_timeseries for name in TIMESERIES},
     **{f"{corpus}-{v}": load_text for corpus in TEXTS for v in ("ctx", "static")},
