@@ -210,8 +210,8 @@ def test_head_with_token_statistics_is_a_logistic_regression_of_transform():
 
 @pytest.mark.parametrize("make", [AttentionClassifier, AttentionRegressor])
 def test_head_of_a_table_reads_its_row_beside_the_pooled_vector(make):
-    """With token_statistics=["flatten"] (the regressor's "auto" for a table)
-    the refitted head reads the standardised row beside the pooled vector, so
+    """With token_statistics=["flatten"] (the "auto" of a table) the
+    refitted head reads the standardised row beside the pooled vector, so
     that on a target linear in the columns a short fit scores as the linear
     model does, where the pooled vector alone does not."""
     rng = np.random.default_rng(0)
@@ -221,10 +221,9 @@ def test_head_of_a_table_reads_its_row_beside_the_pooled_vector(make):
     if make is AttentionClassifier:
         y = (y > 0).astype(int)
     kwargs = dict(max_iter=5, random_state=0)
-    flatten = {} if make is AttentionRegressor else {"token_statistics": ["flatten"]}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        est = make(**flatten, **kwargs).fit(X[:60], y[:60])
+        est = make(**kwargs).fit(X[:60], y[:60])
         pooled_only = make(token_statistics=None, **kwargs).fit(X[:60], y[:60])
     assert est.token_statistics_ == ("flatten",)
     assert est.head_coef_.shape[0] == est.d_model_ + 6
@@ -240,7 +239,7 @@ def test_flatten_statistic_needs_a_table_without_patches():
         AttentionTransformer(token_statistics=["flatten"], patch_size=2).fit(
             X.reshape(6, -1)
         )
-    # "auto" on patches of a table trained for targets: no statistics
+    # "auto" on patches of a table trained on y: no statistics
     y = np.linspace(0.1, 1.3, 6)
     est = AttentionTransformer(
         patch_size=2, n_heads=2, max_iter=2, objective="regression"

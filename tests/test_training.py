@@ -385,6 +385,27 @@ def test_early_stopping_auto_holds_out_data_from_2000_samples(n_samples, on):
     assert len(est.validation_scores_) == 1
 
 
+@pytest.mark.parametrize(
+    "n_samples, fraction, on", [(99, 0.1, False), (100, 0.1, True), (50, 0.2, True)]
+)
+def test_early_stopping_auto_holds_out_ten_samples_of_a_table(n_samples, fraction, on):
+    """A table stops early once its validation split holds 10 samples; the
+    same samples as sequences (a 3D X) do not."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n_samples, 4))
+    y = (X[:, 0] > 0).astype(int)
+    kwargs = dict(n_heads=1, head_dim=2, max_iter=2, validation_fraction=fraction)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        table = AttentionTransformer(**kwargs).fit(X, y)
+        sequences = AttentionTransformer(**kwargs).fit(X[:, :, None], y)
+        seeded = AttentionTransformer(objective=None, **kwargs).fit(X, y)
+    assert table.early_stopping_ is on
+    assert (table.validation_scores_ is not None) is on
+    assert sequences.early_stopping_ is False
+    assert seeded.early_stopping_ is False
+
+
 def test_warm_start_continues_from_the_fitted_weights():
     X, y = order_task(n=40)
     est = AttentionTransformer(n_heads=2, max_iter=3, warm_start=True, random_state=0)

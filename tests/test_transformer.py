@@ -151,14 +151,18 @@ def test_table_default_reads_each_column_as_a_scalar_token():
     assert_allclose(est.transform(X), expected, rtol=1e-14, atol=1e-14)
 
 
-def test_table_trained_for_targets_puts_its_row_after_the_pooled_vector():
-    """token_statistics="auto" of a table trained for targets is
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_table_trained_on_y_puts_its_row_after_the_pooled_vector(task):
+    """token_statistics="auto" of a table trained on targets or classes is
     ["flatten"]: transform puts the standardised row after the pooled
-    vector; for classes and seeded weights, none."""
+    vector; for seeded weights, none."""
     X = make_table(n=6, n_features=5)
     y = X[:, 0] + X[:, 1]
+    if task == "classification":
+        y = (y > 0).astype(int)
     kwargs = dict(n_heads=2, scale_tokens=False, max_iter=2, random_state=0)
     est = AttentionTransformer(**kwargs).fit(X, y)
+    assert est.objective_ == task
     assert est.token_statistics_ == ("flatten",)
     X_new = est.transform(X)
     assert X_new.shape == (6, est.d_model_ + 5)
@@ -166,9 +170,9 @@ def test_table_trained_for_targets_puts_its_row_after_the_pooled_vector():
     names = est.get_feature_names_out()[est.d_model_ :]
     expected = [f"attentiontransformer_tokens_flatten_{i}_0" for i in range(5)]
     assert_array_equal(names, expected)
-    classes = AttentionTransformer(**kwargs).fit(X, (y > 0).astype(int))
-    assert classes.token_statistics_ == ()
     assert AttentionTransformer(**kwargs).fit(X).token_statistics_ == ()
+    seeded = AttentionTransformer(objective=None, **kwargs).fit(X, y)
+    assert seeded.token_statistics_ == ()
 
 
 def test_dataframe_input_sets_feature_names_and_matches_array():

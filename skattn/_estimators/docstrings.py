@@ -128,7 +128,7 @@ token_statistics : "auto", list of str or None, default="auto"
     ``"first"``, ``"last"``; a table's row: ``"flatten"``) after the pooled
     vector, which the head ``fit`` refits reads too. ``"auto"``: the first
     five for tokens of over 8 features, ``["flatten"]`` for a table trained
-    for targets (:ref:`default-transformer-token_statistics`).
+    on ``y`` (:ref:`default-transformer-token_statistics`).
 """,
     "init": """
 init : "random" or dict, default="random"

@@ -114,11 +114,11 @@ def _token_statistics(value, kind, n_features, patch_size, objective):
     """The statistics of the tokens after the pooled outputs: those of
     ``token_statistics``. ``"auto"``: all of ``TOKEN_STATISTICS`` for tokens
     of more than ``SERIES_MAX_FEATURES`` features; for a table read without
-    patches and trained for targets, its tokens side by side
-    (``TABLE_STATISTIC``: its standardised row, for the ridge head whose
-    penalty leave-one-out error chooses); none for other tokens."""
+    patches and trained on classes or targets, its tokens side by side
+    (``TABLE_STATISTIC``: its standardised row, so that the head holds the
+    linear model of the columns); none for other tokens."""
     if isinstance(value, str):  # "auto"
-        if kind == TABLE and objective == "regression" and patch_size is None:
+        if kind == TABLE and objective is not None and patch_size is None:
             return (TABLE_STATISTIC,)
         wide = kind != IDS and n_features > SERIES_MAX_FEATURES
         return TOKEN_STATISTICS if wide else ()
