@@ -101,7 +101,9 @@ def test_the_model_with_statistics_trains_as_the_model_without(make, solver):
             for statistics in (["mean", "max"], None)
         )
     assert with_statistics.head_coef_.shape[0] == without.d_model_ + 2 * 12
-    for trained, reference in zip(with_statistics.layers_, without.layers_):
+    for trained, reference in zip(
+        with_statistics.layers_, without.layers_, strict=True
+    ):
         assert trained.keys() == reference.keys()
         for key in trained:
             np.testing.assert_array_equal(trained[key], reference[key])

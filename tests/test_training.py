@@ -389,8 +389,9 @@ def test_early_stopping_auto_holds_out_data_from_2000_samples(n_samples, on):
     "n_samples, fraction, on", [(99, 0.1, False), (100, 0.1, True), (50, 0.2, True)]
 )
 def test_early_stopping_auto_holds_out_ten_samples_of_a_table(n_samples, fraction, on):
-    """A table stops early once its validation split holds 10 samples; the
-    same samples as sequences (a 3D X) do not."""
+    """A table whose head reads its row stops early once its validation split
+    holds 10 samples; the same samples as sequences (a 3D X), a table read
+    without its row or with seeded weights do not."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((n_samples, 4))
     y = (X[:, 0] > 0).astype(int)
@@ -400,7 +401,11 @@ def test_early_stopping_auto_holds_out_ten_samples_of_a_table(n_samples, fractio
         table = AttentionTransformer(**kwargs).fit(X, y)
         sequences = AttentionTransformer(**kwargs).fit(X[:, :, None], y)
         seeded = AttentionTransformer(objective=None, **kwargs).fit(X, y)
-    assert table.early_stopping_ is on
+        no_row = AttentionTransformer(token_statistics=None, **kwargs).fit(X, y)
+        row = AttentionTransformer(token_statistics=["mean", "flatten"], **kwargs)
+        row.fit(X, y)
+    assert table.early_stopping_ is on and row.early_stopping_ is on
+    assert no_row.early_stopping_ is False
     assert (table.validation_scores_ is not None) is on
     assert sequences.early_stopping_ is False
     assert seeded.early_stopping_ is False

@@ -68,7 +68,7 @@ from .._training.loss import training_dtype
 from .._training.state import FittedModel, History
 from .attributes import FittedAttributes
 from .dask import blocked_fit, blocked_outputs, is_dask_collection
-from .resolve import check_structure, fitted_structure, resolve_config
+from .resolve import check_structure, fitted_structure, reads_table_row, resolve_config
 
 _STOCHASTIC_SOLVERS = ("adam",)
 
@@ -76,10 +76,10 @@ _STOCHASTIC_SOLVERS = ("adam",)
 # least this many samples, and for wide tokens when the validation split holds
 # at least AUTO_EARLY_STOPPING_VALIDATION samples (1,000 training samples at
 # the default fraction): a smaller split ranks the epochs by noise and stops
-# after a few of them. A table's model, which trained to its last epoch
-# memorises small noisy tables, stops early when its split holds at least
-# AUTO_EARLY_STOPPING_TABLE_VALIDATION samples (100 training samples; the
-# smallest table it was measured on, wine, has 133).
+# after a few of them. A table whose head reads its row stops early from a
+# split of AUTO_EARLY_STOPPING_TABLE_VALIDATION (wine, the smallest table
+# measured, has 133 samples): trained to its last epoch the model memorises
+# small noisy tables; stopped early, without the row it underfits.
 AUTO_EARLY_STOPPING_SAMPLES = 2000
 AUTO_EARLY_STOPPING_VALIDATION = 100
 AUTO_EARLY_STOPPING_TABLE_VALIDATION = 10
@@ -367,8 +367,9 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
         ``AUTO_EARLY_STOPPING_SAMPLES`` or more, for tokens of more than
         ``SERIES_MAX_FEATURES`` features (word vectors, encoder states) when
         ``validation_fraction`` of the samples is at least
-        ``AUTO_EARLY_STOPPING_VALIDATION`` samples, and for a table when it
-        is at least ``AUTO_EARLY_STOPPING_TABLE_VALIDATION``.
+        ``AUTO_EARLY_STOPPING_VALIDATION`` samples, and for a table whose
+        head reads its row when it is at least
+        ``AUTO_EARLY_STOPPING_TABLE_VALIDATION``.
         """
         if objective is None or incremental:
             return False
@@ -381,7 +382,10 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
         return (
             validation is not None
             or (wide and held_out >= AUTO_EARLY_STOPPING_VALIDATION)
-            or (kind == TABLE and held_out >= AUTO_EARLY_STOPPING_TABLE_VALIDATION)
+            or (
+                held_out >= AUTO_EARLY_STOPPING_TABLE_VALIDATION
+                and reads_table_row(self.get_params(), kind, objective)
+            )
             or n_samples >= AUTO_EARLY_STOPPING_SAMPLES
         )
 

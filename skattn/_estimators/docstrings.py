@@ -172,10 +172,10 @@ tol : float, default=1e-4
     "early_stopping": """
 early_stopping : bool or "auto", default="auto"
     Adam: hold out ``validation_fraction`` (stratified), stop when the
-    validation score stalls, keep the best weights. ``"auto"``: from 2,000
-    samples, for tokens of more than 8 features (word vectors, encoder
-    states) from 1,000 (a validation split of 100 samples or more), and with
-    ``X_val`` (:ref:`default-transformer-early_stopping`).
+    validation score stalls, keep the best weights. ``"auto"``: with
+    ``X_val``, from 2,000 samples, from a validation split of 100 for tokens
+    of over 8 features (word vectors, encoder states) and of 10 for a table
+    whose head reads its row (:ref:`default-transformer-early_stopping`).
 """,
     "validation_fraction": """
 validation_fraction : float, default=0.1

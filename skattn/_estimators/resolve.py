@@ -110,6 +110,16 @@ def resolve_config(
     )
 
 
+def reads_table_row(params, kind, objective):
+    """Whether a fit with ``params`` puts a table's standardised row beside
+    the pooled vector (``TABLE_STATISTIC``, in ``token_statistics`` or by
+    its ``"auto"``)."""
+    if kind != TABLE or params["patch_size"] not in ("auto", None):
+        return False  # "auto" reads a table without patches
+    names = _token_statistics(params["token_statistics"], kind, 1, None, objective)
+    return TABLE_STATISTIC in names
+
+
 def _token_statistics(value, kind, n_features, patch_size, objective):
     """The statistics of the tokens after the pooled outputs: those of
     ``token_statistics``. ``"auto"``: all of ``TOKEN_STATISTICS`` for tokens
