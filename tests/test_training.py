@@ -402,10 +402,11 @@ def test_early_stopping_auto_holds_out_ten_samples_of_a_table(n_samples, fractio
         sequences = AttentionTransformer(**kwargs).fit(X[:, :, None], y)
         seeded = AttentionTransformer(objective=None, **kwargs).fit(X, y)
         no_row = AttentionTransformer(token_statistics=None, **kwargs).fit(X, y)
+        patches = AttentionTransformer(patch_size=2, **kwargs).fit(X, y)
         row = AttentionTransformer(token_statistics=["mean", "flatten"], **kwargs)
         row.fit(X, y)
     assert table.early_stopping_ is on and row.early_stopping_ is on
-    assert no_row.early_stopping_ is False
+    assert no_row.early_stopping_ is False and patches.early_stopping_ is False
     assert (table.validation_scores_ is not None) is on
     assert sequences.early_stopping_ is False
     assert seeded.early_stopping_ is False

@@ -114,9 +114,12 @@ def reads_table_row(params, kind, objective):
     """Whether a fit with ``params`` puts a table's standardised row beside
     the pooled vector (``TABLE_STATISTIC``, in ``token_statistics`` or by
     its ``"auto"``)."""
-    if kind != TABLE or params["patch_size"] not in ("auto", None):
-        return False  # "auto" reads a table without patches
-    names = _token_statistics(params["token_statistics"], kind, 1, None, objective)
+    if kind != TABLE:
+        return False
+    patch_size = _patch_size(params["patch_size"], kind, None, None, None)
+    names = _token_statistics(
+        params["token_statistics"], kind, 1, patch_size, objective
+    )
     return TABLE_STATISTIC in names
 
 
