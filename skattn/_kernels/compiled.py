@@ -200,26 +200,12 @@ def narrow_blas_kernels(cpu_flags, blas_libraries):
 
 
 def openblas_kernels_without_avx512(blas_libraries):
-    """The OpenBLAS kernels among ``blas_libraries`` of at most 256-bit vectors
-    (``NARROW_OPENBLAS_KERNELS``): their names, sorted.
-
-    Parameters
-    ----------
-    blas_libraries : list of dict
-        Entries of threadpoolctl's ``threadpool_info()``.
-
-    Returns
-    -------
-    list of str
-    """
-    return sorted(
-        {
-            str(info.get("architecture"))
-            for info in blas_libraries
-            if info.get("internal_api") == "openblas"
-            and str(info.get("architecture")).lower() in NARROW_OPENBLAS_KERNELS
-        }
-    )
+    """The names, sorted, of the OpenBLAS kernels among ``blas_libraries``
+    (threadpoolctl's ``threadpool_info()`` entries) of at most 256-bit vectors
+    (``NARROW_OPENBLAS_KERNELS``)."""
+    openblas = [i for i in blas_libraries if i.get("internal_api") == "openblas"]
+    names = {str(info.get("architecture")) for info in openblas}
+    return sorted(name for name in names if name.lower() in NARROW_OPENBLAS_KERNELS)
 
 
 def products_in_loops(backward=False, head_dim=None):
@@ -282,29 +268,43 @@ def _turn_off(error):
     )
 
 
-def _run(function, calls, parallel=False):
+def _run(function, calls, parallel=False, any_layout=False):
     """``function(*arguments)`` for each tuple of ``calls``, on the thread
     pool if ``parallel``: the results, or None where numba fails to compile
-    ``function`` (the compiled kernels are then off: :func:`_turn_off`)."""
+    ``function`` (the compiled kernels are then off: :func:`_turn_off`).
+
+    With ``any_layout``, a numba ``function`` runs as compiled for read-only
+    arrays (its inputs: :func:`_read_only`) of any layout, numba's ``"A"``:
+    numba compiles once per set of argument types, and a contiguous array is
+    of another type than a view, so that the model's views and a caller's
+    contiguous arrays would each compile the kernel (about 10 s each)."""
+    import numba
+
     from .._parallel import map_parallel
 
-    def call(arguments):
-        return function(*arguments)
-
+    if not calls:
+        return []
+    types = tuple(numba.typeof(a) for a in calls[0])
+    if any_layout:
+        array = numba.types.Array
+        types = tuple(
+            t.copy(layout="A") if isinstance(t, array) and not t.mutable else t
+            for t in types
+        )
     try:
+        kernel = function
+        if any_layout and hasattr(function, "compile"):  # else a Python callable
+            kernel = function.compile(types)  # compiled, or read from the cache
+
+        def call(arguments):
+            return kernel(*arguments)
+
         return map_parallel(call, calls) if parallel else [call(a) for a in calls]
     except Exception as error:
-        if _compiled_for(function, calls[0]):
+        if types in function.overloads:
             raise  # raised by the compiled code itself
         _turn_off(error)
         return None
-
-
-def _compiled_for(function, arguments):
-    """Whether numba has compiled ``function`` for the types of ``arguments``."""
-    import numba
-
-    return tuple(numba.typeof(a) for a in arguments) in function.overloads
 
 
 def _read_only(*arrays):
@@ -466,7 +466,7 @@ def forward(q, k, v, lengths, causal, scale):
         from . import _numba_short
 
         function = _numba_short.forward
-    if _run(function, calls, parallel=True) is None:
+    if _run(function, calls, parallel=True, any_layout=True) is None:
         return None
     return out, lse
 
@@ -512,7 +512,7 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale):
         (*inputs, attentions.start, attentions.stop, d_q4, d_k4, d_v4, loops)
         for attentions, _ in _tasks(n_attentions, 0, parallel_workers())
     ]
-    if _run(kernels().backward, calls, parallel=True) is None:
+    if _run(kernels().backward, calls, parallel=True, any_layout=True) is None:
         return None
     return tuple(grads)
 

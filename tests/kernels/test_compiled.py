@@ -416,6 +416,40 @@ def test_read_only_inputs_reuse_the_kernels_compiled_for_writeable_ones(dtype):
 
 
 @needs_numba
+@pytest.mark.parametrize("kernel", ["short", "blocked"])
+def test_contiguous_inputs_and_views_run_one_compiled_kernel(monkeypatch, kernel):
+    """The fused passes run as compiled for inputs of any layout: the model's
+    views of its projections (heads as strides) and a caller's contiguous
+    arrays compile one kernel per dtype and pass, with the same results."""
+    monkeypatch.setattr(compiled, "_FORWARD_KERNEL", kernel)
+    rng = np.random.default_rng(0)
+    # (N, T, H, D) projections, read as (N, H, T, D) views
+    q, k, v, d_out = (
+        rng.standard_normal((2, 40, 2, 8)).swapaxes(1, 2) for _ in range(4)
+    )
+    assert not q.flags.c_contiguous
+    lengths = np.array([[40, 31], [17, 40]], np.int64)
+    dispatchers = (compiled.kernels().forward, compiled.kernels().backward)
+    if kernel == "short":
+        from skattn._kernels import _numba_short
+
+        dispatchers = (_numba_short.forward, compiled.kernels().backward)
+
+    def passes(q, k, v, d_out):
+        out, lse = compiled.forward(q, k, v, lengths, False, 0.3)
+        delta = np.sum(d_out * out, axis=-1)
+        grads = compiled.backward(d_out, q, k, v, lse, delta, lengths, False, 0.3)
+        return out, lse, *grads
+
+    views = passes(q, k, v, d_out)
+    counts = [len(d.signatures) for d in dispatchers]
+    contiguous = passes(*(np.ascontiguousarray(a) for a in (q, k, v, d_out)))
+    assert [len(d.signatures) for d in dispatchers] == counts
+    for x, y in zip(views, contiguous, strict=True):
+        assert_array_equal(x, y)
+
+
+@needs_numba
 def test_compiled_path_runs_where_it_applies(monkeypatch):
     """Key padding and causal masks run compiled; weights, dropout and masks
     per query take the numpy path."""
