@@ -62,6 +62,25 @@ def torch_threads_within_the_workers_share():
             torch.set_num_threads(share)
 
 
+def pytest_sessionstart(session):
+    """Under pytest-xdist, with numba, each worker first compiles its share of
+    the compiled kernels (those of one dtype), which numba caches on disk,
+    and reads the others from the cache when its tests run them. Left to the
+    tests, every worker compiled every kernel (about 10 s each) on a first
+    run, at the same time as the others."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    from skattn._kernels import compiled
+
+    if worker is None or compiled.kernels() is None:
+        return
+    from helpers import compile_kernels
+
+    index = int(worker.removeprefix("gw"))
+    count = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    for dtype in (np.float32, np.float64)[index::count]:
+        compile_kernels(dtype)
+
+
 @pytest.fixture
 def rng(global_random_seed):
     """A numpy Generator seeded from ``global_random_seed``."""
