@@ -278,33 +278,39 @@ def _run(function, calls, parallel=False, any_layout=False):
     numba compiles once per set of argument types, and a contiguous array is
     of another type than a view, so that the model's views and a caller's
     contiguous arrays would each compile the kernel (about 10 s each)."""
-    import numba
-
     from .._parallel import map_parallel
 
     if not calls:
         return []
-    types = tuple(numba.typeof(a) for a in calls[0])
-    if any_layout:
-        array = numba.types.Array
-        types = tuple(
-            t.copy(layout="A") if isinstance(t, array) and not t.mutable else t
-            for t in types
-        )
+    dispatcher = hasattr(function, "overloads")  # else a Python callable
+    types = _numba_types(calls[0], any_layout) if dispatcher else None
     try:
-        kernel = function
-        if any_layout and hasattr(function, "compile"):  # else a Python callable
-            kernel = function.compile(types)  # compiled, or read from the cache
+        kernel = function.compile(types) if dispatcher and any_layout else function
 
         def call(arguments):
             return kernel(*arguments)
 
         return map_parallel(call, calls) if parallel else [call(a) for a in calls]
     except Exception as error:
-        if types in function.overloads:
+        if not dispatcher or types in function.overloads:
             raise  # raised by the compiled code itself
         _turn_off(error)
         return None
+
+
+def _numba_types(arguments, any_layout):
+    """numba's types of ``arguments``, its read-only arrays of layout "A"
+    with ``any_layout``."""
+    import numba
+
+    types = [numba.typeof(a) for a in arguments]
+    if any_layout:
+        array = numba.types.Array
+        types = [
+            t.copy(layout="A") if isinstance(t, array) and not t.mutable else t
+            for t in types
+        ]
+    return tuple(types)
 
 
 def _read_only(*arrays):
