@@ -71,7 +71,7 @@ def pytest_sessionstart(session):
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     from skattn._kernels import compiled
 
-    if worker is None or compiled.kernels() is None:
+    if worker is None or not compiled.enabled():  # no numba, or SKATTN_COMPILED=0
         return
     from helpers import compile_kernels
 

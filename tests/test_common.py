@@ -19,11 +19,7 @@ CONFIGURATIONS = [
     # each option below is in one configuration: the checks' data is the same
     # for all, and an option that breaks a check breaks it beside the others
     AttentionTransformer(
-        n_heads=1,
-        head_dim=3,
-        positional_encoding="learned",
-        causal=True,
-        max_iter=3,
+        n_heads=1, head_dim=3, positional_encoding="learned", causal=True, max_iter=3
     ),
     AttentionTransformer(
         positional_encoding=None, residual=False, layer_norm=None, max_iter=3
