@@ -20,7 +20,9 @@ import math
 
 import numba
 import numpy as np
-from numba.extending import overload
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic, overload
 
 from ._numba_products import JIT, product_add, product_set
 from .compiled import KEYS, ROWS, SUM_FLOOR
@@ -38,9 +40,8 @@ BACKWARD_KEYS = 512
 BACKWARD_ROWS = 64
 
 
-def exp_inplace(s, scratch):
-    """``s[:] = exp(min(s, 0))``; ``scratch``: an array of the dtype of ``s``,
-    at least as long, overwritten.
+def exp_inplace(s):
+    """``s[:] = exp(min(s, 0))``.
 
     Its arguments are shifted scores: a score minus an upper bound of its row
     (or minus the row's log-sum-exp), at most 0 but for the rounding of the
@@ -51,15 +52,33 @@ def exp_inplace(s, scratch):
 
 # Cephes' expf and exp: x = n ln 2 + r with |r| <= ln 2 / 2 (ln 2 in two parts,
 # so that n ln 2 is exact), a polynomial of r, times 2**n built from its
-# exponent bits. Written as plain loops of arithmetic, which LLVM vectorises
+# exponent bits. Written as one plain loop of arithmetic, which LLVM vectorises
 # (numba's np.exp calls the scalar libm exp without Intel's SVML).
 _LN2_HI_32, _LN2_LO_32 = np.float32(0.693359375), np.float32(-2.12194440e-4)
 _LN2_HI_64, _LN2_LO_64 = 6.93145751953125e-1, 1.42860682030941723212e-6
 
 
+@intrinsic
+def _float_of_bits(typingctx, bits, like):
+    """The float of the type of ``like`` whose bits are those of the integer
+    ``bits`` (its low bits, or sign-extended to the float's width)."""
+    if not isinstance(bits, types.Integer) or not isinstance(like, types.Float):
+        return None
+    width = like.bitwidth
+
+    def codegen(context, builder, signature, arguments):
+        value = arguments[0]
+        if bits.bitwidth > width:
+            value = builder.trunc(value, ir.IntType(width))
+        elif bits.bitwidth < width:
+            value = builder.sext(value, ir.IntType(width))
+        return builder.bitcast(value, context.get_value_type(like))
+
+    return like(bits, like), codegen
+
+
 @numba.njit(**JIT)
-def _exp_float32(s, scratch):
-    bits = scratch.view(np.int32)
+def _exp_float32(s):
     log2e = np.float32(1.44269504088896341)
     for j in range(s.shape[0]):
         x = s[j]
@@ -73,15 +92,12 @@ def _exp_float32(s, scratch):
         p = p * x + np.float32(4.1665795894e-2)
         p = p * x + np.float32(1.6666665459e-1)
         p = p * x + np.float32(5.0000001201e-1)
-        s[j] = p * x * x + x + np.float32(1.0)
-        bits[j] = (np.int32(n) + np.int32(127)) << np.int32(23)
-    for j in range(s.shape[0]):
-        s[j] *= scratch[j]
+        y = p * x * x + x + np.float32(1.0)
+        s[j] = y * _float_of_bits((np.int32(n) + np.int32(127)) << np.int32(23), y)
 
 
 @numba.njit(**JIT)
-def _exp_float64(s, scratch):
-    bits = scratch.view(np.int64)
+def _exp_float64(s):
     log2e = 1.4426950408889634
     for j in range(s.shape[0]):
         x = s[j]
@@ -101,23 +117,21 @@ def _exp_float64(s, scratch):
         p = p * x + 1.0 / 24.0
         p = p * x + 1.0 / 6.0
         p = p * x + 0.5
-        s[j] = p * x * x + x + 1.0
-        bits[j] = (np.int64(n) + np.int64(1023)) << np.int64(52)
-    for j in range(s.shape[0]):
-        s[j] *= scratch[j]
+        y = p * x * x + x + 1.0
+        s[j] = y * _float_of_bits((np.int64(n) + np.int64(1023)) << np.int64(52), y)
 
 
 @overload(exp_inplace, jit_options=JIT)
-def _exp_inplace(s, scratch):
+def _exp_inplace(s):
     if s.dtype == numba.float32:
-        return lambda s, scratch: _exp_float32(s, scratch)
-    return lambda s, scratch: _exp_float64(s, scratch)
+        return lambda s: _exp_float32(s)
+    return lambda s: _exp_float64(s)
 
 
 @numba.njit(**JIT)
 def exponential(x):
     """``exp(min(x, 0))`` of a 1-D array, in place, as the kernels compute it."""
-    exp_inplace(x, np.empty_like(x))
+    exp_inplace(x)
     return x
 
 
@@ -191,7 +205,7 @@ def _zero_causal(block_t, j0, i0):
 
 
 @numba.njit(**JIT)
-def _rows_pass_blas(q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, bits, acc, tmp):
+def _rows_pass_blas(q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, acc, tmp):
     """``acc[:n_rows] = sum over the allowed keys of exp(q_aug . k_aug) v_aug``:
     the weighted values of rows ``i0:i0 + n_rows`` beside their row sums, the
     products by scipy's BLAS (``np.dot``), blocks of ``ROWS`` by ``KEYS``."""
@@ -204,7 +218,7 @@ def _rows_pass_blas(q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, bits, ac
         nk = min(KEYS, stop - j0)
         scores_t = s[: nk * n_rows].reshape(nk, n_rows)  # (keys, queries)
         np.dot(k_aug[j0 : j0 + nk], q_block_t, scores_t)
-        exp_inplace(s[: nk * n_rows], bits)
+        exp_inplace(s[: nk * n_rows])
         if causal and j0 + nk > i0:
             _zero_causal(scores_t, j0, i0)
         np.dot(scores_t.T, v_aug[j0 : j0 + nk], out)
@@ -212,9 +226,7 @@ def _rows_pass_blas(q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, bits, ac
 
 
 @numba.njit(**JIT)
-def _rows_pass_loops(
-    q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, bits, acc, tmp
-):
+def _rows_pass_loops(q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, acc, tmp):
     """:func:`_rows_pass_blas` in blocks of ``FORWARD_ROWS`` by
     ``FORWARD_KEYS``, its products compiled (:mod:`._numba_products`).
 
@@ -241,7 +253,7 @@ def _rows_pass_loops(
             for j in range(nk):
                 lo[j] = max(0, j0 + j - i0) // 16 * 16
         product_set(k_aug[j0 : j0 + nk], q_t, scores_t, lo, hi)
-        exp_inplace(s[: nk * r_pad], bits)
+        exp_inplace(s[: nk * r_pad])
         if causal and j0 + nk > i0:
             _zero_causal(scores_t, j0, i0)
         product_add(v_aug[j0 : j0 + nk], scores_t, acc_t, lo, hi)
@@ -263,7 +275,7 @@ def _exact_row(q_row, k_aug, v_aug, n_keys, acc):
             scores[j] += q_row[d] * k_aug[j, d]
     best = scores.max()
     scores -= best
-    exp_inplace(scores, np.empty(n_keys, q_row.dtype))
+    exp_inplace(scores)
     acc[:] = 0.0
     for j in range(n_keys):
         for e in range(acc.shape[0]):
@@ -273,13 +285,13 @@ def _exact_row(q_row, k_aug, v_aug, n_keys, acc):
 
 @numba.njit(**JIT)
 def _forward_one(
-    q, k, v, n_keys, causal, scale, row_start, row_stop, out, lse, s, bits, acc, tmp,
+    q, k, v, n_keys, causal, scale, row_start, row_stop, out, lse, s, acc, tmp,
     loops,
 ):  # fmt: skip
     """One attention, queries ``row_start:row_stop``: q (Tq, Dk), k (Tk, Dk),
     v (Tk, Dv) of any strides; writes out (Tq, Dv) and lse (Tq). ``s``,
-    ``bits``, ``acc``, ``tmp``: scratch space (see :func:`forward`); ``loops``:
-    the products compiled, else by BLAS."""
+    ``acc``, ``tmp``: scratch space (see :func:`forward`); ``loops``: the
+    products compiled, else by BLAS."""
     dtype = q.dtype
     n_dims, n_values = q.shape[1], v.shape[1]
     if n_keys == 0:
@@ -298,11 +310,11 @@ def _forward_one(
         n_rows = min(block, row_stop - i0)
         if loops:
             _rows_pass_loops(
-                q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, bits, acc, tmp
+                q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, acc, tmp
             )
         else:
             _rows_pass_blas(
-                q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, bits, acc, tmp
+                q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, acc, tmp
             )
         for r in range(n_rows):
             i = i0 + r
@@ -328,7 +340,6 @@ def forward(
     n_heads, dtype = q.shape[1], q.dtype
     rows, keys = (FORWARD_ROWS, FORWARD_KEYS) if loops else (ROWS, KEYS)
     s = np.empty(rows * keys, dtype)
-    bits = np.empty(rows * keys, dtype)
     acc = np.empty((rows, v.shape[3] + 1), dtype)
     # the loops' transposed queries and results, or BLAS's block of results
     width = v.shape[3] + q.shape[3] + 2 if loops else v.shape[3] + 1
@@ -347,7 +358,6 @@ def forward(
             out[n, h],
             lse[n, h],
             s,
-            bits,
             acc,
             tmp,
             loops,
@@ -363,7 +373,6 @@ def _backward_blas(q_aug, k_aug, d_out_aug, v_aug, q_c, k_scaled, d_out_c, n_key
     n_queries, n_dims, n_values = q_c.shape[0], q_c.shape[1], d_out_c.shape[1]
     probs = np.empty(KEYS * ROWS, dtype)
     d_scores = np.empty(KEYS * ROWS, dtype)
-    bits = np.empty(KEYS * ROWS, dtype)
     d_k_block = np.empty((KEYS, n_dims), dtype)
     d_v_block = np.empty((KEYS, n_values), dtype)
     tmp_k = np.empty(KEYS * n_dims, dtype)
@@ -380,7 +389,7 @@ def _backward_blas(q_aug, k_aug, d_out_aug, v_aug, q_c, k_scaled, d_out_c, n_key
             n_rows = min(ROWS, n_queries - i0)
             p_t = probs[: nk * n_rows].reshape(nk, n_rows)  # (keys, queries)
             np.dot(k_aug[j0 : j0 + nk], q_aug[i0 : i0 + n_rows].T, p_t)
-            exp_inplace(probs[: nk * n_rows], bits)
+            exp_inplace(probs[: nk * n_rows])
             if causal and j0 + nk > i0:
                 _zero_causal(p_t, j0, i0)
             ds_t = d_scores[: nk * n_rows].reshape(nk, n_rows)
@@ -416,7 +425,6 @@ def _backward_loops(q_aug, k_aug, d_out_aug, v_aug, q_c, k_scaled, d_out_c, n_ke
     keys, rows = BACKWARD_KEYS, BACKWARD_ROWS
     probs = np.empty(rows * keys, dtype)
     d_scores = np.empty(rows * keys, dtype)
-    bits = np.empty(keys, dtype)
     k_buf = np.empty((n_dims + 1) * keys, dtype)
     v_buf = np.empty((n_values + 1) * keys, dtype)
     d_k_buf = np.empty(n_dims * keys, dtype)
@@ -450,7 +458,7 @@ def _backward_loops(q_aug, k_aug, d_out_aug, v_aug, q_c, k_scaled, d_out_c, n_ke
             for r in range(n_rows):  # dS = P * (dP - delta); 0 past the stop
                 stop = stops[r]
                 p_row, ds_row = p[r], ds[r]
-                exp_inplace(p_row[:stop], bits)
+                exp_inplace(p_row[:stop])
                 for x in range(stop):
                     ds_row[x] *= p_row[x]
                 p_row[stop:] = 0.0

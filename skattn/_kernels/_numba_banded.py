@@ -193,7 +193,7 @@ def _global_scores(q_row, k, n_keys, scale, scores):
 
 
 @numba.njit(**JIT)
-def _global_forward(q_row, k, v, n_keys, scale, scores, bits, out_row):
+def _global_forward(q_row, k, v, n_keys, scale, scores, out_row):
     """The global query's row over its ``n_keys`` keys: writes ``out_row``
     and returns its log-sum-exp."""
     out_row[:] = 0.0
@@ -203,7 +203,7 @@ def _global_forward(q_row, k, v, n_keys, scale, scores, bits, out_row):
     row_max = scores[:n_keys].max()
     for j in range(n_keys):
         scores[j] -= row_max
-    exp_inplace(scores[:n_keys], bits)
+    exp_inplace(scores[:n_keys])
     total = scores.dtype.type(0)
     for j in range(n_keys):
         total += scores[j]
@@ -234,7 +234,6 @@ def _scratch(q, k, v, offsets):
         np.empty(n_columns, np.int64),
         np.empty(n_columns, np.int64),
         np.empty(size, dtype),
-        np.empty(size, dtype),
     )
 
 
@@ -260,7 +259,7 @@ def forward(
     (B, Tq, Dv) and lse (B, Tq) (+inf and zeros for a row with no allowed
     key)."""
     n_keys, n_values = k.shape[1], v.shape[2]
-    q_t, k_t, v_t, scores, row_max, row_sum, out_t, lo, hi, skip, row, bits = _scratch(
+    q_t, k_t, v_t, scores, row_max, row_sum, out_t, lo, hi, skip, row = _scratch(
         q, k, v, offsets
     )
     minus_inf = q.dtype.type(-np.inf)
@@ -296,7 +295,7 @@ def forward(
                 s, largest, total = scores[c, a0:a1], row_max[a0:a1], row_sum[a0:a1]
                 for t in range(s.shape[0]):
                     s[t] -= largest[t]
-                exp_inplace(s, bits)
+                exp_inplace(s)
                 if skip[c] >= 0:
                     scores[c, skip[c] - i0] = 0.0
                 for t in range(s.shape[0]):
@@ -314,7 +313,7 @@ def forward(
         if row_start <= g < row_stop:
             n_read = min(n_valid, g + 1) if causal else n_valid
             lse[a, g] = _global_forward(
-                q[a, g], k[a], v[a], n_read, scale, row, bits, out[a, g]
+                q[a, g], k[a], v[a], n_read, scale, row, out[a, g]
             )
 
 
@@ -322,14 +321,14 @@ def forward(
 def _global_backward(d_out_row, q_row, k, v, row_lse, delta, n_keys, scale, kept):
     """The global query's row of :func:`backward_queries`: returns its
     ``d_q``; its probabilities and scores' gradients in ``kept``."""
-    probs, d_scores, scores, bits = kept
+    probs, d_scores, scores = kept
     d_q_row = np.zeros(q_row.shape[0], q_row.dtype)
     if n_keys == 0 or not np.isfinite(row_lse):
         return d_q_row
     _global_scores(q_row, k, n_keys, scale, scores)
     for j in range(n_keys):
         scores[j] -= row_lse
-    exp_inplace(scores[:n_keys], bits)
+    exp_inplace(scores[:n_keys])
     for j in range(n_keys):
         p = scores[j]
         d_score = (_dot(d_out_row, v[j]) - delta) * p * scale
@@ -369,7 +368,7 @@ def backward_queries(
     (left as they are for an attention without one: zeros from the
     caller)."""
     n_keys, n_dims = k.shape[1], q.shape[2]
-    q_t, k_t, v_t, p_block, delta, neg_lse, d_q_t, lo, hi, skip, row, bits = _scratch(
+    q_t, k_t, v_t, p_block, delta, neg_lse, d_q_t, lo, hi, skip, row = _scratch(
         q, k, v, offsets
     )
     d_out_t = np.empty((d_out.shape[2], q_t.shape[1]), d_out.dtype)
@@ -405,7 +404,7 @@ def backward_queries(
                 p, shift = p_block[c, a0:a1], neg_lse[a0:a1]
                 for t in range(p.shape[0]):
                     p[t] = p[t] * scale + shift[t]
-                exp_inplace(p, bits)
+                exp_inplace(p)
                 if skip[c] >= 0:
                     p_block[c, skip[c] - i0] = 0.0
                 if empty:  # rows with no allowed key: none in a band's range
@@ -426,7 +425,7 @@ def backward_queries(
             d_scores[a, :, i0:i1] = ds_block[:, :n_rows]
         if row_start <= g < row_stop:
             n_read = min(n_valid, g + 1) if causal else n_valid
-            kept = (global_probs[a], global_d_scores[a], row, bits)
+            kept = (global_probs[a], global_d_scores[a], row)
             delta_g = _dot(d_out[a, g], out[a, g])
             d_q[a, g] = _global_backward(
                 d_out[a, g],

@@ -44,7 +44,7 @@ SHORT_ROWS = 256
 
 @numba.njit(**JIT)
 def _rows(q, keys, values, n_keys, causal, k_max, i0, n_rows, exponent, out, lse,
-          s, bits, q_t, acc_t, shift, lo, hi):  # fmt: skip
+          s, q_t, acc_t, shift, lo, hi):  # fmt: skip
     """Queries ``i0:i0 + n_rows`` of one attention against its ``keys``
     (``[scale * k, 1]``) and ``values`` (``[v * 2**exponent, 1]``); writes
     their rows of ``out`` and ``lse``. The rest: scratch space."""
@@ -68,7 +68,7 @@ def _rows(q, keys, values, n_keys, causal, k_max, i0, n_rows, exponent, out, lse
         hi[j] = r_pad
     scores = s[: stop * r_pad].reshape(stop, r_pad)  # (keys, queries)
     product_set(keys[:stop], qt, scores, lo, hi)
-    exp_inplace(s[: stop * r_pad], bits)
+    exp_inplace(s[: stop * r_pad])
     if causal:
         _zero_causal(scores, 0, i0)
     # the weighted values and, in the last row, the row sums: (Dv + 1, queries)
@@ -113,7 +113,6 @@ def forward(q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, o
     ones = np.ones(n_keys_max, dtype)
     norms = np.empty(n_keys_max, dtype)
     s = np.empty(max(n_keys_max * rows, 1), dtype)
-    bits = np.empty_like(s)
     q_t = np.empty((n_dims + 1) * rows, dtype)
     acc_t = np.empty((n_values + 1) * rows, dtype)
     shift = np.empty(rows, dtype)
@@ -133,4 +132,4 @@ def forward(q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, o
         for i0 in range(row_start, row_stop, SHORT_ROWS):
             n_rows = min(SHORT_ROWS, row_stop - i0)
             _rows(qa, keys, values, n_keys, causal, k_max, i0, n_rows, exponent,
-                  out[n, h], lse[n, h], s, bits, q_t, acc_t, shift, lo, hi)  # fmt: skip
+                  out[n, h], lse[n, h], s, q_t, acc_t, shift, lo, hi)  # fmt: skip

@@ -586,6 +586,23 @@ def test_exponential_is_accurate_to_a_few_units_in_the_last_place(dtype):
     assert_allclose(exponential(outside), [1, 1, 1, np.exp(low), np.exp(low)])
 
 
+@needs_numba
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_exponential_of_exact_powers_of_two_is_exact(dtype):
+    """exp(n ln 2) within one unit in the last place, n ln 2 rounded to the
+    dtype: the power of two 2**n that the exponential builds from its
+    exponent bits, at every n of the range it does not clamp (down to
+    2**-125 for float32, 2**-1021 for float64)."""
+    from skattn._kernels._numba_attention import exponential
+
+    lowest = {np.float32: -125, np.float64: -1021}[dtype]
+    n = np.arange(lowest, 1)
+    x = (n * np.log(2.0)).astype(dtype)
+    expected = np.exp(x.astype(np.float64))  # 2**n times exp(x - n ln 2)
+    ulp = np.spacing(expected.astype(dtype)).astype(np.float64)
+    assert np.max(np.abs(exponential(x.copy()) - expected) / ulp) <= 1
+
+
 def random_attention(rng, dtype, shape=(3, 2, 70, 8)):
     q, k, v, d_out = (rng.standard_normal(shape).astype(dtype) for _ in range(4))
     lengths = np.array([70, 31, 1])[: shape[0]]
