@@ -194,6 +194,15 @@ def _augmented_values(v, n_keys):
 
 
 @numba.njit(**JIT)
+def _add_into(acc, terms):
+    """``acc += terms`` of two 2-D arrays of one shape, in plain loops (numba's
+    ``+=`` of array slices costs a temporary array a call)."""
+    for r in range(acc.shape[0]):
+        for e in range(acc.shape[1]):
+            acc[r, e] += terms[r, e]
+
+
+@numba.njit(**JIT)
 def _zero_causal(block_t, j0, i0):
     """Zero the probabilities of keys after their query: ``block_t`` is
     (keys, queries) of the block at key ``j0`` and query ``i0``."""
@@ -222,7 +231,7 @@ def _rows_pass_blas(q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, acc, tmp
         if causal and j0 + nk > i0:
             _zero_causal(scores_t, j0, i0)
         np.dot(scores_t.T, v_aug[j0 : j0 + nk], out)
-        acc[:n_rows] += out
+        _add_into(acc[:n_rows], out)
 
 
 @numba.njit(**JIT)
@@ -398,13 +407,13 @@ def _backward_blas(q_aug, k_aug, d_out_aug, v_aug, q_c, k_scaled, d_out_c, n_key
                 d_scores[x] *= probs[x]
             out_v = tmp_v[: nk * n_values].reshape(nk, n_values)
             np.dot(p_t, d_out_c[i0 : i0 + n_rows], out_v)
-            d_v_acc += out_v
+            _add_into(d_v_acc, out_v)
             out_k = tmp_k[: nk * n_dims].reshape(nk, n_dims)
             np.dot(ds_t, q_c[i0 : i0 + n_rows], out_k)
-            d_k_acc += out_k
+            _add_into(d_k_acc, out_k)
             out_q = tmp_q[: n_rows * n_dims].reshape(n_rows, n_dims)
             np.dot(ds_t.T, k_scaled[j0 : j0 + nk], out_q)
-            d_q_acc[i0 : i0 + n_rows] += out_q
+            _add_into(d_q_acc[i0 : i0 + n_rows], out_q)
         for j in range(nk):
             for d in range(n_dims):
                 d_k[j0 + j, d] = d_k_acc[j, d] * scale
@@ -470,7 +479,7 @@ def _backward_loops(q_aug, k_aug, d_out_aug, v_aug, q_c, k_scaled, d_out_c, n_ke
             # it is slower
             out_q = tmp_q[: n_rows * n_dims].reshape(n_rows, n_dims)
             np.dot(ds, k_scaled[j0 : j0 + nk], out_q)
-            d_q_acc[i0 : i0 + n_rows] += out_q
+            _add_into(d_q_acc[i0 : i0 + n_rows], out_q)
         for x in range(nk):
             for d in range(n_dims):
                 d_k[j0 + x, d] = d_k_t[d, x] * scale
