@@ -76,12 +76,9 @@ def products_choice():
     def name(loops):
         return "compiled loops" if loops else "BLAS"
 
-    narrow = compiled.BACKWARD_LOOPS_MAX_HEAD_DIM
-    forward = name(compiled.products_in_loops())
-    wide = name(compiled.products_in_loops(backward=True, head_dim=narrow + 1))
     return (
-        f"attention products: forward {forward}; backward {wide} (compiled loops "
-        f"for heads of at most {narrow} features; the queries' gradient by BLAS)"
+        f"attention products: {name(compiled.products_in_loops())} (forward and "
+        "backward passes; the backward pass's gradient of the queries by BLAS)"
     )
 
 

@@ -80,7 +80,7 @@ def main():
         delta = np.sum(d_out * out, axis=-1)
         grads = [np.empty_like(q) for _ in range(3)]
         inputs = compiled._read_only(d_out, q, k, v, lse, delta, lengths)
-        loops = compiled.products_in_loops(backward=True, head_dim=head_dim)
+        loops = compiled.products_in_loops()
         backward = (*inputs, False, scale, 0, n * n_heads, *grads, loops)
         backward_kernels = kernels_of_both_layouts(kernels.backward, backward)
         for label, pass_kernels, arguments in [

@@ -22,9 +22,7 @@ that BLAS is an OpenBLAS kernel without AVX-512 (its 256-bit Haswell kernels,
 on a CPU with or without AVX-512, or narrower ones), the products are compiled
 loops instead, vectorised for the CPU (:func:`products_in_loops`): the forward
 pass's in blocks of 256 queries by 32 keys, the backward pass's (but the
-gradient of the queries, by BLAS) in blocks of 512 keys by 64 queries. The
-backward pass of heads of at most 16 features multiplies in the loops with
-every BLAS.
+gradient of the queries, by BLAS) in blocks of 512 keys by 64 queries.
 
 The forward pass shifts each row by an upper bound of its scores
 (``|scale| |q| max |k|``, as the numpy path's folded tile does), which needs
@@ -127,16 +125,6 @@ NARROW_OPENBLAS_KERNELS = frozenset(
     }
 )  # fmt: skip
 
-# The backward pass of heads of at most BACKWARD_LOOPS_MAX_HEAD_DIM features
-# multiplies in the compiled loops with every BLAS: with OpenBLAS's AVX-512
-# kernels too, its loops took 0.67 to 0.86 of BLAS's time on an Intel Xeon
-# with AVX-512 and 0.97 to 1.00 with those kernels on an AMD Zen 5; with wider
-# heads they were as fast or slower (0.92 to 1.23: benchmarks/products_choice.py,
-# user guide, "The BLAS kernels, and the compiled loops"). Measured against
-# OpenBLAS, the BLAS of scipy's wheels; another BLAS (MKL in conda's scipy)
-# is unmeasured, and its narrow heads' backward pass takes the loops too.
-BACKWARD_LOOPS_MAX_HEAD_DIM = 16
-
 # Set by the tests: True or False forces the forward and backward passes'
 # products into the compiled loops or BLAS; None leaves the choice to
 # products_in_loops().
@@ -208,22 +196,14 @@ def openblas_kernels_without_avx512(blas_libraries):
     return sorted(name for name in names if name.lower() in NARROW_OPENBLAS_KERNELS)
 
 
-def products_in_loops(backward=False, head_dim=None):
-    """Whether the compiled attention's forward (or, with ``backward``, backward)
-    pass multiplies in its own loops rather than by BLAS.
+def products_in_loops():
+    """Whether the compiled attention's forward and backward passes multiply
+    in their own loops rather than by BLAS.
 
-    Both passes do where the BLAS that numba's ``np.dot`` calls (scipy's) is
-    an OpenBLAS kernel without AVX-512 (:func:`openblas_kernels_without_avx512`)
+    They do where the BLAS that numba's ``np.dot`` calls (scipy's) is an
+    OpenBLAS kernel without AVX-512 (:func:`openblas_kernels_without_avx512`)
     and numba compiles for the host CPU, a property of the machine and its
-    libraries read once a process; the backward pass also for heads of at
-    most ``BACKWARD_LOOPS_MAX_HEAD_DIM`` features, with any BLAS.
-
-    Parameters
-    ----------
-    backward : bool, default=False
-        The choice of the backward pass (else the forward pass's).
-    head_dim : int or None, default=None
-        Features of a head's queries and keys (None: the machine's choice).
+    libraries read once a process.
 
     Returns
     -------
@@ -233,8 +213,6 @@ def products_in_loops(backward=False, head_dim=None):
     """
     if _PRODUCTS_IN_LOOPS is not None:
         return _PRODUCTS_IN_LOOPS
-    if backward and head_dim is not None and head_dim <= BACKWARD_LOOPS_MAX_HEAD_DIM:
-        return True
     return _machine_prefers_loops()
 
 
@@ -513,7 +491,7 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale):
     n_attentions = q4.shape[0] * q4.shape[1]
     # the gradients of a key accumulate over all queries: whole attentions
     inputs = (d_out4, q4, k4, v4, lse3, delta3, lengths2, causal, scale)
-    loops = products_in_loops(backward=True, head_dim=q.shape[-1])
+    loops = products_in_loops()
     calls = [
         (*inputs, attentions.start, attentions.stop, d_q4, d_k4, d_v4, loops)
         for attentions, _ in _tasks(n_attentions, 0, parallel_workers())

@@ -220,26 +220,13 @@ def test_products_in_loops_follows_the_tests_setting_then_the_machine(monkeypatc
     assert compiled.products_in_loops() is machine
 
 
-@pytest.mark.parametrize("machine", [True, False])
-def test_backward_of_narrow_heads_multiplies_in_loops_with_every_blas(
-    monkeypatch, machine
+@pytest.mark.parametrize("head_dim", [16, 32])
+@pytest.mark.parametrize("loops", [True, False])
+def test_backward_pass_hands_the_kernel_the_machines_choice(
+    monkeypatch, head_dim, loops
 ):
-    monkeypatch.setattr(compiled, "_machine_prefers_loops", lambda: machine)
-    narrow, wide = (
-        compiled.BACKWARD_LOOPS_MAX_HEAD_DIM,
-        compiled.BACKWARD_LOOPS_MAX_HEAD_DIM + 1,
-    )
-    assert compiled.products_in_loops(backward=True, head_dim=narrow) is True
-    assert compiled.products_in_loops(backward=True, head_dim=wide) is machine
-    assert compiled.products_in_loops(head_dim=narrow) is machine  # the forward pass
-    monkeypatch.setattr(compiled, "_PRODUCTS_IN_LOOPS", False)  # the tests' setting
-    assert compiled.products_in_loops(backward=True, head_dim=narrow) is False
-
-
-@pytest.mark.parametrize("head_dim, loops", [(16, True), (32, False)])
-def test_backward_pass_hands_the_kernel_its_heads_choice(monkeypatch, head_dim, loops):
-    """compiled.backward passes products_in_loops(backward=True, head_dim) to
-    the kernel (a recording stand-in), on a machine whose BLAS it keeps."""
+    """compiled.backward passes the machine's choice of products_in_loops()
+    to the kernel (a recording stand-in), whatever the heads' width."""
     seen = []
 
     class Kernels:
@@ -248,7 +235,7 @@ def test_backward_pass_hands_the_kernel_its_heads_choice(monkeypatch, head_dim, 
             seen.append(arguments[-1])
 
     monkeypatch.setattr(compiled, "kernels", Kernels)
-    monkeypatch.setattr(compiled, "_machine_prefers_loops", lambda: False)
+    monkeypatch.setattr(compiled, "_machine_prefers_loops", lambda: loops)
     rng = np.random.default_rng(0)
     q, k, v, d_out = (rng.standard_normal((1, 2, 8, head_dim)) for _ in range(4))
     lse, delta = np.zeros((1, 2, 8)), np.zeros((1, 2, 8))
