@@ -117,6 +117,16 @@ def shape_parts(batch, n_tokens, width, n_heads, n_threads, repeats):
     }
 
 
+def checked_shapes(parser, text):
+    """The shapes named in ``text`` (comma-separated), or the parser's error
+    for a name that is not one of SHAPES."""
+    shapes = text.split(",")
+    unknown = sorted(set(shapes) - set(SHAPES))
+    if unknown:
+        parser.error(f"unknown shapes {unknown}: choose among {sorted(SHAPES)}")
+    return shapes
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
@@ -126,10 +136,7 @@ def main(argv=None):
     parser.add_argument("--threads", default="1,2", help="thread counts")
     parser.add_argument("--repeats", type=int, default=9, help="timed calls a case")
     args = parser.parse_args(argv)
-    shapes = args.shapes.split(",")
-    unknown = sorted(set(shapes) - set(SHAPES))
-    if unknown:
-        parser.error(f"unknown shapes {unknown}: choose among {sorted(SHAPES)}")
+    shapes = checked_shapes(parser, args.shapes)
     print("\n".join(machine_lines()))
     if compiled.enabled():
         print(f"# compiled kernels: on; {products_choice()}")

@@ -42,7 +42,7 @@ import time
 import numba
 import numpy as np
 from _machine import machine_lines, products_choice  # benchmarks/_machine.py
-from attention_parts import SHAPES, sgemm_peak  # benchmarks/attention_parts.py
+from attention_parts import SHAPES, checked_shapes, sgemm_peak  # benchmarks/
 from threadpoolctl import threadpool_limits
 
 from skattn._kernels import _numba_attention, _numba_short, compiled
@@ -191,10 +191,7 @@ def main(argv=None):
     parser.add_argument("--shapes", default="S1,S3,S4", help="among S1..S4")
     parser.add_argument("--repeats", type=int, default=7, help="timed calls a case")
     args = parser.parse_args(argv)
-    shapes = args.shapes.split(",")
-    unknown = sorted(set(shapes) - set(SHAPES))
-    if unknown:
-        parser.error(f"unknown shapes {unknown}: choose among {sorted(SHAPES)}")
+    shapes = checked_shapes(parser, args.shapes)
     if not compiled.enabled():
         parser.error("the compiled kernels are off: install numba (the [fast] extra)")
     print("\n".join(machine_lines()))

@@ -261,19 +261,40 @@ def _run(function, calls, parallel=False, any_layout=False):
     if not calls:
         return []
     dispatcher = hasattr(function, "overloads")  # else a Python callable
-    types = _numba_types(calls[0], any_layout) if dispatcher else None
     try:
-        kernel = function.compile(types) if dispatcher and any_layout else function
+        kernel = _entry(function, calls[0]) if dispatcher and any_layout else function
 
         def call(arguments):
             return kernel(*arguments)
 
         return map_parallel(call, calls) if parallel else [call(a) for a in calls]
     except Exception as error:
-        if not dispatcher or types in function.overloads:
+        if not dispatcher or _numba_types(calls[0], any_layout) in function.overloads:
             raise  # raised by the compiled code itself
         _turn_off(error)
         return None
+
+
+# The compiled entry points of :func:`_entry`, by function and argument kinds.
+_ENTRIES = {}
+
+
+def _entry(function, arguments):
+    """The entry point of the numba ``function`` compiled for ``arguments``
+    (read-only arrays of layout "A"), kept by what numba types them by (an
+    array's dtype, dimensions, flags; a scalar's type): typing each call's
+    arguments with numba (about 15 us an argument) costs more than a short
+    kernel's work."""
+    key = (function,) + tuple(
+        (a.dtype.str, a.ndim, a.flags.writeable, a.flags.c_contiguous,
+         a.flags.f_contiguous, a.flags.aligned)
+        if isinstance(a, np.ndarray) else type(a)
+        for a in arguments
+    )  # fmt: skip
+    entry = _ENTRIES.get(key)
+    if entry is None:
+        entry = _ENTRIES[key] = function.compile(_numba_types(arguments, True))
+    return entry
 
 
 def _numba_types(arguments, any_layout):

@@ -555,6 +555,30 @@ def test_without_numba_the_numpy_path_runs(monkeypatch):
         compiled.kernels.cache_clear()
 
 
+
+@needs_numba
+def test_compiled_entry_is_kept_by_what_numba_types_arguments_by():
+    """_entry compiles once for arguments of the same dtypes, dimensions,
+    flags and scalar types, and apart for an output of another layout, which
+    it then fills at its strides."""
+    import numba
+
+    @numba.njit
+    def twice(x, out, factor):
+        for i in range(out.shape[0]):
+            out[i] = x[i] * factor
+
+    (x,) = compiled._read_only(np.arange(4.0))
+    first = compiled._entry(twice, (x, np.zeros(4), 2.0))
+    assert compiled._entry(twice, (x, np.zeros(4), 3.0)) is first
+    strided = np.zeros(8)[::2]
+    other = compiled._entry(twice, (x, strided, 2.0))
+    assert other is not first
+    other(x, strided, 2.0)
+    assert_allclose(strided, [0, 2, 4, 6])
+    (x32,) = compiled._read_only(np.arange(4, dtype=np.float32))
+    assert compiled._entry(twice, (x32, np.zeros(4), 2.0)) not in (first, other)
+
 @needs_numba
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_exponential_is_accurate_to_a_few_units_in_the_last_place(dtype):
