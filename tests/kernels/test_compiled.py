@@ -555,7 +555,6 @@ def test_without_numba_the_numpy_path_runs(monkeypatch):
         compiled.kernels.cache_clear()
 
 
-
 @needs_numba
 def test_compiled_entry_is_kept_by_what_numba_types_arguments_by():
     """_entry compiles once for arguments of the same dtypes, dimensions,
@@ -579,6 +578,7 @@ def test_compiled_entry_is_kept_by_what_numba_types_arguments_by():
     (x32,) = compiled._read_only(np.arange(4, dtype=np.float32))
     assert compiled._entry(twice, (x32, np.zeros(4), 2.0)) not in (first, other)
 
+
 @needs_numba
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_exponential_is_accurate_to_a_few_units_in_the_last_place(dtype):
@@ -599,7 +599,7 @@ def test_exponential_is_accurate_to_a_few_units_in_the_last_place(dtype):
 
 @needs_numba
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_exponential_of_exact_powers_of_two_is_exact(dtype):
+def test_exponential_builds_each_power_of_two_from_its_exponent_bits(dtype):
     """exp(n ln 2) within one unit in the last place, n ln 2 rounded to the
     dtype: the power of two 2**n that the exponential builds from its
     exponent bits, at every n of the range it does not clamp (down to
