@@ -42,7 +42,7 @@ import time
 import numba
 import numpy as np
 from _machine import machine_lines, products_choice  # benchmarks/_machine.py
-from attention_parts import SHAPES, checked_shapes, sgemm_peak  # benchmarks/
+from attention_parts import SHAPES, checked_shapes, sgemm_peak
 from threadpoolctl import threadpool_limits
 
 from skattn._kernels import _numba_attention, _numba_short, compiled

@@ -203,14 +203,16 @@ def _add_into(acc, terms):
 
 
 @numba.njit(**JIT)
-def _rows_transposed(x, i0, n_rows, buffer):
-    """``x[i0:i0 + n_rows].T`` copied into the start of ``buffer``: a
-    C-contiguous array, which OpenBLAS multiplies faster than the transposed
-    view (F order) of the rows."""
-    out = buffer[: x.shape[1] * n_rows].reshape(x.shape[1], n_rows)
+def _rows_transposed(x, i0, n_rows, n_columns, buffer):
+    """``x[i0:i0 + n_rows].T`` copied into the start of ``buffer`` as a
+    C-contiguous ``(x.shape[1], n_columns)`` array, zero past ``n_rows``
+    columns: the rows of a block as the products read them (OpenBLAS
+    multiplies it faster than the transposed view, in F order, of the rows;
+    the compiled loops run over its padded columns)."""
+    out = buffer[: x.shape[1] * n_columns].reshape(x.shape[1], n_columns)
     for c in range(x.shape[1]):
-        for r in range(n_rows):
-            out[c, r] = x[i0 + r, c]
+        for r in range(n_columns):
+            out[c, r] = x[i0 + r, c] if r < n_rows else 0.0
     return out
 
 
@@ -234,7 +236,7 @@ def _rows_pass_blas(q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, acc, tmp
     width = acc.shape[1]
     acc[:n_rows] = 0.0
     out = tmp[: n_rows * width].reshape(n_rows, width)
-    q_block_t = _rows_transposed(q_aug, i0, n_rows, tmp[n_rows * width :])
+    q_block_t = _rows_transposed(q_aug, i0, n_rows, n_rows, tmp[n_rows * width :])
     for j0 in range(0, stop, KEYS):
         nk = min(KEYS, stop - j0)
         scores_t = s[: nk * n_rows].reshape(nk, n_rows)  # (keys, queries)
@@ -259,11 +261,8 @@ def _rows_pass_loops(q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, acc, tm
     width = acc.shape[1]
     width_q = q_aug.shape[1]
     r_pad = (n_rows + 15) // 16 * 16
-    q_t = tmp[: width_q * r_pad].reshape(width_q, r_pad)
+    q_t = _rows_transposed(q_aug, i0, n_rows, r_pad, tmp)
     acc_t = tmp[width_q * r_pad : (width_q + width) * r_pad].reshape(width, r_pad)
-    for c in range(width_q):
-        for r in range(r_pad):
-            q_t[c, r] = q_aug[i0 + r, c] if r < n_rows else 0.0
     acc_t[:] = 0.0
     lo = np.zeros(FORWARD_KEYS, np.int64)
     hi = np.full(FORWARD_KEYS, r_pad, np.int64)
@@ -409,13 +408,13 @@ def _backward_blas(q_aug, k_aug, d_out_aug, v_aug, q_c, k_scaled, d_out_c, n_key
         for i0 in range(first, n_queries, ROWS):
             n_rows = min(ROWS, n_queries - i0)
             p_t = probs[: nk * n_rows].reshape(nk, n_rows)  # (keys, queries)
-            q_t = _rows_transposed(q_aug, i0, n_rows, rows_t)
+            q_t = _rows_transposed(q_aug, i0, n_rows, n_rows, rows_t)
             np.dot(k_aug[j0 : j0 + nk], q_t, p_t)
             exp_inplace(probs[: nk * n_rows])
             if causal and j0 + nk > i0:
                 _zero_causal(p_t, j0, i0)
             ds_t = d_scores[: nk * n_rows].reshape(nk, n_rows)
-            d_out_t = _rows_transposed(d_out_aug, i0, n_rows, rows_t)
+            d_out_t = _rows_transposed(d_out_aug, i0, n_rows, n_rows, rows_t)
             np.dot(v_aug[j0 : j0 + nk], d_out_t, ds_t)
             for x in range(nk * n_rows):  # dS = P * (dP - delta)
                 d_scores[x] *= probs[x]
