@@ -614,6 +614,38 @@ def test_exponential_builds_each_power_of_two_from_its_exponent_bits(dtype):
     assert np.max(np.abs(exponential(x.copy()) - expected) / ulp) <= 1
 
 
+@needs_numba
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_exponential_is_called_out_of_line_in_512_bit_vectors(dtype):
+    """The kernels call the exponential as a function of its own, which asks
+    LLVM for 512-bit vectors (where the CPU has them): a caller keeps its own
+    vector width, the exponential's results are those of the inline loop."""
+    import numba
+
+    from skattn._kernels import _numba_attention
+
+    @numba.njit  # not cached, so that its LLVM IR can be read
+    def caller(x):
+        _numba_attention.exp_inplace(x)
+
+    x = np.linspace(-30, 0, 1001, dtype=dtype)
+    out = x.copy()
+    caller(out)
+    assert_array_equal(out, _numba_attention.exponential(x.copy()))
+    name = f"_exp_float{np.dtype(dtype).itemsize * 8}"
+    llvm = caller.inspect_llvm(caller.signatures[0])
+    calls = [line for line in llvm.splitlines() if "call" in line and name in line]
+    assert calls, f"{name} was inlined into its caller"
+    definition = next(
+        line for line in llvm.splitlines() if line.startswith("define") and name in line
+    )
+    group = definition.rsplit("#", 1)[1].split()[0]
+    attributes = next(
+        line for line in llvm.splitlines() if line.startswith(f"attributes #{group} ")
+    )
+    assert '"prefer-vector-width"="512"' in attributes and "noinline" in attributes
+
+
 def random_attention(rng, dtype, shape=(3, 2, 70, 8)):
     q, k, v, d_out = (rng.standard_normal(shape).astype(dtype) for _ in range(4))
     lengths = np.array([70, 31, 1])[: shape[0]]
