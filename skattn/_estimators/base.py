@@ -62,7 +62,7 @@ from .._training.adam import (
     resolve_patience,
 )
 from .._training.callbacks import CALLBACK_BASES, FitTasks
-from .._training.head import fit_head
+from .._training.head import fit_linear_head
 from .._training.lbfgs import fit_lbfgs
 from .._training.loss import training_dtype
 from .._training.state import FittedModel, History
@@ -481,10 +481,9 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
         start = time.time()
         # one BLAS thread: on the small matrix products of a minibatch, two
         # threads ran many times slower on a busy 2-core machine
-        held_out = None
         try:
             with single_threaded_blas():
-                held_out = self._solve(
+                self._solve(
                     model,
                     params,
                     train,
@@ -504,7 +503,7 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
         if not incremental and (
             fitted.config.token_statistics or fitted_train.objective == "regression"
         ):
-            self._fit_head(fitted_train, validation, held_out)
+            self._fit_head(fitted_train)
 
     def _print_header(self):
         """The verbose table's header."""
@@ -520,8 +519,7 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
     def _solve(
         self, model, params, train, validation, history, tasks, settings, optimizer
     ):
-        """Run the solver on ``params``, ``history`` and ``optimizer`` (in place);
-        returns the rows of ``train`` early stopping held out, or None."""
+        """Run the solver on ``params``, ``history`` and ``optimizer`` (in place)."""
         if self.solver == "lbfgs":
             fit_lbfgs(
                 model,
@@ -535,8 +533,8 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
                 verbose=self.verbose,
                 name=type(self).__name__,
             )
-            return None
-        return fit_adam(
+            return
+        fit_adam(
             model,
             params,
             train,
@@ -564,13 +562,19 @@ class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
         self._fitted = self._fitted.replace(optimizer_state=None)
         return self
 
-    def _fit_head(self, train, validation, held_out):
+    def _fit_head(self, train):
         """Fit the head on the trained model's pooled vectors and the tokens'
-        statistics, chosen on the validation set of early stopping when there
-        is one (see :func:`~skattn._training.head.fit_head`)."""
+        statistics (see :func:`~skattn._training.head.fit_linear_head`)."""
         fitted = self._fitted
+        model = fitted.model
         params = fitted.cast(compute_dtype(train.sequences))
-        coef, intercept = fit_head(fitted.model, params, train, validation, held_out)
+        features = np.empty((len(train), model.head.n_features))
+        with single_threaded_blas():
+            for rows, _, pooled in forward_batches(
+                model, params, train.sequences, batch_budget()
+            ):
+                features[rows] = pooled
+        coef, intercept = fit_linear_head(features, train)
         dtype = fitted.params["head_coef"].dtype
         head = {
             "head_coef": np.ascontiguousarray(coef, dtype=dtype),

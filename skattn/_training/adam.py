@@ -191,12 +191,6 @@ def fit_adam(
         An explicit validation set (``fit``'s ``X_val`` and ``y_val``) for
         early stopping; None: with ``settings.early_stopping``,
         ``validation_fraction`` of ``data`` is held out.
-
-    Returns
-    -------
-    held_out : ndarray of int or None
-        The rows of ``data`` held out for validation, sorted; None when none
-        were (no early stopping, or ``validation`` given).
     """
     n_samples = len(data)
     train = np.arange(n_samples)
@@ -295,7 +289,6 @@ def fit_adam(
         params.update(best_params)
     if not settings.incremental:
         warn_if_diverged(history, optimizer.state["learning_rate_init"], stacklevel=6)
-    return held_out
 
 
 def adam_epoch(model, params, data, train, batch_size, optimizer, rng, dropout):
