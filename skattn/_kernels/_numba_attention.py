@@ -87,13 +87,16 @@ def _vectors_of_512_bits(typingctx):
     faster in 512-bit ones. Kept out of line, so that the kernels that call it
     keep their own width: the short kernel runs slower in 512-bit vectors.
     Other CPUs ignore the attributes. llvmlite checks function attributes
-    against a list without LLVM's string attributes, hence ``set.add``.
+    against a list without LLVM's string attributes, hence ``set.add``; an
+    llvmlite whose attributes are no set compiles the function in the host's
+    vectors, as the kernels.
     """
 
     def codegen(context, builder, signature, arguments):
         attributes = builder.function.attributes
-        set.add(attributes, '"prefer-vector-width"="512"')
-        set.add(attributes, '"min-legal-vector-width"="512"')
+        if isinstance(attributes, set):
+            set.add(attributes, '"prefer-vector-width"="512"')
+            set.add(attributes, '"min-legal-vector-width"="512"')
         attributes.add("noinline")
         return context.get_dummy_value()
 

@@ -618,8 +618,8 @@ def test_exponential_builds_each_power_of_two_from_its_exponent_bits(dtype):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_exponential_is_called_out_of_line_in_512_bit_vectors(dtype):
     """The kernels call the exponential as a function of its own, which asks
-    LLVM for 512-bit vectors (where the CPU has them): a caller keeps its own
-    vector width, the exponential's results are those of the inline loop."""
+    LLVM for 512-bit vectors (where the CPU has them), so that a caller keeps
+    its own vector width; called so, it computes what ``exponential`` does."""
     import numba
 
     from skattn._kernels import _numba_attention
