@@ -189,22 +189,6 @@ def _augmented(x, rows, column, scale):
 
 
 @numba.njit(**JIT)
-def value_exponents(v, n_keys, exponent, largest):
-    """Write into ``exponent`` the power of two of each column of
-    ``v[:n_keys]`` (see :func:`augmented_values_into`); returns whether any
-    is nonzero. ``largest``: scratch of one number a column."""
-    largest[:] = 0.0
-    for j in range(n_keys):
-        for e in range(v.shape[1]):
-            largest[e] = max(largest[e], abs(v[j, e]))
-    scaled = False
-    for e in range(v.shape[1]):
-        exponent[e] = max(-math.frexp(largest[e])[1], 0)
-        scaled = scaled or exponent[e] != 0
-    return scaled
-
-
-@numba.njit(**JIT)
 def augmented_values_into(v, n_keys, out, exponent, largest):
     """Write ``[v[:n_keys] * 2**exponent, 1]`` into ``out[:n_keys]`` and
     ``exponent`` (of each column): the power of two that brings the
@@ -213,7 +197,12 @@ def augmented_values_into(v, n_keys, out, exponent, largest):
     :func:`skattn._kernels.folded.value_column_exponents`). ``largest``:
     scratch of one number a column."""
     n_values = v.shape[1]
-    value_exponents(v, n_keys, exponent, largest)
+    largest[:] = 0.0
+    for j in range(n_keys):
+        for e in range(n_values):
+            largest[e] = max(largest[e], abs(v[j, e]))
+    for e in range(n_values):
+        exponent[e] = max(-math.frexp(largest[e])[1], 0)
     for j in range(n_keys):
         for e in range(n_values):
             value = v[j, e]

@@ -32,7 +32,6 @@ from ._numba_attention import (
     augmented_into,
     augmented_values_into,
     exp_inplace,
-    value_exponents,
 )
 from ._numba_products import JIT, product_set
 from .compiled import SUM_FLOOR
@@ -99,70 +98,6 @@ def _rows(q, keys, values, n_keys, causal, k_max, i0, n_rows, exponent, out, lse
 
 
 @numba.njit(**JIT)
-def _rows_in_place(q, k, v, n_keys, causal, scale, k_max, i0, n_rows, out, lse, s,
-                   q_t, acc_t, shift, total, lo, hi, keys, values, ones, norms,
-                   exponent, largest):  # fmt: skip
-    """:func:`_rows` reading the keys ``k`` and values ``v`` where they are,
-    for values of no power of two (all of ``exponent`` zero): the scores
-    scaled and shifted in a pass before their exponentials, the row sums in a
-    pass after. A row whose sum underflows is computed again from the keys and
-    values copied as :func:`_rows` reads them (``keys``, ``values``, ``ones``,
-    ``norms``, ``largest``: scratch space for them)."""
-    n_dims, n_values = q.shape[1], v.shape[1]
-    r_pad = (n_rows + 15) // 16 * 16
-    qt = q_t[: n_dims * r_pad].reshape(n_dims, r_pad)
-    for r in range(n_rows):
-        norm = 0.0
-        for c in range(n_dims):
-            x = q[i0 + r, c]
-            norm += x * x
-            qt[c, r] = x
-        shift[r] = math.sqrt(norm) * k_max
-    qt[:, n_rows:] = 0.0
-    shift[n_rows:r_pad] = 0.0
-    stop = min(n_keys, i0 + n_rows) if causal else n_keys
-    for j in range(stop):  # with a causal mask, the queries before a key are 0
-        lo[j] = max(0, j - i0) // 16 * 16 if causal else 0
-        hi[j] = r_pad
-    scores = s[: stop * r_pad].reshape(stop, r_pad)  # (keys, queries)
-    product_set(k[:stop], qt, scores, lo, hi)
-    for j in range(stop):
-        for r in range(r_pad):
-            scores[j, r] = scores[j, r] * scale - shift[r]
-    exp_inplace(s[: stop * r_pad])
-    if causal:
-        _zero_causal(scores, 0, i0)
-    total[:r_pad] = 0.0
-    for j in range(stop):
-        for r in range(r_pad):
-            total[r] += scores[j, r]
-    acc = acc_t[: n_values * r_pad].reshape(n_values, r_pad)  # (values, queries)
-    lo_v, hi_v = lo[stop : stop + n_values], hi[stop : stop + n_values]
-    lo_v[:] = 0
-    hi_v[:] = r_pad
-    product_set(v[:stop].T, scores, acc, lo_v, hi_v)
-    for r in range(n_rows):
-        i = i0 + r
-        t = total[r]
-        if not (t >= SUM_FLOOR and t < np.inf):
-            # the bound was too loose: the row shifted by its largest score
-            augmented_into(k, n_keys, ones, scale, keys, norms)
-            augmented_values_into(v, n_keys, values, exponent, largest)
-            row = np.empty(n_values + 1, q.dtype)
-            q_row = np.empty(n_dims, q.dtype)
-            for c in range(n_dims):
-                q_row[c] = qt[c, r]
-            end = min(n_keys, i + 1) if causal else n_keys
-            shift[r] = _exact_row(q_row, keys, values, end, row)
-            for e in range(n_values):
-                acc[e, r] = row[e]
-            t = row[n_values]
-        for e in range(n_values):
-            out[i, e] = acc[e, r] / t
-        lse[i] = math.log(t) + shift[r]
-
-
-@numba.njit(**JIT)
 def forward(q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, out,
             lse):  # fmt: skip
     """Attentions ``start:stop`` (flat indices) of q, k, v (N, H, T, D), their
@@ -181,7 +116,6 @@ def forward(q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, o
     q_t = np.empty((n_dims + 1) * rows, dtype)
     acc_t = np.empty((n_values + 1) * rows, dtype)
     shift = np.empty(rows, dtype)
-    total = np.empty(rows, dtype)
     lo = np.zeros(n_keys_max + n_values + 1, np.int64)
     hi = np.zeros(n_keys_max + n_values + 1, np.int64)
     for a in range(start, stop):
@@ -191,34 +125,11 @@ def forward(q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, o
             out[n, h, row_start:row_stop] = 0.0
             lse[n, h, row_start:row_stop] = np.inf
             continue
-        qa, ka, va = q[n, h], k[n, h], v[n, h]
-        if value_exponents(va, n_keys, exponent, largest):
-            # values scaled by powers of two: keys and values copied
-            augmented_into(ka, n_keys, ones, scale, keys, norms)
-            k_max = math.sqrt(norms[:n_keys].max()) * abs(scale)
-            augmented_values_into(va, n_keys, values, exponent, largest)
-            for i0 in range(row_start, row_stop, SHORT_ROWS):
-                n_rows = min(SHORT_ROWS, row_stop - i0)
-                _rows(qa, keys, values, n_keys, causal, k_max, i0, n_rows,
-                      exponent, out[n, h], lse[n, h], s, q_t, acc_t, shift, lo,
-                      hi)  # fmt: skip
-            continue
-        _row_norms_into(ka, n_keys, norms)
+        qa = q[n, h]
+        augmented_into(k[n, h], n_keys, ones, scale, keys, norms)
         k_max = math.sqrt(norms[:n_keys].max()) * abs(scale)
+        augmented_values_into(v[n, h], n_keys, values, exponent, largest)
         for i0 in range(row_start, row_stop, SHORT_ROWS):
             n_rows = min(SHORT_ROWS, row_stop - i0)
-            _rows_in_place(qa, ka, va, n_keys, causal, scale, k_max, i0, n_rows,
-                           out[n, h], lse[n, h], s, q_t, acc_t, shift, total, lo,
-                           hi, keys, values, ones, norms, exponent,
-                           largest)  # fmt: skip
-
-
-@numba.njit(**JIT)
-def _row_norms_into(x, rows, norms):
-    """The squared norms of the rows of ``x[:rows]`` into ``norms[:rows]``,
-    summed as :func:`skattn._kernels._numba_attention.augmented_into` sums
-    them."""
-    for i in range(rows):
-        norms[i] = 0.0
-        for d in range(x.shape[1]):
-            norms[i] += x[i, d] * x[i, d]
+            _rows(qa, keys, values, n_keys, causal, k_max, i0, n_rows, exponent,
+                  out[n, h], lse[n, h], s, q_t, acc_t, shift, lo, hi)  # fmt: skip
