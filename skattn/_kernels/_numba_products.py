@@ -1,15 +1,17 @@
-"""Matrix products in numba loops that LLVM vectorises for the host CPU, for
-the compiled attention (:mod:`skattn._kernels._numba_attention`), and the
-options its numba functions are compiled with.
+"""Matrix products in compiled loops, for the compiled attention
+(:mod:`skattn._kernels._numba_attention`, :mod:`skattn._kernels._numba_short`),
+and the options its numba functions are compiled with.
 
-Each product writes rows of a result whose columns are contiguous, and its
-innermost loop runs over those columns, which LLVM vectorises (numba turns
-off LLVM's SLP vectoriser: a loop of a small fixed width would run in
-scalars). A pass adds four terms to four rows of the result, each sum in its
-plain order (no reassociation), so that a row's terms are loaded once for
-four rows. The columns each row or term touches are a slice ``lo:hi`` (a
-causal mask skips the columns whose terms are 0).
+Each product writes rows of a result whose columns are contiguous, in tiles
+of two rows by four vectors of columns (:mod:`._numba_vectors`) whose sums
+stay in registers over all the terms, as a BLAS kernel's do; the columns past
+the last whole vector are summed one by one. Every sum adds its terms in
+their plain order (no reassociation), ``a * b + c`` fused where the CPU has
+FMA, so that a tile and a single column round alike. The columns each row
+or term touches are a slice ``lo:hi`` (a causal mask skips the columns whose
+terms are 0).
 """
+
 
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
@@ -17,6 +19,16 @@ causal mask skips the columns whose terms are 0).
 import warnings
 
 import numba
+
+from ._numba_vectors import (
+    broadcast,
+    lanes,
+    load,
+    multiply,
+    multiply_add,
+    store,
+    vector_like,
+)
 
 
 def _cache_probe():
@@ -62,156 +74,167 @@ def _span(lo, hi, o, n):
 
 
 @numba.njit(**JIT)
+def _set_tile(a, b_t, out, o, o2, i, like):
+    """``out[r, i:i + 4 lanes] = a[r] @ b_t[:, i:i + 4 lanes]`` for rows
+    ``r`` in ``(o, o2)``, the sums in registers."""
+    n = lanes(like)
+    x0 = load(b_t, 0, i)
+    x1 = load(b_t, 0, i + n)
+    x2 = load(b_t, 0, i + 2 * n)
+    x3 = load(b_t, 0, i + 3 * n)
+    c0 = broadcast(a[o, 0], like)
+    c1 = broadcast(a[o2, 0], like)
+    s00, s01, s02, s03 = (
+        multiply(c0, x0),
+        multiply(c0, x1),
+        multiply(c0, x2),
+        multiply(c0, x3),
+    )
+    s10, s11, s12, s13 = (
+        multiply(c1, x0),
+        multiply(c1, x1),
+        multiply(c1, x2),
+        multiply(c1, x3),
+    )
+    for c in range(1, a.shape[1]):
+        x0 = load(b_t, c, i)
+        x1 = load(b_t, c, i + n)
+        x2 = load(b_t, c, i + 2 * n)
+        x3 = load(b_t, c, i + 3 * n)
+        c0 = broadcast(a[o, c], like)
+        c1 = broadcast(a[o2, c], like)
+        s00 = multiply_add(c0, x0, s00)
+        s01 = multiply_add(c0, x1, s01)
+        s02 = multiply_add(c0, x2, s02)
+        s03 = multiply_add(c0, x3, s03)
+        s10 = multiply_add(c1, x0, s10)
+        s11 = multiply_add(c1, x1, s11)
+        s12 = multiply_add(c1, x2, s12)
+        s13 = multiply_add(c1, x3, s13)
+    store(out, o, i, s00)
+    store(out, o, i + n, s01)
+    store(out, o, i + 2 * n, s02)
+    store(out, o, i + 3 * n, s03)
+    store(out, o2, i, s10)
+    store(out, o2, i + n, s11)
+    store(out, o2, i + 2 * n, s12)
+    store(out, o2, i + 3 * n, s13)
+
+
+@numba.njit(**JIT)
+def _set_vector(a, b_t, out, o, o2, i, like):
+    """:func:`_set_tile` of one vector of columns."""
+    x = load(b_t, 0, i)
+    s0 = multiply(broadcast(a[o, 0], like), x)
+    s1 = multiply(broadcast(a[o2, 0], like), x)
+    for c in range(1, a.shape[1]):
+        x = load(b_t, c, i)
+        s0 = multiply_add(broadcast(a[o, c], like), x, s0)
+        s1 = multiply_add(broadcast(a[o2, c], like), x, s1)
+    store(out, o, i, s0)
+    store(out, o2, i, s1)
+
+
+@numba.njit(**JIT)
 def product_set(a, b_t, out, lo, hi):
     """``out[o, lo:hi] = sum over c of a[o, c] * b_t[c, lo:hi]`` for each row
-    ``o`` of ``a`` (``lo``, ``hi``: int arrays of its columns; four rows
-    computed together get the span of theirs). ``out`` and ``b_t``
-    C-contiguous, ``a`` of any layout; the sum over ``c`` in its order."""
+    ``o`` of ``a`` (``lo``, ``hi``: int arrays of its columns; two rows
+    computed together get the span of theirs). ``out`` and ``b_t`` with
+    contiguous rows, ``a`` of any layout; the sum over ``c`` in its order."""
     n_out, width = a.shape
-    o = 0
-    while o + 4 <= n_out:
-        start, stop = _span(lo, hi, o, 4)
-        s0 = out[o, start:stop]
-        s1 = out[o + 1, start:stop]
-        s2 = out[o + 2, start:stop]
-        s3 = out[o + 3, start:stop]
-        b0 = a[o, 0]
-        b1 = a[o + 1, 0]
-        b2 = a[o + 2, 0]
-        b3 = a[o + 3, 0]
-        brow = b_t[0, start:stop]
-        for i in range(s0.shape[0]):
-            x = brow[i]
-            s0[i] = b0 * x
-            s1[i] = b1 * x
-            s2[i] = b2 * x
-            s3[i] = b3 * x
-        c = 1
-        while c + 4 <= width:
-            a0_0 = a[o, c]
-            a0_1 = a[o, c + 1]
-            a0_2 = a[o, c + 2]
-            a0_3 = a[o, c + 3]
-            a1_0 = a[o + 1, c]
-            a1_1 = a[o + 1, c + 1]
-            a1_2 = a[o + 1, c + 2]
-            a1_3 = a[o + 1, c + 3]
-            a2_0 = a[o + 2, c]
-            a2_1 = a[o + 2, c + 1]
-            a2_2 = a[o + 2, c + 2]
-            a2_3 = a[o + 2, c + 3]
-            a3_0 = a[o + 3, c]
-            a3_1 = a[o + 3, c + 1]
-            a3_2 = a[o + 3, c + 2]
-            a3_3 = a[o + 3, c + 3]
-            q0 = b_t[c, start:stop]
-            q1 = b_t[c + 1, start:stop]
-            q2 = b_t[c + 2, start:stop]
-            q3 = b_t[c + 3, start:stop]
-            for i in range(s0.shape[0]):
-                x0 = q0[i]
-                x1 = q1[i]
-                x2 = q2[i]
-                x3 = q3[i]
-                s0[i] = (((s0[i] + a0_0 * x0) + a0_1 * x1) + a0_2 * x2) + a0_3 * x3
-                s1[i] = (((s1[i] + a1_0 * x0) + a1_1 * x1) + a1_2 * x2) + a1_3 * x3
-                s2[i] = (((s2[i] + a2_0 * x0) + a2_1 * x1) + a2_2 * x2) + a2_3 * x3
-                s3[i] = (((s3[i] + a3_0 * x0) + a3_1 * x1) + a3_2 * x2) + a3_3 * x3
-            c += 4
-        first = c
-        for c in range(first, width):
-            b0 = a[o, c]
-            b1 = a[o + 1, c]
-            b2 = a[o + 2, c]
-            b3 = a[o + 3, c]
-            brow = b_t[c, start:stop]
-            for i in range(s0.shape[0]):
-                x = brow[i]
-                s0[i] += b0 * x
-                s1[i] += b1 * x
-                s2[i] += b2 * x
-                s3[i] += b3 * x
-        o += 4
-    first = o
-    for o in range(first, n_out):
-        start, stop = _span(lo, hi, o, 1)
-        srow = out[o, start:stop]
-        b = a[o, 0]
-        brow = b_t[0, start:stop]
-        for i in range(srow.shape[0]):
-            srow[i] = b * brow[i]
-        for c in range(1, width):
-            b = a[o, c]
-            brow = b_t[c, start:stop]
-            for i in range(srow.shape[0]):
-                srow[i] += b * brow[i]
+    like = vector_like(out)
+    n = lanes(like)
+    for o in range(0, n_out, 2):
+        o2 = min(o + 1, n_out - 1)  # a last row alone is computed twice
+        start, stop = _span(lo, hi, o, o2 - o + 1)
+        i = start
+        while i + 4 * n <= stop:
+            _set_tile(a, b_t, out, o, o2, i, like)
+            i += 4 * n
+        while i + n <= stop:
+            _set_vector(a, b_t, out, o, o2, i, like)
+            i += n
+        for r in range(o, o2 + 1):
+            for j in range(i, stop):
+                total = a[r, 0] * b_t[0, j]
+                for c in range(1, width):
+                    total += a[r, c] * b_t[c, j]
+                out[r, j] = total
+
+
+@numba.njit(**JIT)
+def _add_tile(a, b, out, e, e2, i, like):
+    """``out[r, i:i + 4 lanes] += a[:, r] @ b[:, i:i + 4 lanes]`` for rows
+    ``r`` in ``(e, e2)`` (the same row once where ``e == e2``), the sums in
+    registers."""
+    n = lanes(like)
+    s00, s01 = load(out, e, i), load(out, e, i + n)
+    s02, s03 = load(out, e, i + 2 * n), load(out, e, i + 3 * n)
+    s10, s11 = load(out, e2, i), load(out, e2, i + n)
+    s12, s13 = load(out, e2, i + 2 * n), load(out, e2, i + 3 * n)
+    for t in range(a.shape[0]):
+        x0 = load(b, t, i)
+        x1 = load(b, t, i + n)
+        x2 = load(b, t, i + 2 * n)
+        x3 = load(b, t, i + 3 * n)
+        c0 = broadcast(a[t, e], like)
+        c1 = broadcast(a[t, e2], like)
+        s00 = multiply_add(c0, x0, s00)
+        s01 = multiply_add(c0, x1, s01)
+        s02 = multiply_add(c0, x2, s02)
+        s03 = multiply_add(c0, x3, s03)
+        s10 = multiply_add(c1, x0, s10)
+        s11 = multiply_add(c1, x1, s11)
+        s12 = multiply_add(c1, x2, s12)
+        s13 = multiply_add(c1, x3, s13)
+    store(out, e, i, s00)
+    store(out, e, i + n, s01)
+    store(out, e, i + 2 * n, s02)
+    store(out, e, i + 3 * n, s03)
+    store(out, e2, i, s10)
+    store(out, e2, i + n, s11)
+    store(out, e2, i + 2 * n, s12)
+    store(out, e2, i + 3 * n, s13)
+
+
+@numba.njit(**JIT)
+def _add_vector(a, b, out, e, e2, i, like):
+    """:func:`_add_tile` of one vector of columns."""
+    s0 = load(out, e, i)
+    s1 = load(out, e2, i)
+    for t in range(a.shape[0]):
+        x = load(b, t, i)
+        s0 = multiply_add(broadcast(a[t, e], like), x, s0)
+        s1 = multiply_add(broadcast(a[t, e2], like), x, s1)
+    store(out, e, i, s0)
+    store(out, e2, i, s1)
 
 
 @numba.njit(**JIT)
 def product_add(a, b, out, lo, hi):
     """``out[e, lo:hi] += sum over t of a[t, e] * b[t, lo:hi]`` for each
-    column ``e`` of ``a`` (``lo``, ``hi``: int arrays of the columns of each
-    term ``t``, the terms past them 0; four terms added together get the span
-    of theirs). ``out`` and ``b`` C-contiguous, ``a`` of any layout; the sum
-    over ``t`` in its order."""
+    column ``e`` of ``a``, over the span of all the terms' columns (``lo``,
+    ``hi``: int arrays of the columns of each term ``t``): in that span a
+    term's row of ``b`` is 0 past its own columns. ``out`` and ``b`` with
+    contiguous rows, ``a`` of any layout; the sum over ``t`` in its order."""
     n_terms, width = a.shape
-    t = 0
-    while t + 4 <= n_terms:
-        start, stop = _span(lo, hi, t, 4)
-        p0 = b[t, start:stop]
-        p1 = b[t + 1, start:stop]
-        p2 = b[t + 2, start:stop]
-        p3 = b[t + 3, start:stop]
-        e = 0
-        while e + 4 <= width:
-            a0_0 = a[t, e]
-            a0_1 = a[t + 1, e]
-            a0_2 = a[t + 2, e]
-            a0_3 = a[t + 3, e]
-            a1_0 = a[t, e + 1]
-            a1_1 = a[t + 1, e + 1]
-            a1_2 = a[t + 2, e + 1]
-            a1_3 = a[t + 3, e + 1]
-            a2_0 = a[t, e + 2]
-            a2_1 = a[t + 1, e + 2]
-            a2_2 = a[t + 2, e + 2]
-            a2_3 = a[t + 3, e + 2]
-            a3_0 = a[t, e + 3]
-            a3_1 = a[t + 1, e + 3]
-            a3_2 = a[t + 2, e + 3]
-            a3_3 = a[t + 3, e + 3]
-            o0 = out[e, start:stop]
-            o1 = out[e + 1, start:stop]
-            o2 = out[e + 2, start:stop]
-            o3 = out[e + 3, start:stop]
-            for i in range(p0.shape[0]):
-                x0 = p0[i]
-                x1 = p1[i]
-                x2 = p2[i]
-                x3 = p3[i]
-                o0[i] = (((o0[i] + a0_0 * x0) + a0_1 * x1) + a0_2 * x2) + a0_3 * x3
-                o1[i] = (((o1[i] + a1_0 * x0) + a1_1 * x1) + a1_2 * x2) + a1_3 * x3
-                o2[i] = (((o2[i] + a2_0 * x0) + a2_1 * x1) + a2_2 * x2) + a2_3 * x3
-                o3[i] = (((o3[i] + a3_0 * x0) + a3_1 * x1) + a3_2 * x2) + a3_3 * x3
-            e += 4
-        first = e
-        for e in range(first, width):
-            c0 = a[t, e]
-            c1 = a[t + 1, e]
-            c2 = a[t + 2, e]
-            c3 = a[t + 3, e]
-            arow = out[e, start:stop]
-            for i in range(arow.shape[0]):
-                arow[i] = (
-                    ((arow[i] + c0 * p0[i]) + c1 * p1[i]) + c2 * p2[i]
-                ) + c3 * p3[i]
-        t += 4
-    first = t
-    for t in range(first, n_terms):
-        start, stop = _span(lo, hi, t, 1)
-        prow = b[t, start:stop]
-        for e in range(width):
-            c = a[t, e]
-            arow = out[e, start:stop]
-            for i in range(prow.shape[0]):
-                arow[i] += c * prow[i]
+    if n_terms == 0:
+        return
+    like = vector_like(out)
+    n = lanes(like)
+    start, stop = _span(lo, hi, 0, n_terms)
+    i = start
+    while i + 4 * n <= stop:  # a strip of b stays in the L1 cache over the rows
+        for e in range(0, width, 2):
+            _add_tile(a, b, out, e, min(e + 1, width - 1), i, like)
+        i += 4 * n
+    while i + n <= stop:
+        for e in range(0, width, 2):
+            _add_vector(a, b, out, e, min(e + 1, width - 1), i, like)
+        i += n
+    for e in range(width):
+        for j in range(i, stop):
+            total = out[e, j]
+            for t in range(n_terms):
+                total += a[t, e] * b[t, j]
+            out[e, j] = total
