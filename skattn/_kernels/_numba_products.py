@@ -73,7 +73,7 @@ def _span(lo, hi, o, n):
     return start, max(start, stop)
 
 
-@numba.njit(**JIT)
+@numba.njit(inline="always", **JIT)
 def _set_tile(a, b_t, out, o, o2, i, like):
     """``out[r, i:i + 4 lanes] = a[r] @ b_t[:, i:i + 4 lanes]`` for rows
     ``r`` in ``(o, o2)``, the sums in registers."""
@@ -121,7 +121,7 @@ def _set_tile(a, b_t, out, o, o2, i, like):
     store(out, o2, i + 3 * n, s13)
 
 
-@numba.njit(**JIT)
+@numba.njit(inline="always", **JIT)
 def _set_vector(a, b_t, out, o, o2, i, like):
     """:func:`_set_tile` of one vector of columns."""
     x = load(b_t, 0, i)
@@ -162,52 +162,90 @@ def product_set(a, b_t, out, lo, hi):
                 out[r, j] = total
 
 
-@numba.njit(**JIT)
-def _add_tile(a, b, out, e, e2, i, like):
-    """``out[r, i:i + 4 lanes] += a[:, r] @ b[:, i:i + 4 lanes]`` for rows
-    ``r`` in ``(e, e2)`` (the same row once where ``e == e2``), the sums in
-    registers."""
+@numba.njit(inline="always", **JIT)
+def _add_tile(a, b, out, e, i, like):
+    """``out[r, i:i + 2 lanes] += a[:, r] @ b[:, i:i + 2 lanes]`` for the
+    6 rows ``r`` from ``e`` (the last row of ``out`` in place of those past
+    it, computed once more), the sums in registers."""
     n = lanes(like)
-    s00, s01 = load(out, e, i), load(out, e, i + n)
-    s02, s03 = load(out, e, i + 2 * n), load(out, e, i + 3 * n)
-    s10, s11 = load(out, e2, i), load(out, e2, i + n)
-    s12, s13 = load(out, e2, i + 2 * n), load(out, e2, i + 3 * n)
+    last = a.shape[1] - 1
+    e0 = e
+    e1 = min(e + 1, last)
+    e2 = min(e + 2, last)
+    e3 = min(e + 3, last)
+    e4 = min(e + 4, last)
+    e5 = min(e + 5, last)
+    s00, s01 = load(out, e0, i), load(out, e0, i + n)
+    s10, s11 = load(out, e1, i), load(out, e1, i + n)
+    s20, s21 = load(out, e2, i), load(out, e2, i + n)
+    s30, s31 = load(out, e3, i), load(out, e3, i + n)
+    s40, s41 = load(out, e4, i), load(out, e4, i + n)
+    s50, s51 = load(out, e5, i), load(out, e5, i + n)
     for t in range(a.shape[0]):
         x0 = load(b, t, i)
         x1 = load(b, t, i + n)
-        x2 = load(b, t, i + 2 * n)
-        x3 = load(b, t, i + 3 * n)
-        c0 = broadcast(a[t, e], like)
-        c1 = broadcast(a[t, e2], like)
+        c0 = broadcast(a[t, e0], like)
         s00 = multiply_add(c0, x0, s00)
         s01 = multiply_add(c0, x1, s01)
-        s02 = multiply_add(c0, x2, s02)
-        s03 = multiply_add(c0, x3, s03)
+        c1 = broadcast(a[t, e1], like)
         s10 = multiply_add(c1, x0, s10)
         s11 = multiply_add(c1, x1, s11)
-        s12 = multiply_add(c1, x2, s12)
-        s13 = multiply_add(c1, x3, s13)
-    store(out, e, i, s00)
-    store(out, e, i + n, s01)
-    store(out, e, i + 2 * n, s02)
-    store(out, e, i + 3 * n, s03)
-    store(out, e2, i, s10)
-    store(out, e2, i + n, s11)
-    store(out, e2, i + 2 * n, s12)
-    store(out, e2, i + 3 * n, s13)
+        c2 = broadcast(a[t, e2], like)
+        s20 = multiply_add(c2, x0, s20)
+        s21 = multiply_add(c2, x1, s21)
+        c3 = broadcast(a[t, e3], like)
+        s30 = multiply_add(c3, x0, s30)
+        s31 = multiply_add(c3, x1, s31)
+        c4 = broadcast(a[t, e4], like)
+        s40 = multiply_add(c4, x0, s40)
+        s41 = multiply_add(c4, x1, s41)
+        c5 = broadcast(a[t, e5], like)
+        s50 = multiply_add(c5, x0, s50)
+        s51 = multiply_add(c5, x1, s51)
+    store(out, e0, i, s00)
+    store(out, e0, i + n, s01)
+    store(out, e1, i, s10)
+    store(out, e1, i + n, s11)
+    store(out, e2, i, s20)
+    store(out, e2, i + n, s21)
+    store(out, e3, i, s30)
+    store(out, e3, i + n, s31)
+    store(out, e4, i, s40)
+    store(out, e4, i + n, s41)
+    store(out, e5, i, s50)
+    store(out, e5, i + n, s51)
 
 
-@numba.njit(**JIT)
-def _add_vector(a, b, out, e, e2, i, like):
+@numba.njit(inline="always", **JIT)
+def _add_vector(a, b, out, e, i, like):
     """:func:`_add_tile` of one vector of columns."""
-    s0 = load(out, e, i)
-    s1 = load(out, e2, i)
+    last = a.shape[1] - 1
+    e0 = e
+    e1 = min(e + 1, last)
+    e2 = min(e + 2, last)
+    e3 = min(e + 3, last)
+    e4 = min(e + 4, last)
+    e5 = min(e + 5, last)
+    s0 = load(out, e0, i)
+    s1 = load(out, e1, i)
+    s2 = load(out, e2, i)
+    s3 = load(out, e3, i)
+    s4 = load(out, e4, i)
+    s5 = load(out, e5, i)
     for t in range(a.shape[0]):
         x = load(b, t, i)
-        s0 = multiply_add(broadcast(a[t, e], like), x, s0)
-        s1 = multiply_add(broadcast(a[t, e2], like), x, s1)
-    store(out, e, i, s0)
-    store(out, e2, i, s1)
+        s0 = multiply_add(broadcast(a[t, e0], like), x, s0)
+        s1 = multiply_add(broadcast(a[t, e1], like), x, s1)
+        s2 = multiply_add(broadcast(a[t, e2], like), x, s2)
+        s3 = multiply_add(broadcast(a[t, e3], like), x, s3)
+        s4 = multiply_add(broadcast(a[t, e4], like), x, s4)
+        s5 = multiply_add(broadcast(a[t, e5], like), x, s5)
+    store(out, e0, i, s0)
+    store(out, e1, i, s1)
+    store(out, e2, i, s2)
+    store(out, e3, i, s3)
+    store(out, e4, i, s4)
+    store(out, e5, i, s5)
 
 
 @numba.njit(**JIT)
@@ -224,13 +262,13 @@ def product_add(a, b, out, lo, hi):
     n = lanes(like)
     start, stop = _span(lo, hi, 0, n_terms)
     i = start
-    while i + 4 * n <= stop:  # a strip of b stays in the L1 cache over the rows
-        for e in range(0, width, 2):
-            _add_tile(a, b, out, e, min(e + 1, width - 1), i, like)
-        i += 4 * n
+    while i + 2 * n <= stop:  # a strip of b stays in the L1 cache over the rows
+        for e in range(0, width, 6):
+            _add_tile(a, b, out, e, i, like)
+        i += 2 * n
     while i + n <= stop:
-        for e in range(0, width, 2):
-            _add_vector(a, b, out, e, min(e + 1, width - 1), i, like)
+        for e in range(0, width, 6):
+            _add_vector(a, b, out, e, i, like)
         i += n
     for e in range(width):
         for j in range(i, stop):
