@@ -9,7 +9,7 @@
   backward; the public :func:`~skattn.multi_head_attention`.
 - ``dropout``: counter-based dropout masks, the same whatever the tiles.
 - ``compiled`` (and ``_numba_attention``, ``_numba_short``, ``_numba_banded``,
-  ``_numba_products``, ``_numba_layer_norm``): the
+  ``_numba_products``, ``_numba_vectors``, ``_numba_layer_norm``): the
   attention's forward and backward passes fused and compiled with numba, where
   it is installed (the ``[fast]`` extra), for the cases the model computes, and
   the model's layer norm; the numpy path is the reference, and runs everything

@@ -1,0 +1,127 @@
+"""The compiled attention's products (skattn/_kernels/_numba_products.py),
+which sum in register tiles, single vectors and single columns: against the
+float64 product, and each column's sum rounded alike wherever its columns
+fall. The kernels that call them are checked against the reference by
+test_attention.py and test_attention_gradients.py."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+
+from skattn._kernels import compiled
+
+pytestmark = [
+    pytest.mark.compiled_path,
+    pytest.mark.skipif(
+        compiled.kernels() is None, reason="numba is not installed (the [fast] extra)"
+    ),
+]
+
+DTYPES = [np.float32, np.float64]
+# (rows or terms, inner width, columns): one of each; an odd number of rows
+# and of columns (tiles, then a vector, then single columns); the attention's
+# blocks; widths that do not fill the last tile of rows
+SHAPES = [(1, 1, 1), (5, 17, 37), (32, 17, 128), (7, 3, 70), (2, 65, 9), (33, 13, 41)]
+
+
+@pytest.fixture(scope="module")
+def products():
+    from skattn._kernels import _numba_products
+
+    return _numba_products
+
+
+def _operands(dtype, n_rows, width, n_columns, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((n_rows, width)).astype(dtype)
+    b = rng.standard_normal((width, n_columns)).astype(dtype)
+    return a, b
+
+
+def _bound(a, b, dtype):
+    """The rounding bound of a sum of the products of ``a @ b``'s terms."""
+    terms = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
+    return (a.shape[1] + 1) * np.finfo(dtype).eps * terms
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n_rows, width, n_columns", SHAPES)
+def test_product_set_equals_the_float64_product(
+    products, dtype, n_rows, width, n_columns
+):
+    a, b_t = _operands(dtype, n_rows, width, n_columns)
+    out = np.full((n_rows, n_columns), np.nan, dtype)
+    lo = np.zeros(n_rows, np.int64)
+    hi = np.full(n_rows, n_columns, np.int64)
+    products.product_set(a, b_t, out, lo, hi)
+    expected = a.astype(np.float64) @ b_t.astype(np.float64)
+    assert np.all(np.abs(out - expected) <= _bound(a, b_t, dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n_terms, width, n_columns", SHAPES)
+def test_product_add_adds_the_float64_product(
+    products, dtype, n_terms, width, n_columns
+):
+    a, _ = _operands(dtype, n_terms, width, n_columns)
+    b = _operands(dtype, n_terms, n_columns, 1, seed=1)[0]
+    start = np.random.default_rng(2).standard_normal((width, n_columns)).astype(dtype)
+    out = start.copy()
+    lo = np.zeros(n_terms, np.int64)
+    hi = np.full(n_terms, n_columns, np.int64)
+    products.product_add(a, b, out, lo, hi)
+    expected = start + a.T.astype(np.float64) @ b.astype(np.float64)
+    bound = _bound(a.T, b, dtype) + (n_terms + 1) * np.finfo(dtype).eps * np.abs(start)
+    assert np.all(np.abs(out - expected) <= bound)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_product_set_rounds_a_column_alike_in_a_tile_a_vector_or_alone(products, dtype):
+    """Started at each of the first 40 columns, the product puts a column in
+    a tile, a vector or the single columns: its sum is the same bits."""
+    a, b_t = _operands(dtype, 5, 17, 73)
+    a = np.asfortranarray(a)  # the short kernel passes the values transposed
+    whole = np.empty((5, 73), dtype)
+    products.product_set(a, b_t, whole, np.zeros(5, np.int64), np.full(5, 73))
+    for start in range(40):
+        out = np.full((5, 73), np.nan, dtype)
+        products.product_set(a, b_t, out, np.full(5, start), np.full(5, 73))
+        assert_array_equal(out[:, start:], whole[:, start:])
+        assert np.isnan(out[:, :start]).all()  # before the span: untouched
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_product_add_rounds_a_column_alike_in_a_tile_a_vector_or_alone(products, dtype):
+    a, _ = _operands(dtype, 9, 7, 1)
+    b = _operands(dtype, 9, 73, 1, seed=3)[0]
+    start_values = _operands(dtype, 7, 73, 1, seed=4)[0]
+    whole = start_values.copy()
+    products.product_add(a, b, whole, np.zeros(9, np.int64), np.full(9, 73))
+    for start in range(40):
+        out = start_values.copy()
+        products.product_add(a, b, out, np.full(9, start), np.full(9, 73))
+        assert_array_equal(out[:, start:], whole[:, start:])
+        assert_array_equal(out[:, :start], start_values[:, :start])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_product_add_reads_the_union_of_the_terms_columns_as_zeros_past_each(
+    products, dtype
+):
+    """A causal block: each term has columns from its own start, and is 0
+    before it (as the kernels write it); columns before every term's are
+    left as they were."""
+    n_terms, width, n_columns = 12, 17, 64
+    a, _ = _operands(dtype, n_terms, width, 1)
+    b = _operands(dtype, n_terms, n_columns, 1, seed=5)[0]
+    lo = np.arange(n_terms, dtype=np.int64) * 2 + 3
+    hi = np.full(n_terms, n_columns, np.int64)
+    for t in range(n_terms):
+        b[t, : lo[t]] = 0.0
+    start_values = np.ones((width, n_columns), dtype)
+    out = start_values.copy()
+    products.product_add(a, b, out, lo, hi)
+    expected = start_values + a.T.astype(np.float64) @ b.astype(np.float64)
+    assert_array_equal(out[:, :3], start_values[:, :3])
+    bound = _bound(a.T, b, dtype) + np.finfo(dtype).eps
+    assert np.all(np.abs(out - expected) <= bound)
