@@ -3,15 +3,16 @@
 and the options its numba functions are compiled with.
 
 Each product writes rows of a result whose columns are contiguous, in tiles
-of two rows by four vectors of columns (:mod:`._numba_vectors`) whose sums
-stay in registers over all the terms, as a BLAS kernel's do; the columns past
-the last whole vector are summed one by one. Every sum adds its terms in
-their plain order (no reassociation), ``a * b + c`` fused where the CPU has
-FMA, so that a tile and a single column round alike. The columns each row
-or term touches are a slice ``lo:hi`` (a causal mask skips the columns whose
-terms are 0).
+of rows by vectors of columns (:mod:`._numba_vectors`; two rows by four
+vectors for :func:`product_set`, six by two for :func:`product_add`) whose
+sums stay in registers over all the terms, as a BLAS kernel's do; then tiles
+of one vector, and the columns past the last whole vector one by one. A tile
+unrolls its rows and vectors into named variables, each a register. Every
+sum adds its terms in their plain order (no reassociation), ``a * b + c``
+fused where the CPU has FMA, so that a tile and a single column round alike.
+The columns each row or term touches are a slice ``lo:hi`` (a causal mask
+skips the columns whose terms are 0).
 """
-
 
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
