@@ -172,7 +172,26 @@ def augmented_into(x, rows, column, scale, out, norms):
     squared norms of the rows of ``x[:rows]`` (before the scale) into
     ``norms[:rows]``."""
     n_dims = x.shape[1]
-    for i in range(rows):
+    first = 0
+    while first + 4 <= rows:  # four rows at once: their sums' latencies overlap
+        i = first
+        norms[i] = 0.0
+        n0 = n1 = n2 = n3 = norms[i]  # in registers, in the dtype of norms
+        for d in range(n_dims):
+            x0, x1, x2, x3 = x[i, d], x[i + 1, d], x[i + 2, d], x[i + 3, d]
+            n0 += x0 * x0
+            n1 += x1 * x1
+            n2 += x2 * x2
+            n3 += x3 * x3
+            out[i, d] = x0 * scale
+            out[i + 1, d] = x1 * scale
+            out[i + 2, d] = x2 * scale
+            out[i + 3, d] = x3 * scale
+        norms[i], norms[i + 1], norms[i + 2], norms[i + 3] = n0, n1, n2, n3
+        for r in range(i, i + 4):
+            out[r, n_dims] = column[r]
+        first += 4
+    for i in range(first, rows):
         norms[i] = 0.0
         for d in range(n_dims):
             value = x[i, d]
