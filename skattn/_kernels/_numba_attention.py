@@ -27,13 +27,10 @@ from numba.extending import intrinsic, overload
 from ._numba_products import JIT, product_add, product_set
 from .compiled import KEYS, ROWS, SUM_FLOOR
 
-# The blocks of the forward pass's compiled loops: 128 query rows by 32 keys
-# (16 KiB of float32 scores; with the queries and the weighted values of heads
-# of 16, 33 KiB), the rows the vectorised dimension of its loops
-# (_rows_pass_loops); among 4 shapes of 64 to 256 rows by 32 or 64 keys, the
-# fastest with the products in register tiles (128 by 64 and 64 by 64 within
-# the noise of it, 256 by 32 a tenth slower).
-FORWARD_ROWS = 128
+# The blocks of the forward pass's compiled loops: 256 query rows by 32 keys
+# (32 KiB of float32 scores), the rows the vectorised dimension of its loops
+# (_rows_pass_loops); among 4 shapes of row and key blocks, the fastest.
+FORWARD_ROWS = 256
 FORWARD_KEYS = 32
 
 # The blocks of the backward pass's compiled loops: 512 keys (the contiguous

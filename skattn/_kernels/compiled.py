@@ -21,7 +21,7 @@ GIL, so that threads scale and short sequences pay no Python dispatch. Where
 that BLAS is an OpenBLAS kernel without AVX-512 (its 256-bit Haswell kernels,
 on a CPU with or without AVX-512, or narrower ones), the products are compiled
 loops instead, vectorised for the CPU (:func:`products_in_loops`): the forward
-pass's in blocks of 128 queries by 32 keys, the backward pass's (but the
+pass's in blocks of 256 queries by 32 keys, the backward pass's (but the
 gradient of the queries, by BLAS) in blocks of 512 keys by 64 queries.
 
 The forward pass shifts each row by an upper bound of its scores
