@@ -1,6 +1,7 @@
 """Matrix products in compiled loops, for the compiled attention
 (:mod:`skattn._kernels._numba_attention`, :mod:`skattn._kernels._numba_short`),
-and the options its numba functions are compiled with.
+the options its numba functions are compiled with, and the stamp of their
+cache (:class:`_KernelSources`).
 
 Each product writes rows of a result whose columns are contiguous, in tiles
 of rows by vectors of columns (:mod:`._numba_vectors`; two rows by four
@@ -17,6 +18,9 @@ skips the columns whose terms are 0).
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import functools
+import hashlib
+import os
 import warnings
 
 import numba
@@ -30,6 +34,69 @@ from ._numba_vectors import (
     store,
     vector_like,
 )
+
+# The directory of the compiled kernels' sources (skattn/_kernels).
+_DIRECTORY = os.path.dirname(os.path.abspath(__file__))
+
+
+@functools.cache
+def sources_digest(directory=_DIRECTORY):
+    """A digest of the contents of every ``_numba_*.py`` in ``directory``:
+    the sources of the compiled kernels; None where they cannot be read (a
+    frozen application), which leaves numba's own stamp of each file."""
+    digest = hashlib.sha256()
+    try:
+        for name in sorted(os.listdir(directory)):
+            if name.startswith("_numba_") and name.endswith(".py"):
+                digest.update(name.encode())
+                with open(os.path.join(directory, name), "rb") as source:
+                    digest.update(source.read())
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+class _KernelSources:
+    """The cache of a compiled kernel, fresh while all the kernels' sources
+    are unchanged (:func:`sources_digest`), not only its own file.
+
+    numba compares a cached function with its own source file only, and
+    compiles into it the functions it calls from other files as they were:
+    after a change to ``_numba_products.py`` alone (an editable install, a
+    checkout of another commit), the cached kernels of the other files would
+    run the products as they were. Mixed into numba's cache locators (where
+    a function is cached: numba's choice, unchanged) for the functions of
+    this directory."""
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if os.path.dirname(os.path.abspath(py_file)) != _DIRECTORY:
+            return None  # not a kernel: numba's own locators
+        return super().from_function(py_func, py_file)
+
+    def get_source_stamp(self):
+        return (super().get_source_stamp(), sources_digest())
+
+
+def _stamp_caches_with_every_source():
+    """Put :class:`_KernelSources` locators first in numba's list, once a
+    process; a numba without that list (or those locators) keeps its own
+    stamps. Returns whether they are in place."""
+    from numba.core import caching
+
+    impl = getattr(caching, "CacheImpl", None)
+    locators = getattr(impl, "_locator_classes", None)
+    names = ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator")
+    bases = [getattr(caching, name, None) for name in names]
+    if not isinstance(locators, list) or not all(isinstance(b, type) for b in bases):
+        return False
+    if not any(issubclass(locator, _KernelSources) for locator in locators):
+        ours = [type(f"Kernel{b.__name__}", (_KernelSources, b), {}) for b in bases]
+        locators[:0] = ours
+    return True
+
+
+_stamp_caches_with_every_source()
 
 
 def _cache_probe():

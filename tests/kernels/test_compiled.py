@@ -285,6 +285,69 @@ def test_read_only_install_without_a_numba_cache_fits_compiled(tmp_path, monkeyp
     assert_allclose(fitted["proba"], est.predict_proba(X), rtol=1e-3, atol=1e-4)
 
 
+SPAN_CACHE = """
+import json, sys
+import numpy as np
+import skattn
+from skattn._kernels import _numba_products
+
+assert skattn.__file__.startswith(sys.argv[1]), skattn.__file__
+ends = np.zeros(2, np.int64)
+_numba_products._span(ends, ends, 0, 2)
+stats = _numba_products._span.stats
+json.dump(dict(hits=sum(stats.cache_hits.values()),
+               misses=sum(stats.cache_misses.values())), sys.stdout)
+"""
+
+
+@needs_numba
+def test_a_change_to_any_kernel_file_recompiles_every_cached_kernel(tmp_path):
+    """numba checks a cached function against its own file only; the
+    kernels' caches are stamped with every kernel source, so that a kernel
+    never runs what it calls from another file as it was. Here: a cached
+    function of _numba_products.py is loaded from the cache while nothing
+    changes, and compiled again after a change to _numba_short.py alone."""
+    site = tmp_path / "site"
+    shutil.copytree(
+        Path(skattn.__file__).parent,
+        site / "skattn",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    env = {**os.environ, "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("NUMBA_CACHE_DIR", None)  # the in-tree cache of the copy
+
+    def run():
+        result = subprocess.run(
+            [sys.executable, "-c", SPAN_CACHE, str(site)],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        return json.loads(result.stdout)
+
+    assert run() == {"hits": 0, "misses": 1}  # compiled, then cached
+    assert run() == {"hits": 1, "misses": 0}  # from the cache
+    with open(site / "skattn" / "_kernels" / "_numba_short.py", "a") as source:
+        source.write("\n# another file of the kernels changed\n")
+    assert run() == {"hits": 0, "misses": 1}
+
+
+@needs_numba
+def test_kernel_sources_digest_follows_every_kernel_file_and_no_other(tmp_path):
+    from skattn._kernels._numba_products import sources_digest
+
+    for name in ("_numba_a.py", "_numba_b.py", "other.py"):
+        (tmp_path / name).write_text("x = 1\n")
+    first = sources_digest.__wrapped__(tmp_path)
+    (tmp_path / "other.py").write_text("x = 2\n")
+    assert sources_digest.__wrapped__(tmp_path) == first
+    (tmp_path / "_numba_b.py").write_text("x = 2\n")
+    assert sources_digest.__wrapped__(tmp_path) != first
+    assert sources_digest.__wrapped__(tmp_path / "missing") is None
+
+
 def fails_to_compile(array):
     return undefined_name  # noqa: F821 (numba's typing fails)
 
