@@ -7,11 +7,13 @@ loops keeps its running sums in the result's rows, loading and storing them
 for every few terms. With these values a product keeps a tile of sums in
 registers for all its terms (as a BLAS kernel does) and stores it once.
 Every operation is elementwise, so each sum adds its terms in the same order
-as a loop over them would, and ``vmuladd`` rounds as the loops' ``a * b + c``
-under numba's ``fastmath={"contract"}``: fused where the CPU has FMA.
+as a loop over them would, and :func:`multiply_add` rounds as the loops'
+``a * b + c`` under numba's ``fastmath={"contract"}``: fused where the CPU
+has FMA.
 
-Vectors are of 256 bits (8 float32 or 4 float64): AVX2's registers; a CPU
-with narrower registers runs each operation as two or four.
+Vectors are of 256 bits (8 float32 or 4 float64), AVX2's registers, on every
+CPU: one with AVX-512 runs them in the lower half of its registers, one with
+narrower registers runs each operation as two or four.
 """
 
 # Authors: The skattn developers
