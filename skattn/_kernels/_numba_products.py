@@ -81,7 +81,7 @@ class _KernelSources:
 def _stamp_caches_with_every_source():
     """Put :class:`_KernelSources` locators first in numba's list, once a
     process; a numba without that list (or those locators) keeps its own
-    stamps. Returns whether they are in place."""
+    stamps."""
     from numba.core import caching
 
     impl = getattr(caching, "CacheImpl", None)
@@ -89,11 +89,10 @@ def _stamp_caches_with_every_source():
     names = ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator")
     bases = [getattr(caching, name, None) for name in names]
     if not isinstance(locators, list) or not all(isinstance(b, type) for b in bases):
-        return False
+        return
     if not any(issubclass(locator, _KernelSources) for locator in locators):
         ours = [type(f"Kernel{b.__name__}", (_KernelSources, b), {}) for b in bases]
         locators[:0] = ours
-    return True
 
 
 _stamp_caches_with_every_source()
@@ -231,18 +230,27 @@ def product_set(a, b_t, out, lo, hi):
 
 
 @numba.njit(inline="always", **JIT)
+def _six_rows(e, n_rows):
+    """The rows ``e`` to ``e + 5`` of a tile of :func:`product_add`, the last
+    row (``n_rows - 1``) in place of those past it."""
+    last = n_rows - 1
+    return (
+        e,
+        min(e + 1, last),
+        min(e + 2, last),
+        min(e + 3, last),
+        min(e + 4, last),
+        min(e + 5, last),
+    )
+
+
+@numba.njit(inline="always", **JIT)
 def _add_tile(a, b, out, e, i, like):
     """``out[r, i:i + 2 lanes] += a[:, r] @ b[:, i:i + 2 lanes]`` for the
     6 rows ``r`` from ``e`` (the last row of ``out`` in place of those past
     it, computed once more), the sums in registers."""
     n = lanes(like)
-    last = a.shape[1] - 1
-    e0 = e
-    e1 = min(e + 1, last)
-    e2 = min(e + 2, last)
-    e3 = min(e + 3, last)
-    e4 = min(e + 4, last)
-    e5 = min(e + 5, last)
+    e0, e1, e2, e3, e4, e5 = _six_rows(e, a.shape[1])
     s00, s01 = load(out, e0, i), load(out, e0, i + n)
     s10, s11 = load(out, e1, i), load(out, e1, i + n)
     s20, s21 = load(out, e2, i), load(out, e2, i + n)
@@ -287,13 +295,7 @@ def _add_tile(a, b, out, e, i, like):
 @numba.njit(inline="always", **JIT)
 def _add_vector(a, b, out, e, i, like):
     """:func:`_add_tile` of one vector of columns."""
-    last = a.shape[1] - 1
-    e0 = e
-    e1 = min(e + 1, last)
-    e2 = min(e + 2, last)
-    e3 = min(e + 3, last)
-    e4 = min(e + 4, last)
-    e5 = min(e + 5, last)
+    e0, e1, e2, e3, e4, e5 = _six_rows(e, a.shape[1])
     s0 = load(out, e0, i)
     s1 = load(out, e1, i)
     s2 = load(out, e2, i)
