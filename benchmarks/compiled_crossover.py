@@ -1,4 +1,4 @@
-"""Where each compiled attention forward pass is faster than the numpy path.
+"""Where each compiled attention pass is faster than the numpy path.
 
 ``skattn.multi_head_attention`` on float32 tokens of width 64 to 128, one to
 eight heads (heads of 8 to 64 features), 2**21 to 2**23 scores per call,
@@ -12,15 +12,21 @@ runs: for heads of at most 16 features the short kernel from ``2 * head_dim``
 to 127 keys; else the blocked kernel from ``head_dim**2 / 4`` keys on; the
 numpy path elsewhere.
 
-Needs numba (the ``[fast]`` extra). Run from the repository root (about a
-minute)::
+``--backward`` times the backward pass instead: ``attention_backward`` of the
+heads of the same projections (views of them, as the model passes them), from
+the numpy path's output and log-sum-exp, on each kernel; ``runs`` then says
+what ``compiled.backward_kernel`` runs.
 
-    python benchmarks/compiled_crossover.py
+Needs numba (the ``[fast]`` extra). Run from the repository root (about a
+minute a pass)::
+
+    python benchmarks/compiled_crossover.py [--backward]
 """
 
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import argparse
 import functools
 import math
 
@@ -30,6 +36,9 @@ from threadpoolctl import threadpool_limits
 
 from skattn import multi_head_attention
 from skattn._kernels import compiled
+from skattn._kernels.attention import attention_forward
+from skattn._kernels.attention_backward import attention_backward
+from skattn._kernels.multi_head import project, split_heads
 
 # (width, heads, keys): heads of 8, 16, 32 and 64 features
 CASES = [
@@ -57,9 +66,34 @@ def time_variants(x, weights, n_heads):
     return seconds
 
 
-def main():
+def time_backward_variants(x, weights, n_heads):
+    """Seconds of the backward pass on the short kernel, the blocked kernel
+    and the numpy path."""
+    rng = np.random.default_rng(1)
+    q, k, v = (split_heads(project(x, w), n_heads) for w in weights[:3])
+    d_out = rng.standard_normal(q.shape[:-1] + (v.shape[-1],), dtype=np.float32)
+    compiled._DISABLED = True
+    out, lse, _ = attention_forward(q, k, v)
+    backward = functools.partial(attention_backward, d_out, q, k, v, out, lse)
+    variants = [(False, "short"), (False, "blocked"), (True, None)]
+    seconds = [math.inf] * len(variants)
+    for _ in range(3):
+        for i, (disabled, kernel) in enumerate(variants):
+            compiled._DISABLED = disabled
+            compiled._BACKWARD_KERNEL = kernel  # at every size
+            backward()  # warm-up: numba compiles on its first call
+            seconds[i] = min(seconds[i], best_seconds(backward, repeats=3))
+    return seconds
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--backward", action="store_true", help="the backward pass")
+    args = parser.parse_args(argv)
     if compiled.kernels() is None:
         raise SystemExit("numba is not installed: pip install '.[fast]'")
+    time_passes = time_backward_variants if args.backward else time_variants
+    choose = compiled.backward_kernel if args.backward else compiled.forward_kernel
     rng = np.random.default_rng(0)
     print(
         "| threads | head width | keys | sequences | numpy ms | short | blocked "
@@ -76,10 +110,10 @@ def main():
                     rng.standard_normal((width, width), dtype=np.float32) / 8
                     for _ in range(4)
                 ]
-                t_short, t_blocked, t_numpy = time_variants(x, weights, n_heads)
+                t_short, t_blocked, t_numpy = time_passes(x, weights, n_heads)
                 head_dim = width // n_heads
-                compiled._FORWARD_KERNEL = None
-                runs = compiled.forward_kernel(n_keys, head_dim) or "numpy"
+                compiled._FORWARD_KERNEL = compiled._BACKWARD_KERNEL = None
+                runs = choose(n_keys, head_dim) or "numpy"
                 print(
                     f"| {n_threads} | {head_dim} | {n_keys} | {n} | "
                     f"{t_numpy * 1e3:.2f} | {t_short / t_numpy:.2f} | "

@@ -482,6 +482,30 @@ def _backward_blas(q_aug, k_aug, d_out_aug, v_aug, q_c, k_scaled, d_out_c, n_key
 
 
 @numba.njit(**JIT)
+def gradient_terms(q_aug, k_t, d_out_aug, v_t, q, d_out, p, ds, d_k_t, d_v_t, lo,
+                   stops):  # fmt: skip
+    """One block of the backward pass's compiled loops: the probabilities
+    ``p`` and the scores' gradients ``ds`` (queries, keys) of the queries of
+    ``q_aug`` (``[q, -lse]``) and ``d_out_aug`` (``[dO, -delta]``) against
+    the keys of ``k_t`` (``[scale * k, 1]`` transposed) and ``v_t`` (``[v,
+    1]`` transposed), 0 past each query's ``stops`` (``lo``: zeros); their
+    terms added to the gradients of the values ``d_v_t`` and of the keys
+    ``d_k_t`` (features, keys; the latter before its scale)."""
+    product_set(q_aug, k_t, p, lo, stops)
+    product_set(d_out_aug, v_t, ds, lo, stops)
+    for r in range(q_aug.shape[0]):  # dS = P * (dP - delta); 0 past the stop
+        stop = stops[r]
+        p_row, ds_row = p[r], ds[r]
+        exp_inplace(p_row[:stop])
+        for x in range(stop):
+            ds_row[x] *= p_row[x]
+        p_row[stop:] = 0.0
+        ds_row[stop:] = 0.0
+    product_add(d_out, p, d_v_t, lo, stops)
+    product_add(q, ds, d_k_t, lo, stops)
+
+
+@numba.njit(**JIT)
 def _backward_loops(q_aug, k_aug, d_out_aug, v_aug, q_c, k_scaled, d_out_c, n_keys,
                     causal, scale, d_q_acc, d_k, d_v):  # fmt: skip
     """The gradients' products compiled (:mod:`._numba_products`), in blocks
@@ -522,18 +546,10 @@ def _backward_loops(q_aug, k_aug, d_out_aug, v_aug, q_c, k_scaled, d_out_c, n_ke
             ds = d_scores[: n_rows * nk].reshape(n_rows, nk)
             for r in range(n_rows):
                 stops[r] = max(0, min(nk, i0 + r + 1 - j0)) if causal else nk
-            product_set(q_aug[i0 : i0 + n_rows], k_t, p, zeros, stops)
-            product_set(d_out_aug[i0 : i0 + n_rows], v_t, ds, zeros, stops)
-            for r in range(n_rows):  # dS = P * (dP - delta); 0 past the stop
-                stop = stops[r]
-                p_row, ds_row = p[r], ds[r]
-                exp_inplace(p_row[:stop])
-                for x in range(stop):
-                    ds_row[x] *= p_row[x]
-                p_row[stop:] = 0.0
-                ds_row[stop:] = 0.0
-            product_add(d_out_c[i0 : i0 + n_rows], p, d_v_t, zeros, stops)
-            product_add(q_c[i0 : i0 + n_rows], ds, d_k_t, zeros, stops)
+            end = i0 + n_rows
+            q_rows, d_out_rows = q_aug[i0:end], d_out_aug[i0:end]
+            gradient_terms(q_rows, k_t, d_out_rows, v_t, q_c[i0:end], d_out_c[i0:end],
+                           p, ds, d_k_t, d_v_t, zeros, stops)  # fmt: skip
             # the queries' gradient by BLAS: its sum runs along the keys; in
             # loops over the features, or over the queries of dS transposed,
             # it is slower

@@ -1,21 +1,29 @@
-"""The compiled attention forward pass for short attentions (imported only
-where numba is installed): fewer than 128 keys, with narrow heads (where
-:func:`skattn._kernels.compiled.forward_kernel` chooses it rather than the
-blocked kernel of :mod:`skattn._kernels._numba_attention` or numpy).
+"""The compiled attention passes for short attentions (imported only where
+numba is installed): fewer than 128 keys (where
+:func:`skattn._kernels.compiled.forward_kernel` and
+:func:`~skattn._kernels.compiled.backward_kernel` choose them rather than
+the blocked kernels of :mod:`skattn._kernels._numba_attention` or numpy).
 
 At a few dozen keys the work of an attention is a few thousand products, and
 what costs is everything around them: a library call per product, arrays
 allocated per attention, numpy's passes over rows of a few dozen scores.
-Here the scratch space is allocated once per call, and each block of up to
-``SHORT_ROWS`` queries is one pass over its scores, in a layout where every
-loop runs over the queries (contiguous, which LLVM vectorises): the queries
-transposed, the scores and the weighted values with one column per query.
-Both products are :func:`skattn._kernels._numba_products.product_set`, which
-adds the terms of each sum in their order. As in the blocked kernel, the
-scores are shifted by an upper bound of their row (``|scale| |q| max |k|``,
-folded into the product as an extra column), a row whose sum underflows is
-computed again shifted by its largest score, and each column of values is
-multiplied by a power of two that keeps its products from underflowing.
+Here the scratch space is allocated once per call.
+
+The forward pass makes each block of up to ``SHORT_ROWS`` queries one pass
+over its scores, in a layout where every loop runs over the queries
+(contiguous, which LLVM vectorises): the queries transposed, the scores and
+the weighted values with one column per query. Both products are
+:func:`skattn._kernels._numba_products.product_set`, which adds the terms of
+each sum in their order. As in the blocked kernel, the scores are shifted by
+an upper bound of their row (``|scale| |q| max |k|``, folded into the
+product as an extra column), a row whose sum underflows is computed again
+shifted by its largest score, and each column of values is multiplied by a
+power of two that keeps its products from underflowing.
+
+The backward pass takes all the keys of an attention as one block of the
+blocked kernel's compiled loops (the keys the contiguous axis), its queries
+in blocks of up to ``SHORT_ROWS``, and the gradient of the queries in
+compiled loops too.
 """
 
 # Authors: The skattn developers
@@ -32,6 +40,7 @@ from ._numba_attention import (
     augmented_into,
     augmented_values_into,
     exp_inplace,
+    gradient_terms,
 )
 from ._numba_products import JIT, product_set
 from .compiled import SUM_FLOOR
@@ -133,3 +142,81 @@ def forward(q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, o
             n_rows = min(SHORT_ROWS, row_stop - i0)
             _rows(qa, keys, values, n_keys, causal, k_max, i0, n_rows, exponent,
                   out[n, h], lse[n, h], s, q_t, acc_t, shift, lo, hi)  # fmt: skip
+
+
+@numba.njit(**JIT)
+def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, start, stop, d_q,
+             d_k, d_v):  # fmt: skip
+    """Gradients of attentions ``start:stop`` (flat indices), arrays (N, H, T,
+    D), as :func:`skattn._kernels._numba_attention.backward` computes them:
+    all the keys of an attention in one block (fewer than 128), its queries
+    in blocks of up to ``SHORT_ROWS``, the products
+    :func:`skattn._kernels._numba_attention.gradient_terms` and, for the
+    gradient of the queries, :func:`product_set`."""
+    n_heads, dtype = q.shape[1], q.dtype
+    n_queries, n_keys_max = q.shape[2], k.shape[2]
+    n_dims, n_values = q.shape[3], v.shape[3]
+    rows = max(1, min(SHORT_ROWS, n_queries))
+    k_buf = np.empty((n_dims + 1) * n_keys_max, dtype)
+    v_buf = np.empty((n_values + 1) * n_keys_max, dtype)
+    k_scaled_buf = np.empty(n_keys_max * n_dims, dtype)
+    d_k_buf = np.empty(n_dims * n_keys_max, dtype)
+    d_v_buf = np.empty(n_values * n_keys_max, dtype)
+    probs = np.empty(rows * n_keys_max, dtype)
+    d_scores = np.empty(rows * n_keys_max, dtype)
+    q_aug = np.empty((rows, n_dims + 1), dtype)
+    d_out_aug = np.empty((rows, n_values + 1), dtype)
+    zeros = np.zeros(rows, np.int64)
+    stops = np.empty(rows, np.int64)
+    dims = np.full(rows, n_dims, np.int64)
+    for a in range(start, stop):
+        n, h = a // n_heads, a % n_heads
+        n_keys = lengths[n, h]
+        qa, ka, va, da = q[n, h], k[n, h], v[n, h], d_out[n, h]
+        la, ea = lse[n, h], delta[n, h]
+        d_qa, d_ka, d_va = d_q[n, h], d_k[n, h], d_v[n, h]
+        d_ka[n_keys:] = 0.0
+        d_va[n_keys:] = 0.0
+        if n_keys == 0:
+            d_qa[:] = 0.0
+            continue
+        # [scale * k, 1] and [v, 1] transposed (features, keys); scale * k
+        k_t = k_buf[: (n_dims + 1) * n_keys].reshape(n_dims + 1, n_keys)
+        v_t = v_buf[: (n_values + 1) * n_keys].reshape(n_values + 1, n_keys)
+        k_scaled = k_scaled_buf[: n_keys * n_dims].reshape(n_keys, n_dims)
+        for j in range(n_keys):
+            for c in range(n_dims):
+                x = ka[j, c] * scale
+                k_t[c, j] = x
+                k_scaled[j, c] = x
+            k_t[n_dims, j] = 1.0
+            for e in range(n_values):
+                v_t[e, j] = va[j, e]
+            v_t[n_values, j] = 1.0
+        d_k_t = d_k_buf[: n_dims * n_keys].reshape(n_dims, n_keys)
+        d_v_t = d_v_buf[: n_values * n_keys].reshape(n_values, n_keys)
+        d_k_t[:] = 0.0
+        d_v_t[:] = 0.0
+        for i0 in range(0, n_queries, rows):
+            n_rows = min(rows, n_queries - i0)
+            end = i0 + n_rows
+            q_rows, d_out_rows = q_aug[:n_rows], d_out_aug[:n_rows]
+            for r in range(n_rows):  # [q, -lse] and [dO, -delta]
+                i = i0 + r
+                for c in range(n_dims):
+                    q_rows[r, c] = qa[i, c]
+                q_rows[r, n_dims] = -la[i] if np.isfinite(la[i]) else 0.0
+                for e in range(n_values):
+                    d_out_rows[r, e] = da[i, e]
+                d_out_rows[r, n_values] = -ea[i]
+                stops[r] = min(n_keys, i + 1) if causal else n_keys
+            p = probs[: n_rows * n_keys].reshape(n_rows, n_keys)
+            ds = d_scores[: n_rows * n_keys].reshape(n_rows, n_keys)
+            gradient_terms(q_rows, k_t, d_out_rows, v_t, qa[i0:end], da[i0:end], p,
+                           ds, d_k_t, d_v_t, zeros, stops)  # fmt: skip
+            product_set(ds, k_scaled, d_qa[i0:end], zeros, dims)
+        for j in range(n_keys):
+            for c in range(n_dims):
+                d_ka[j, c] = d_k_t[c, j] * scale
+            for e in range(n_values):
+                d_va[j, e] = d_v_t[e, j]

@@ -19,7 +19,7 @@ of the stream key and the (query, key) indices), zeros and ``lse = inf`` for
 a row with no allowed key. Numpy on arrays; where numba is installed,
 compiled kernels compute the cases the model runs (key padding, the global
 token, no dropout, no weights returned) to float rounding of the same
-(:func:`skattn._kernels.compiled.banded_forward`).
+(:func:`skattn._kernels.compiled_banded.banded_forward`).
 
 Shape legend: B attentions (the batch axes flattened), Tq queries, Tk keys,
 K offsets of the band, D head width.
@@ -35,7 +35,7 @@ import math
 
 import numpy as np
 
-from . import compiled
+from . import compiled_banded
 from .attention import default_scale, exp_minus_row_max
 from .dropout import INDEX_BITS, check_dropout, keep_scale
 
@@ -328,7 +328,7 @@ def banded_forward(
 ):
     """Banded attention, keeping what the backward pass needs.
 
-    Runs compiled where :func:`skattn._kernels.compiled.banded_lengths`
+    Runs compiled where :func:`skattn._kernels.compiled_banded.banded_lengths`
     allows (``mask`` key padding or None, no dropout, no weights returned).
 
     Parameters
@@ -368,10 +368,14 @@ def banded_forward(
     n_batch = len(q)
     scale = dtype.type(default_scale(q.shape[-1]) if scale is None else scale)
     shape = batch_shape + (n_queries,)
-    lengths = compiled.banded_lengths(q, k, v, mask, dropout, return_weights, glob)
+    lengths = compiled_banded.banded_lengths(
+        q, k, v, mask, dropout, return_weights, glob
+    )
     if lengths is not None:
         offsets = band_offsets(window, dilation, causal)
-        result = compiled.banded_forward(q, k, v, lengths, glob, offsets, causal, scale)
+        result = compiled_banded.banded_forward(
+            q, k, v, lengths, glob, offsets, causal, scale
+        )
         if result is not None:  # None: numba failed to compile it
             out, lse = result
             return out.reshape(shape + (v.shape[-1],)), lse.reshape(shape), None
@@ -505,12 +509,12 @@ def banded_backward(
 def _compiled_backward(d_out, q, k, v, out, lse, mask, dropout, glob, band, scale):
     """The gradients of flattened arrays from the compiled kernels where they
     apply (the arrays of one dtype), else None."""
-    lengths = compiled.banded_lengths(q, k, v, mask, dropout, False, glob)
+    lengths = compiled_banded.banded_lengths(q, k, v, mask, dropout, False, glob)
     if lengths is None or not q.dtype == d_out.dtype == out.dtype == lse.dtype:
         return None
     window, dilation, causal = band
     offsets = band_offsets(window, dilation, causal)
-    return compiled.banded_backward(
+    return compiled_banded.banded_backward(
         d_out, q, k, v, out, lse, lengths, glob, offsets, causal, scale
     )
 

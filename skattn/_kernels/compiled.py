@@ -35,10 +35,12 @@ backward pass recomputes the probabilities from the forward pass's
 log-sum-exp, key block by key block (Dao, "FlashAttention-2", 2023: the
 gradients of a key block accumulate over the query blocks).
 
-Short attentions with narrow heads (32 to 127 keys for heads of 16, 16 to 127
-for heads of 8: :func:`forward_kernel`) have a forward pass of their own
-(:mod:`skattn._kernels._numba_short`): one pass over all the scores of up to
-256 queries, with no library call or allocation per attention.
+Short attentions have passes of their own
+(:mod:`skattn._kernels._numba_short`): all the scores of up to 256 queries at
+once, with no library call or allocation per attention. The forward pass
+runs there for narrow heads (32 to 127 keys for heads of 16, 16 to 127 for
+heads of 8: :func:`forward_kernel`), the backward pass from 8 to 127 keys at
+any head width (:func:`backward_kernel`).
 
 Every attention (a sequence's head) is computed by itself, in blocks that
 start at its first query and key, so that its result is the same whatever
@@ -46,9 +48,10 @@ the batch, the threads or the tasks it is split into.
 
 Banded attention (:mod:`skattn._kernels.banded`) has compiled passes for
 the same cases (key padding, the optional global token, no dropout, no
-weights returned): each query gathers the scores of its band's keys and
-exponentiates them at once; the gradients of the keys are gathered from the
-queries that read them (:mod:`skattn._kernels._numba_banded`).
+weights returned; :mod:`skattn._kernels.compiled_banded`): each query
+gathers the scores of its band's keys and exponentiates them at once; the
+gradients of the keys are gathered from the queries that read them
+(:mod:`skattn._kernels._numba_banded`).
 
 The threshold statistics of the random features (PPV, LSPV) have a compiled
 pass too: one loop over the tokens that counts, exactly as the numpy path does.
@@ -103,9 +106,21 @@ SHORT_MAX_HEAD_DIM = 16
 SHORT_MIN_KEYS_PER_DIM = 2
 SHORT_MAX_KEYS = 128
 
-# Set by the tests: "short" or "blocked" runs that forward kernel at every
-# size; None leaves the choice to forward_kernel().
+# The backward passes (benchmarks/compiled_crossover.py --backward): the short
+# kernel is faster than the numpy path from SHORT_BACKWARD_MIN_KEYS keys to
+# below SHORT_MAX_KEYS at heads of 8 to 128 features (the numpy path makes
+# five batched products and as many passes over the scores; with 4 keys the
+# short kernel's cost per attention is the larger). The blocked kernel is
+# faster where pays_off() for heads of at most BLOCKED_BACKWARD_MAX_HEAD_DIM
+# features; at heads of 64 numpy's products are faster up to 4,096 keys.
+SHORT_BACKWARD_MIN_KEYS = 8
+BLOCKED_BACKWARD_MAX_HEAD_DIM = 32
+
+# Set by the tests: "short" or "blocked" runs that forward (or backward)
+# kernel at every size; None leaves the choice to forward_kernel() (or
+# backward_kernel()).
 _FORWARD_KERNEL = None
+_BACKWARD_KERNEL = None
 
 # Set by the tests to run the numpy path with numba installed.
 _DISABLED = False
@@ -361,9 +376,8 @@ def applies(q, k, v, dropout, return_weights, backward=False):
     # no broadcast batch axes; one or two of them (sequences, heads)
     if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2] and 1 <= q.ndim - 2 <= 2):
         return False
-    if backward:
-        return pays_off(k.shape[-2], q.shape[-1])
-    return forward_kernel(k.shape[-2], q.shape[-1]) is not None
+    choose = backward_kernel if backward else forward_kernel
+    return choose(k.shape[-2], q.shape[-1]) is not None
 
 
 def forward_kernel(n_keys, head_dim):
@@ -391,6 +405,27 @@ def forward_kernel(n_keys, head_dim):
     if narrow and SHORT_MIN_KEYS_PER_DIM * head_dim <= n_keys < SHORT_MAX_KEYS:
         return "short"
     if pays_off(n_keys, head_dim):
+        return "blocked"
+    return None
+
+
+def backward_kernel(n_keys, head_dim):
+    """The compiled backward kernel faster than the numpy path.
+
+    Returns
+    -------
+    {"short", "blocked"} or None
+        ``"short"`` (:func:`skattn._kernels._numba_short.backward`) from
+        ``SHORT_BACKWARD_MIN_KEYS`` to below ``SHORT_MAX_KEYS`` keys, else
+        ``"blocked"`` where :func:`pays_off` for heads of at most
+        ``BLOCKED_BACKWARD_MAX_HEAD_DIM`` features, else None (the numpy
+        path).
+    """
+    if _BACKWARD_KERNEL is not None:
+        return _BACKWARD_KERNEL
+    if SHORT_BACKWARD_MIN_KEYS <= n_keys < SHORT_MAX_KEYS:
+        return "short"
+    if head_dim <= BLOCKED_BACKWARD_MAX_HEAD_DIM and pays_off(n_keys, head_dim):
         return "blocked"
     return None
 
@@ -512,160 +547,20 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale):
     n_attentions = q4.shape[0] * q4.shape[1]
     # the gradients of a key accumulate over all queries: whole attentions
     inputs = (d_out4, q4, k4, v4, lse3, delta3, lengths2, causal, scale)
-    loops = products_in_loops()
     calls = [
-        (*inputs, attentions.start, attentions.stop, d_q4, d_k4, d_v4, loops)
+        (*inputs, attentions.start, attentions.stop, d_q4, d_k4, d_v4)
         for attentions, _ in _tasks(n_attentions, 0, parallel_workers())
     ]
-    if _run(kernels().backward, calls, parallel=True, any_layout=True) is None:
+    if backward_kernel(k.shape[-2], q.shape[-1]) == "blocked":
+        function = kernels().backward
+        calls = [call + (products_in_loops(),) for call in calls]
+    else:
+        from . import _numba_short
+
+        function = _numba_short.backward
+    if _run(function, calls, parallel=True, any_layout=True) is None:
         return None
     return tuple(grads)
-
-
-def banded_lengths(q, k, v, mask, dropout, return_weights, global_index):
-    """The number of valid keys of each attention if the compiled banded
-    kernels compute this call, else None.
-
-    Parameters
-    ----------
-    q, k, v : ndarray of shape (B, T, D)
-        Flattened attentions (see :func:`skattn._kernels.banded.banded_forward`).
-    mask : ndarray of bool of shape (B, 1 or Tq, Tk), or None
-    dropout : None or (float, ndarray)
-    return_weights : bool
-    global_index : ndarray of int of shape (B,), or None
-
-    Returns
-    -------
-    lengths : ndarray of int64 of shape (B,), or None
-        None where the compiled kernels are off, for dropout, returned
-        weights, a dtype other than float32 or float64 (or mixed dtypes), a
-        mask other than key padding, or a negative global index.
-    """
-    if return_weights or dropout is not None or not enabled():
-        return None
-    if q.dtype not in (np.float32, np.float64) or not q.dtype == k.dtype == v.dtype:
-        return None
-    if global_index is not None and np.any(global_index < 0):
-        return None
-    return prefix_lengths(mask, (len(q),), k.shape[-2])
-
-
-def _banded_inputs(arrays, global_index, n_batch):
-    """The arrays C-contiguous, and the global index as int64 (-1: none),
-    read-only (:func:`_read_only`)."""
-    arrays = [np.ascontiguousarray(a) for a in arrays]
-    if global_index is None:
-        glob = np.full(n_batch, -1, dtype=np.int64)
-    else:
-        glob = np.ascontiguousarray(global_index, dtype=np.int64)
-    *arrays, glob = _read_only(*arrays, glob)
-    return arrays, glob
-
-
-def banded_forward(q, k, v, lengths, global_index, offsets, causal, scale):
-    """Banded attention forward pass, compiled (see :mod:`._numba_banded`).
-
-    Parameters
-    ----------
-    q, k, v : ndarray of shape (B, T, D), of one floating dtype
-    lengths : ndarray of int64 of shape (B,)
-        Valid keys of each attention (from :func:`banded_lengths`).
-    global_index : ndarray of int of shape (B,), or None
-        The global token of each attention, at least 0 (past the tokens: none).
-    offsets : ndarray of int64 of shape (K,)
-        The band (:func:`skattn._kernels.banded.band_offsets`).
-    causal : bool
-    scale : float
-
-    Returns
-    -------
-    (out, lse) or None
-        ``out`` (B, Tq, Dv) and ``lse`` (B, Tq) as
-        :func:`skattn._kernels.banded.banded_forward` computes them; None
-        where numba fails to compile the kernel.
-    """
-    from .._parallel import parallel_workers
-    from . import _numba_banded
-
-    dtype = q.dtype
-    (q, k, v, lengths, offsets), glob = _banded_inputs(
-        (q, k, v, lengths, offsets), global_index, len(q)
-    )
-    n_batch, n_queries = q.shape[:2]
-    out = np.empty((n_batch, n_queries, v.shape[-1]), dtype=dtype)
-    lse = np.empty((n_batch, n_queries), dtype=dtype)
-    inputs = (q, k, v, lengths, glob, offsets, causal, dtype.type(scale))
-    calls = [
-        (*inputs, attentions.start, attentions.stop, rows.start, rows.stop, out, lse)
-        for attentions, rows in _tasks(n_batch, n_queries, parallel_workers())
-    ]
-    if _run(_numba_banded.forward, calls, parallel=True) is None:
-        return None
-    return out, lse
-
-
-def banded_backward(
-    d_out, q, k, v, out, lse, lengths, global_index, offsets, causal, scale
-):
-    """Gradients of :func:`banded_forward`, compiled: a pass over the queries
-    then one over the keys (see :mod:`._numba_banded`).
-
-    Parameters
-    ----------
-    d_out : ndarray of shape (B, Tq, Dv)
-    q, k, v, lengths, global_index, offsets, causal, scale
-        As given to :func:`banded_forward`.
-    out, lse : ndarray of shape (B, Tq, Dv) and (B, Tq)
-        From :func:`banded_forward` (or the numpy path).
-
-    Returns
-    -------
-    (d_q, d_k, d_v) or None
-        Of the shapes of q, k, v; None where numba fails to compile the
-        kernels.
-    """
-    from .._parallel import parallel_workers
-    from . import _numba_banded
-
-    dtype = q.dtype
-    (d_out, q, k, v, out, lse, lengths, offsets), glob = _banded_inputs(
-        (d_out, q, k, v, out, lse, lengths, offsets), global_index, len(q)
-    )
-    n_batch, n_queries = q.shape[:2]
-    n_keys, n_columns = k.shape[1], len(offsets) + 1
-    scale = dtype.type(scale)
-    d_q, d_k, d_v = (np.empty(a.shape, dtype=dtype) for a in (q, k, v))
-    probs = np.empty((n_batch, n_columns, n_queries), dtype=dtype)
-    d_scores = np.empty_like(probs)
-    global_probs = np.zeros((n_batch, n_keys), dtype=dtype)
-    global_d_scores = np.zeros_like(global_probs)
-    kept = (probs, d_scores, global_probs, global_d_scores)
-    n_workers = parallel_workers()
-    inputs = (d_out, q, k, v, out, lse, lengths, glob, offsets, causal, scale)
-    calls = [
-        (*inputs, attentions.start, attentions.stop, rows.start, rows.stop, d_q, *kept)
-        for attentions, rows in _tasks(n_batch, n_queries, n_workers)
-    ]
-    if _run(_numba_banded.backward_queries, calls, parallel=True) is None:
-        return None
-    inputs = (d_out, q, glob, offsets)
-    calls = [
-        (
-            *inputs,
-            attentions.start,
-            attentions.stop,
-            rows.start,
-            rows.stop,
-            *kept,
-            d_k,
-            d_v,
-        )
-        for attentions, rows in _tasks(n_batch, n_keys, n_workers)
-    ]
-    if _run(_numba_banded.backward_keys, calls, parallel=True) is None:
-        return None
-    return d_q, d_k, d_v
 
 
 def threshold_statistics(tokens, lengths, thresholds, longest_stretch):

@@ -9,8 +9,8 @@ from skattn._kernels import compiled
 @pytest.fixture(autouse=True, params=["numpy", "compiled", "short"])
 def kernel_path(request, monkeypatch):
     """The path of the attention kernels this test runs on: numpy, compiled
-    (the blocked forward kernel) or short (the short forward kernel; the
-    backward pass compiled), the compiled ones at every size; tests marked
+    (the blocked kernels) or short (the short kernels), the compiled ones at
+    every size; tests marked
     ``numpy_path`` (the numpy path's own tiles, or what the compiled kernels
     leave to it, given as the marker's ``reason``) run on numpy only, tests
     marked ``compiled_path`` (the switch between the paths) once."""
@@ -29,6 +29,7 @@ def kernel_path(request, monkeypatch):
     monkeypatch.setattr(compiled, "_DISABLED", request.param == "numpy")
     # the compiled kernels at every size, not only where they pay off
     monkeypatch.setattr(compiled, "MIN_KEYS_PER_SQUARED_DIM", 0)
-    forward = {"compiled": "blocked", "short": "short"}.get(request.param)
-    monkeypatch.setattr(compiled, "_FORWARD_KERNEL", forward)
+    kernel = {"compiled": "blocked", "short": "short"}.get(request.param)
+    monkeypatch.setattr(compiled, "_FORWARD_KERNEL", kernel)
+    monkeypatch.setattr(compiled, "_BACKWARD_KERNEL", kernel)
     return request.param

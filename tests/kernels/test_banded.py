@@ -16,7 +16,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from threadpoolctl import threadpool_limits
 
 from skattn import multi_head_attention, scaled_dot_product_attention
-from skattn._kernels import compiled
+from skattn._kernels import compiled, compiled_banded
 from skattn._kernels.attention import attention_forward
 from skattn._kernels.attention_backward import attention_backward
 from skattn._kernels.banded import (
@@ -300,13 +300,13 @@ def test_compiled_banded_kernels_across_chunks_equal_the_numpy_path(
 
 
 def spy(monkeypatch, name, calls):
-    function = getattr(compiled, name)
+    function = getattr(compiled_banded, name)
 
     def counted(*args):
         calls.append(name)
         return function(*args)
 
-    monkeypatch.setattr(compiled, name, counted)
+    monkeypatch.setattr(compiled_banded, name, counted)
 
 
 @needs_numba

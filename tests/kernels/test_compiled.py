@@ -64,12 +64,12 @@ def read_only_copy(tmp_path):
     return site
 
 
-# Sequences of 8 tokens: the attention (heads of 16 features) is below the
-# compiled kernels' crossover and takes the numpy path, so that the fit compiles
-# one of the kernels, the layer norm's forward and backward passes (compiling
-# the attention's passes, all JIT-compiled with the same options, took most of
-# a minute more).
-N_TOKENS = 8
+# Sequences of 4 tokens: the attention (heads of 16 features) is below the
+# compiled kernels' crossovers, forward and backward, and takes the numpy path,
+# so that the fit compiles one of the kernels, the layer norm's forward and
+# backward passes (compiling the attention's passes, all JIT-compiled with the
+# same options, took most of a minute more).
+N_TOKENS = 4
 
 FIT_READ_ONLY = f"""
 import json, sys, warnings
@@ -236,6 +236,7 @@ def test_backward_pass_hands_the_kernel_the_machines_choice(
 
     monkeypatch.setattr(compiled, "kernels", Kernels)
     monkeypatch.setattr(compiled, "_machine_prefers_loops", lambda: loops)
+    monkeypatch.setattr(compiled, "_BACKWARD_KERNEL", "blocked")
     rng = np.random.default_rng(0)
     q, k, v, d_out = (rng.standard_normal((1, 2, 8, head_dim)) for _ in range(4))
     lse, delta = np.zeros((1, 2, 8)), np.zeros((1, 2, 8))
@@ -472,6 +473,7 @@ def test_contiguous_inputs_and_views_run_one_compiled_kernel(monkeypatch, kernel
     views of its projections (heads as strides) and a caller's contiguous
     arrays compile one kernel per dtype and pass, with the same results."""
     monkeypatch.setattr(compiled, "_FORWARD_KERNEL", kernel)
+    monkeypatch.setattr(compiled, "_BACKWARD_KERNEL", kernel)
     rng = np.random.default_rng(0)
     # (N, T, H, D) projections, read as (N, H, T, D) views
     q, k, v, d_out = (
@@ -483,7 +485,7 @@ def test_contiguous_inputs_and_views_run_one_compiled_kernel(monkeypatch, kernel
     if kernel == "short":
         from skattn._kernels import _numba_short
 
-        dispatchers = (_numba_short.forward, compiled.kernels().backward)
+        dispatchers = (_numba_short.forward, _numba_short.backward)
 
     def passes(q, k, v, d_out):
         out, lse = compiled.forward(q, k, v, lengths, False, 0.3)
