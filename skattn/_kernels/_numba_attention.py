@@ -493,10 +493,17 @@ def gradient_terms(q_aug, k_t, d_out_aug, v_t, q, d_out, p, ds, d_k_t, d_v_t, lo
     ``d_k_t`` (features, keys; the latter before its scale)."""
     product_set(q_aug, k_t, p, lo, stops)
     product_set(d_out_aug, v_t, ds, lo, stops)
-    for r in range(q_aug.shape[0]):  # dS = P * (dP - delta); 0 past the stop
+    n_rows, n_keys = p.shape
+    whole = True  # every row to the last key: one call of the exponential
+    for r in range(n_rows):
+        whole = whole and stops[r] == n_keys
+    if whole:
+        exp_inplace(p.reshape(n_rows * n_keys))
+    for r in range(n_rows):  # dS = P * (dP - delta); 0 past the stop
         stop = stops[r]
         p_row, ds_row = p[r], ds[r]
-        exp_inplace(p_row[:stop])
+        if not whole:
+            exp_inplace(p_row[:stop])
         for x in range(stop):
             ds_row[x] *= p_row[x]
         p_row[stop:] = 0.0

@@ -130,6 +130,29 @@ JIT = dict(nogil=True, cache=can_cache(), fastmath=FASTMATH)
 
 
 @numba.njit(**JIT)
+def copy_rows(x, n_rows, out):
+    """``out[:n_rows] = x[:n_rows]``, ``x`` 2-D of any layout, ``out`` with
+    contiguous rows: in vectors where the rows of ``x`` are contiguous too (a
+    view of heads, as the model passes them), which numba's loops over an
+    array of unknown layout are not."""
+    width = x.shape[1]
+    if width > 1 and x.strides[1] != x.itemsize:
+        for r in range(n_rows):
+            for c in range(width):
+                out[r, c] = x[r, c]
+        return
+    like = vector_like(out)
+    n = lanes(like)
+    for r in range(n_rows):
+        c = 0
+        while c + n <= width:
+            store(out, r, c, load(x, r, c))
+            c += n
+        for j in range(c, width):
+            out[r, j] = x[r, j]
+
+
+@numba.njit(**JIT)
 def _span(lo, hi, o, n):
     """The columns of rows (or terms) ``o:o + n``: from the least of their
     ``lo`` to the largest of their ``hi``."""

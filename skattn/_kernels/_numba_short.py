@@ -42,7 +42,7 @@ from ._numba_attention import (
     exp_inplace,
     gradient_terms,
 )
-from ._numba_products import JIT, product_set
+from ._numba_products import JIT, copy_rows, product_add, product_set
 from .compiled import SUM_FLOOR
 
 # Queries of one block: its scores are SHORT_ROWS times the number of keys
@@ -152,47 +152,56 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, start, stop, d_
     all the keys of an attention in one block (fewer than 128), its queries
     in blocks of up to ``SHORT_ROWS``, the products
     :func:`skattn._kernels._numba_attention.gradient_terms` and, for the
-    gradient of the queries, :func:`product_set`."""
+    gradient of the queries, :func:`product_add`."""
     n_heads, dtype = q.shape[1], q.dtype
     n_queries, n_keys_max = q.shape[2], k.shape[2]
     n_dims, n_values = q.shape[3], v.shape[3]
     rows = max(1, min(SHORT_ROWS, n_queries))
-    k_buf = np.empty((n_dims + 1) * n_keys_max, dtype)
-    v_buf = np.empty((n_values + 1) * n_keys_max, dtype)
+    # an attention's arrays, copied once: [q, -lse] and [dO, -delta] (rows
+    # contiguous), scale * k and v, [scale * k, 1] and [v, 1] transposed
+    # (features, keys)
+    q_aug = np.empty((n_queries, n_dims + 1), dtype)
+    d_out_aug = np.empty((n_queries, n_values + 1), dtype)
     k_scaled_buf = np.empty(n_keys_max * n_dims, dtype)
+    v_buf = np.empty(n_keys_max * n_values, dtype)
+    k_t_buf = np.empty((n_dims + 1) * n_keys_max, dtype)
+    v_t_buf = np.empty((n_values + 1) * n_keys_max, dtype)
     d_k_buf = np.empty(n_dims * n_keys_max, dtype)
     d_v_buf = np.empty(n_values * n_keys_max, dtype)
     probs = np.empty(rows * n_keys_max, dtype)
     d_scores = np.empty(rows * n_keys_max, dtype)
-    q_aug = np.empty((rows, n_dims + 1), dtype)
-    d_out_aug = np.empty((rows, n_values + 1), dtype)
-    zeros = np.zeros(rows, np.int64)
+    zeros = np.zeros(max(rows, n_keys_max), np.int64)
     stops = np.empty(rows, np.int64)
-    dims = np.full(rows, n_dims, np.int64)
+    dims = np.full(n_keys_max, n_dims, np.int64)
     for a in range(start, stop):
         n, h = a // n_heads, a % n_heads
         n_keys = lengths[n, h]
-        qa, ka, va, da = q[n, h], k[n, h], v[n, h], d_out[n, h]
-        la, ea = lse[n, h], delta[n, h]
         d_qa, d_ka, d_va = d_q[n, h], d_k[n, h], d_v[n, h]
         d_ka[n_keys:] = 0.0
         d_va[n_keys:] = 0.0
         if n_keys == 0:
             d_qa[:] = 0.0
             continue
-        # [scale * k, 1] and [v, 1] transposed (features, keys); scale * k
-        k_t = k_buf[: (n_dims + 1) * n_keys].reshape(n_dims + 1, n_keys)
-        v_t = v_buf[: (n_values + 1) * n_keys].reshape(n_values + 1, n_keys)
+        copy_rows(q[n, h], n_queries, q_aug[:, :n_dims])
+        copy_rows(d_out[n, h], n_queries, d_out_aug[:, :n_values])
+        for i in range(n_queries):
+            lse_i = lse[n, h, i]
+            q_aug[i, n_dims] = -lse_i if np.isfinite(lse_i) else 0.0
+            d_out_aug[i, n_values] = -delta[n, h, i]
         k_scaled = k_scaled_buf[: n_keys * n_dims].reshape(n_keys, n_dims)
+        values = v_buf[: n_keys * n_values].reshape(n_keys, n_values)
+        copy_rows(k[n, h], n_keys, k_scaled)
+        copy_rows(v[n, h], n_keys, values)
+        k_t = k_t_buf[: (n_dims + 1) * n_keys].reshape(n_dims + 1, n_keys)
+        v_t = v_t_buf[: (n_values + 1) * n_keys].reshape(n_values + 1, n_keys)
         for j in range(n_keys):
             for c in range(n_dims):
-                x = ka[j, c] * scale
-                k_t[c, j] = x
-                k_scaled[j, c] = x
-            k_t[n_dims, j] = 1.0
+                k_scaled[j, c] *= scale
+                k_t[c, j] = k_scaled[j, c]
             for e in range(n_values):
-                v_t[e, j] = va[j, e]
-            v_t[n_values, j] = 1.0
+                v_t[e, j] = values[j, e]
+        k_t[n_dims] = 1.0
+        v_t[n_values] = 1.0
         d_k_t = d_k_buf[: n_dims * n_keys].reshape(n_dims, n_keys)
         d_v_t = d_v_buf[: n_values * n_keys].reshape(n_values, n_keys)
         d_k_t[:] = 0.0
@@ -200,21 +209,17 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, start, stop, d_
         for i0 in range(0, n_queries, rows):
             n_rows = min(rows, n_queries - i0)
             end = i0 + n_rows
-            q_rows, d_out_rows = q_aug[:n_rows], d_out_aug[:n_rows]
-            for r in range(n_rows):  # [q, -lse] and [dO, -delta]
-                i = i0 + r
-                for c in range(n_dims):
-                    q_rows[r, c] = qa[i, c]
-                q_rows[r, n_dims] = -la[i] if np.isfinite(la[i]) else 0.0
-                for e in range(n_values):
-                    d_out_rows[r, e] = da[i, e]
-                d_out_rows[r, n_values] = -ea[i]
-                stops[r] = min(n_keys, i + 1) if causal else n_keys
+            for r in range(n_rows):
+                stops[r] = min(n_keys, i0 + r + 1) if causal else n_keys
             p = probs[: n_rows * n_keys].reshape(n_rows, n_keys)
             ds = d_scores[: n_rows * n_keys].reshape(n_rows, n_keys)
-            gradient_terms(q_rows, k_t, d_out_rows, v_t, qa[i0:end], da[i0:end], p,
+            gradient_terms(q_aug[i0:end], k_t, d_out_aug[i0:end], v_t,
+                           q_aug[i0:end, :n_dims], d_out_aug[i0:end, :n_values], p,
                            ds, d_k_t, d_v_t, zeros, stops)  # fmt: skip
-            product_set(ds, k_scaled, d_qa[i0:end], zeros, dims)
+            # d_q = dS (scale * k): tiles of 6 queries by the head's features
+            d_q_rows = d_qa[i0:end]
+            d_q_rows[:] = 0.0
+            product_add(ds.T, k_scaled, d_q_rows, zeros, dims)
         for j in range(n_keys):
             for c in range(n_dims):
                 d_ka[j, c] = d_k_t[c, j] * scale

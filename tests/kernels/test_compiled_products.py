@@ -125,3 +125,27 @@ def test_product_add_reads_the_union_of_the_terms_columns_as_zeros_past_each(
     assert_array_equal(out[:, :3], start_values[:, :3])
     bound = _bound(a.T, b, dtype) + np.finfo(dtype).eps
     assert np.all(np.abs(out - expected) <= bound)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("width", [1, 3, 8, 17])
+@pytest.mark.parametrize("layout", ["heads", "columns-strided", "contiguous"])
+def test_copy_rows_copies_every_layout(products, dtype, width, layout):
+    """``copy_rows`` copies a head's view (rows contiguous, far apart), a
+    transposed array (no contiguous row) and a contiguous one: in vectors,
+    then single columns, or column by column; the rows past ``n_rows`` are
+    left as they were."""
+    rng = np.random.default_rng(0)
+    tokens = rng.standard_normal((9, 3, width)).astype(dtype)  # (T, H, D)
+    x = {
+        "heads": tokens[:, 1],
+        "columns-strided": np.ascontiguousarray(tokens[:, 1].T).T,
+        "contiguous": np.ascontiguousarray(tokens[:, 1]),
+    }[layout]
+    x.flags.writeable = False
+    if width > 1:
+        assert x.flags.c_contiguous == (layout == "contiguous")
+    out = np.full((9, width), -1.0, dtype)
+    products.copy_rows(x, 7, out)
+    assert_array_equal(out[:7], x[:7])
+    assert_array_equal(out[7:], -1.0)
