@@ -5,6 +5,7 @@ A fitted estimator pickles as numpy arrays, Python numbers, dicts and lists
 ``skops.io.load`` needs to trust nothing but skattn's public estimator classes.
 """
 
+import importlib.util
 import pickle
 
 import numpy as np
@@ -14,14 +15,19 @@ from numpy.testing import assert_array_equal
 
 from skattn import AttentionTransformer, RandomAttentionFeatures
 
-try:
-    import skops.io as sio
-except ImportError:  # an optional test dependency (the "test" extra)
-    sio = None
-
+# an optional test dependency (the "test" extra), imported by the tests that
+# use it only: importing skops imports every module of scikit-learn (4 s)
 needs_skops = pytest.mark.skipif(
-    sio is None, reason="skops is not installed (pip install skops, in the test extra)"
+    importlib.util.find_spec("skops") is None,
+    reason="skops is not installed (pip install skops, in the test extra)",
 )
+
+
+def skops_io():
+    import skops.io
+
+    return skops.io
+
 
 TRANSFORMER = "skattn._estimators.transformer.AttentionTransformer"
 RANDOM_FEATURES = "skattn._random_features.estimator.RandomAttentionFeatures"
@@ -29,6 +35,7 @@ RANDOM_FEATURES = "skattn._random_features.estimator.RandomAttentionFeatures"
 
 def skops_round_trip(est, expected_untrusted):
     """Dump with skops, check the untrusted types, load trusting exactly those."""
+    sio = skops_io()
     blob = sio.dumps(est)
     untrusted = sio.get_untrusted_types(data=blob)
     assert untrusted == expected_untrusted
@@ -96,6 +103,7 @@ def test_round_trip_transforms_bit_identically(task, round_trip):
 def test_skops_trusts_only_the_public_estimator_classes(task):
     """No private type (the Adam optimizer once was one) in a fitted estimator."""
     X, y = task
+    sio = skops_io()
     for name, (est, expected) in fitted_estimators(X, y).items():
         public = f"{type(est).__module__}.{type(est).__name__}"
         assert expected == [public], name
@@ -160,6 +168,7 @@ def test_the_persistence_pages_trusted_types_cover_text_pipelines():
     page = pathlib.Path(__file__).parents[1] / "docs/user_guide/persistence.rst"
     block = re.search(r"expected = \{(.*?)\}", page.read_text(), re.S).group(1)
     documented = set(re.findall(r'"([\w.]+)"', block))
+    sio = skops_io()
     texts, y = ["a good film", "not good", "bad", "not bad at all"] * 5, [1, 0] * 10
     table = ({"a": 0, "good": 1, "film": 2, "bad": 3}, np.eye(4))
     for first, size in ((TokenIds(), "auto"), (StaticTokenEmbeddings(table), None)):
