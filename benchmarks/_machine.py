@@ -77,8 +77,9 @@ def products_choice():
         return "compiled loops" if loops else "BLAS"
 
     return (
-        f"attention products: {name(compiled.products_in_loops())} (forward and "
-        "backward passes; the backward pass's gradient of the queries by BLAS)"
+        f"attention products: {name(compiled.products_in_loops())} (the blocked "
+        "kernels' forward and backward passes, but for the backward pass's "
+        "gradient of the queries, by BLAS; the short kernels' in compiled loops)"
     )
 
 
