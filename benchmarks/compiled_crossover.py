@@ -51,39 +51,35 @@ CASES = [
 ]  # fmt: skip
 
 
-def time_variants(x, weights, n_heads):
-    """Seconds of the short kernel, the blocked kernel and the numpy path."""
-    attention = functools.partial(multi_head_attention, n_heads=n_heads)
+def time_kernels(run, kernel_setting):
+    """Seconds of ``run()`` on the short kernel, the blocked kernel and the
+    numpy path, the kernel forced by ``compiled.<kernel_setting>``."""
     variants = [(False, "short"), (False, "blocked"), (True, None)]
     seconds = [math.inf] * len(variants)
     for _ in range(3):
         for i, (disabled, kernel) in enumerate(variants):
             compiled._DISABLED = disabled
-            compiled._FORWARD_KERNEL = kernel  # at every size
-            attention(x, *weights)  # warm-up: numba compiles on its first call
-            best = best_seconds(attention, x, *weights, repeats=3)
-            seconds[i] = min(seconds[i], best)
+            setattr(compiled, kernel_setting, kernel)  # at every size
+            run()  # warm-up: numba compiles on its first call
+            seconds[i] = min(seconds[i], best_seconds(run, repeats=3))
     return seconds
 
 
+def time_variants(x, weights, n_heads):
+    """Seconds of the forward pass on each kernel (:func:`time_kernels`)."""
+    attention = functools.partial(multi_head_attention, x, *weights, n_heads=n_heads)
+    return time_kernels(attention, "_FORWARD_KERNEL")
+
+
 def time_backward_variants(x, weights, n_heads):
-    """Seconds of the backward pass on the short kernel, the blocked kernel
-    and the numpy path."""
+    """Seconds of the backward pass on each kernel (:func:`time_kernels`)."""
     rng = np.random.default_rng(1)
     q, k, v = (split_heads(project(x, w), n_heads) for w in weights[:3])
     d_out = rng.standard_normal(q.shape[:-1] + (v.shape[-1],), dtype=np.float32)
     compiled._DISABLED = True
     out, lse, _ = attention_forward(q, k, v)
     backward = functools.partial(attention_backward, d_out, q, k, v, out, lse)
-    variants = [(False, "short"), (False, "blocked"), (True, None)]
-    seconds = [math.inf] * len(variants)
-    for _ in range(3):
-        for i, (disabled, kernel) in enumerate(variants):
-            compiled._DISABLED = disabled
-            compiled._BACKWARD_KERNEL = kernel  # at every size
-            backward()  # warm-up: numba compiles on its first call
-            seconds[i] = min(seconds[i], best_seconds(backward, repeats=3))
-    return seconds
+    return time_kernels(backward, "_BACKWARD_KERNEL")
 
 
 def main(argv=None):

@@ -112,7 +112,8 @@ SHORT_MAX_KEYS = 128
 # five batched products and as many passes over the scores; with 4 keys the
 # short kernel's cost per attention is the larger). The blocked kernel is
 # faster where pays_off() for heads of at most BLOCKED_BACKWARD_MAX_HEAD_DIM
-# features; at heads of 64 numpy's products are faster up to 4,096 keys.
+# features; at heads of 64 numpy's products are faster up to 2,048 keys and
+# about as fast from 4,096 (measured to 8,192).
 SHORT_BACKWARD_MIN_KEYS = 8
 BLOCKED_BACKWARD_MAX_HEAD_DIM = 32
 
@@ -368,7 +369,7 @@ def prefix_lengths(mask, batch_shape, n_keys):
 def applies(q, k, v, dropout, return_weights, backward=False):
     """Whether a forward (or, with ``backward``, a backward) pass of these
     arrays runs compiled: the forward pass where :func:`forward_kernel` names
-    a kernel, the backward pass where :func:`pays_off`."""
+    a kernel, the backward pass where :func:`backward_kernel` does."""
     if return_weights or dropout is not None or not enabled():
         return False
     if q.dtype not in (np.float32, np.float64) or not q.dtype == k.dtype == v.dtype:
