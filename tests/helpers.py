@@ -91,6 +91,32 @@ def numeric_gradient(loss, array):
     return grad
 
 
+def directional_error(loss, array, grad, rng, n_directions=3, noise=1e-8):
+    """Central differences of ``loss()`` along ``n_directions`` random unit
+    directions ``u`` of ``array`` against ``grad . u``: the largest
+    difference relative to ``|grad|`` (below ``noise``, as none; see
+    :func:`relative_error`).
+
+    Each gradient entry weighs in every direction, so a wrong entry shows
+    at two finite differences a direction instead of two an entry: for the
+    gradients of whole models, whose units are checked entry by entry."""
+    scale = max(np.linalg.norm(grad), noise)
+    worst = 0.0
+    saved = array.copy()
+    for _ in range(n_directions):
+        u = rng.standard_normal(array.shape)
+        u /= np.linalg.norm(u)
+        array[...] = saved + EPS * u
+        plus = loss()
+        array[...] = saved - EPS * u
+        minus = loss()
+        array[...] = saved
+        difference = abs((plus - minus) / (2 * EPS) - float(np.sum(grad * u)))
+        if difference >= noise:
+            worst = max(worst, difference / scale)
+    return worst
+
+
 def ragged_batch(rng, lengths, width):
     """A right-padded batch whose padding holds noise (it must not matter)."""
     x, lengths = pad_sequences(
