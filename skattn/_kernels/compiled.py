@@ -413,6 +413,13 @@ def forward_kernel(n_keys, head_dim):
 def backward_kernel(n_keys, head_dim):
     """The compiled backward kernel faster than the numpy path.
 
+    Parameters
+    ----------
+    n_keys : int
+        Keys of each attention.
+    head_dim : int
+        Features of a head's queries and keys.
+
     Returns
     -------
     {"short", "blocked"} or None
