@@ -469,6 +469,41 @@ def test_windows_read_a_text_longer_than_the_tokenizer_without_its_warning(encod
 
 
 @pytest.mark.pretrained
+@pytest.mark.parametrize("cache", [True, False])
+def test_windows_transform_texts_already_cached_and_no_text(encoder, cache):
+    """A call with no text to encode (every text in the cache, or none given)
+    returns the states without calling the tokenizer on an empty list: the
+    second transform of a pipeline's training texts, or a grid search's
+    second candidate."""
+    long_text = " ".join(f"word{i} of a long text" for i in range(30))
+    texts = [long_text, "a short text"]
+    embed = TokenEmbeddings(encoder, max_length=24, long_texts="windows", cache=cache)
+    embed.fit()
+    first = embed.transform(texts)
+    again = embed.transform(texts)
+    for states, states_again in zip(first, again, strict=True):
+        assert_array_equal(states_again, states)
+    assert embed.transform([]) == []
+    assert embed.tokens([]) == []
+
+
+@pytest.mark.pretrained
+def test_windows_pipeline_predicts_its_training_texts(encoder):
+    """The text guide's long-text pipeline: fit, then predict the same texts."""
+    texts, y = order_texts(n=40, seed=1)
+    texts = [" ".join([text] * 6) for text in texts]  # longer than a window
+    TokenEmbeddings.cache_clear()
+    model = make_pipeline(
+        TokenEmbeddings(encoder, max_length=24, long_texts="windows"),
+        AttentionClassifier(
+            attention_window=33, pooling="cls", max_iter=2, random_state=0
+        ),
+    ).fit(texts, y)
+    assert model.predict(texts).shape == (40,)
+    assert TokenEmbeddings.cache_info().hits == 40
+
+
+@pytest.mark.pretrained
 def test_windows_need_room_for_a_word_piece(encoder):
     with pytest.raises(ValueError, match="long_texts='windows'.*max_length=3"):
         TokenEmbeddings(encoder, max_length=2, long_texts="windows").fit()

@@ -361,6 +361,8 @@ class TokenEmbeddings(_TextTransformer):
         """
         from tqdm.auto import tqdm
 
+        if not texts:  # all cached, or none given: the tokenizer needs a text
+            return []
         _check_evaluation_mode(model)
         if self.long_texts == "windows":
             return self._encode_in_windows(model, texts)
