@@ -504,6 +504,23 @@ def test_windows_pipeline_predicts_its_training_texts(encoder):
 
 
 @pytest.mark.pretrained
+@pytest.mark.parametrize("long_texts", ["truncate", "windows"])
+def test_token_embeddings_refuse_text_that_is_not_unicode(encoder, long_texts):
+    """A lone surrogate (bytes that are not UTF-8, read with
+    errors="surrogateescape") is named, with its text and the remedy, before
+    the tokenizer sees it."""
+    text = b"caf\xe9 au lait".decode("utf-8", errors="surrogateescape")
+    embed = TokenEmbeddings(encoder, max_length=24, long_texts=long_texts).fit()
+    message = r"X\[1\] holds '\\udce9' at character 3.*encoding"
+    with pytest.raises(ValueError, match=message):
+        embed.transform(["fine", text])
+    with pytest.raises(ValueError, match=message):
+        embed.tokens(["fine", text])
+    with pytest.raises(ValueError, match=message):
+        clone(embed).fit(["fine", text])
+
+
+@pytest.mark.pretrained
 def test_windows_need_room_for_a_word_piece(encoder):
     with pytest.raises(ValueError, match="long_texts='windows'.*max_length=3"):
         TokenEmbeddings(encoder, max_length=2, long_texts="windows").fit()

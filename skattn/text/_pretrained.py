@@ -249,7 +249,7 @@ class TokenEmbeddings(_TextTransformer):
         self : TokenEmbeddings
         """
         if X is not None:
-            check_texts(X, "TokenEmbeddings")
+            _check_unicode(check_texts(X, "TokenEmbeddings"))
         self._source = _source(self.model, self.device)
         self.model_ = self.model if self._source is None else self._load()
         self.max_length_ = _check_max_length(self.model_, self.max_length)
@@ -275,7 +275,7 @@ class TokenEmbeddings(_TextTransformer):
             float32 token states, one array per text.
         """
         check_is_fitted(self, "n_features_out_")
-        texts = check_texts(X, "TokenEmbeddings")
+        texts = _check_unicode(check_texts(X, "TokenEmbeddings"))
         model = self._loaded_model()
         namespace = _CACHE.namespace(model, (self.max_length_, self.long_texts))
         out = _CACHE.get_many(namespace, texts) if self.cache else [None] * len(texts)
@@ -307,7 +307,7 @@ class TokenEmbeddings(_TextTransformer):
             ``long_texts="windows"``).
         """
         check_is_fitted(self, "n_features_out_")
-        texts = check_texts(X, "TokenEmbeddings")
+        texts = _check_unicode(check_texts(X, "TokenEmbeddings"))
         if not texts:
             return []
         model = self._loaded_model()
@@ -434,6 +434,30 @@ class TokenEmbeddings(_TextTransformer):
         if state.get("_source") is not None:
             state = {**state, "model_": None}  # the name or path, not the weights
         return state
+
+
+def _check_unicode(texts):
+    """``texts``, each of which the encoder's tokenizer can read.
+
+    Raises
+    ------
+    ValueError
+        For a text that is not valid Unicode: a lone surrogate, which
+        decoding bytes that are not UTF-8 with ``errors="surrogateescape"``
+        leaves in a string.
+    """
+    for index, text in enumerate(texts):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ValueError(
+                f"TokenEmbeddings reads valid Unicode text; X[{index}] holds "
+                f"{text[error.start : error.end]!r} at character {error.start}, "
+                "a lone surrogate (what decoding bytes that are not UTF-8 with "
+                "errors='surrogateescape' leaves). Decode the text with its own "
+                "encoding (open(path, encoding=...)), or with errors='replace'."
+            ) from None
+    return texts
 
 
 def _token_states(model, texts, max_length):
