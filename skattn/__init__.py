@@ -8,8 +8,7 @@ from ._estimators.transformer import AttentionTransformer
 from ._kernels.attention import scaled_dot_product_attention
 from ._kernels.multi_head import multi_head_attention
 from ._random_features import RandomAttentionFeatures
-
-__version__ = "0.1.0.dev0"
+from ._version import __version__
 
 __all__ = [
     "AttentionClassifier",

@@ -18,7 +18,7 @@ PACKAGE = Path(skattn.__file__).parent
 # Each layer by the dotted names of its modules (or packages) under skattn,
 # bottom up; a module belongs to the layer of its longest listed prefix.
 LAYERS = [
-    ("infrastructure", {"_parallel"}),
+    ("infrastructure", {"_parallel", "_version", "_persistence"}),
     ("kernels", {"_kernels"}),
     ("model", {"_model"}),
     ("input and targets", {"_input"}),
@@ -40,7 +40,9 @@ LAYERS = [
         {"_estimators.transformer", "_estimators.predictors", "text"},
     ),
     ("displays", {"plotting"}),
-    ("package", {"__init__", "_estimators"}),
+    # and the paths that pickles of development versions recording no version
+    # name, which refuse them (_persistence)
+    ("package", {"__init__", "_estimators", "_transformer", "_predictors"}),
 ]
 PREFIX_RANK = {
     prefix: rank for rank, (_, parts) in enumerate(LAYERS) for prefix in parts

@@ -4,4 +4,14 @@
 ``dask`` fits and transforms dask collections block by block, ``docstrings``
 shares the parameters' text, ``base`` holds fitting and the fitted state,
 ``transformer`` and ``predictors`` the public classes.
+
+Pickles of development versions recording no version name the classifier and
+the regressor in this package (``skattn._estimators.AttentionClassifier``):
+looking either up here raises
+:class:`~skattn._persistence.InconsistentVersionError`, which names the
+versions and the remedy.
 """
+
+from .._persistence import refusing_getattr
+
+__getattr__ = refusing_getattr(__name__, ("AttentionClassifier", "AttentionRegressor"))

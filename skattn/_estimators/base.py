@@ -54,6 +54,7 @@ from .._model.sequences import (
     token_width,
 )
 from .._parallel import single_threaded_blas
+from .._persistence import VersionedState
 from .._training.adam import (
     AdamSettings,
     fit_adam,
@@ -89,7 +90,7 @@ AUTO_EARLY_STOPPING_TABLE_VALIDATION = 10
 ATTENTION_WEIGHTS_MAX_BYTES = 2**30
 
 
-class BaseAttention(FittedAttributes, *CALLBACK_BASES, BaseEstimator):
+class BaseAttention(VersionedState, FittedAttributes, *CALLBACK_BASES, BaseEstimator):
     """Base class of the attention estimators (not for direct use)."""
 
     _parameter_constraints: dict = {

@@ -51,6 +51,7 @@ from .._model.sequences import (
     token_width,
 )
 from .._parallel import single_threaded_blas
+from .._persistence import VersionedState
 from .._training.callbacks import CALLBACK_BASES, FitTasks
 from .configs import (
     MODEL_POOLING,
@@ -79,7 +80,11 @@ THRESHOLD_TOKENS = 32
 
 
 class RandomAttentionFeatures(
-    ClassNamePrefixFeaturesOutMixin, TransformerMixin, *CALLBACK_BASES, BaseEstimator
+    VersionedState,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    *CALLBACK_BASES,
+    BaseEstimator,
 ):
     """Random attention features: many seeded attention models, nothing trained.
 

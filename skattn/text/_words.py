@@ -14,6 +14,7 @@ from sklearn.feature_extraction.text import CountVectorizer
 from sklearn.utils.validation import check_is_fitted
 
 from .._input.validation import Interval, _fit_context
+from .._persistence import VersionedState
 
 UNKNOWN = 0  # the id of tokens not in the vocabulary
 NO_WORD = "[UNK]"  # the token of a text without a word (the one token it gets)
@@ -58,8 +59,9 @@ def _analyzer(tokenizer, lowercase):
     return vectorizer.build_analyzer()
 
 
-class _TextTransformer(TransformerMixin, BaseEstimator):
-    """What the transformers of texts share: their tags."""
+class _TextTransformer(VersionedState, TransformerMixin, BaseEstimator):
+    """What the transformers of texts share: their tags, and pickles that
+    record the version of skattn."""
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
