@@ -270,6 +270,12 @@ def test_display_from_weights():
         AttentionDisplay(np.stack([weights, weights])).plot(include_values=True)
 
 
+@pytest.mark.parametrize("shape", [(0, 0), (2, 0, 0)])
+def test_display_refuses_weights_of_no_token(shape):
+    with pytest.raises(ValueError, match=r"weights hold no token \(shape"):
+        AttentionDisplay(np.ones(shape)).plot()
+
+
 def drawn_labels(axis):
     """The tick labels of both axes of a drawn heatmap, with their extents."""
     axis.figure.canvas.draw()

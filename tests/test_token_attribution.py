@@ -31,6 +31,7 @@ from skattn import (  # noqa: E402
 from skattn._model.attribution import input_gradient  # noqa: E402
 from skattn._model.model import ModelConfig, build_model  # noqa: E402
 from skattn.plotting import TokenAttributionDisplay  # noqa: E402
+from skattn.plotting._text import NEGATIVE, POSITIVE, WHITE  # noqa: E402
 from skattn.text import TokenIds  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore", category=ConvergenceWarning)
@@ -442,6 +443,23 @@ def test_html_needs_no_matplotlib(without_matplotlib):
     message = r'pip install matplotlib.*pip install "\.\[plot\]"'
     with pytest.raises(ImportError, match=message):
         display.plot()
+
+
+def test_display_draws_finite_scores_near_the_largest_float():
+    """Scores whose range overflows a float (1e308 - -1e308) are drawn: the
+    colour bar reads them in a unit its label names."""
+    display = TokenAttributionDisplay(np.array([1e308, -1e308, 0.0])).plot()
+    display.figure_.canvas.draw()
+    assert "1e+308" in display._repr_html_()
+    faces = [text.get_bbox_patch().get_facecolor()[:3] for text in display.text_]
+    assert_allclose(faces, [POSITIVE, NEGATIVE, WHITE], atol=1e-2)
+    assert display.colorbar_.ax.get_xlim() == (-1.0, 1.0)
+    assert display.colorbar_.ax.get_xlabel() == "score (× 1e+308)"
+    plt.close("all")
+    small = TokenAttributionDisplay([2.0, -1.0], score_label="gain").plot()
+    assert small.colorbar_.ax.get_xlim() == (-2.0, 2.0)
+    assert small.colorbar_.ax.get_xlabel() == "gain"
+    plt.close("all")
 
 
 @pytest.mark.parametrize(

@@ -373,6 +373,11 @@ class AttentionDisplay:
             )
         if weights.shape[0] == 0:
             raise ValueError(f"weights holds no head (shape {weights.shape}).")
+        if weights.shape[1] == 0:
+            raise ValueError(
+                f"weights hold no token (shape {np.shape(self.weights)}): give "
+                "the attention weights of a sequence of one token or more."
+            )
         return weights
 
     def _labels(self, n_tokens):

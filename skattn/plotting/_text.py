@@ -4,6 +4,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 
 import html
+import math
 
 import numpy as np
 from sklearn.base import is_classifier, is_regressor
@@ -141,11 +142,13 @@ class TokenAttributionDisplay:
         scores = self._check_scores()
         labels = self._labels(len(scores))
         largest, signed = _scale(scores)
+        unit = _colorbar_unit(largest)
         if cmap is None:
             ends = [NEGATIVE, WHITE, POSITIVE] if signed else [WHITE, POSITIVE]
             cmap = LinearSegmentedColormap.from_list("skattn_scores", ends)
+        top = largest / unit
         mappable = ScalarMappable(
-            norm=Normalize(-largest if signed else 0.0, largest), cmap=cmap
+            norm=Normalize(-top if signed else 0.0, top), cmap=cmap
         )
         new_figure = ax is None
         if new_figure:
@@ -161,7 +164,7 @@ class TokenAttributionDisplay:
                 mappable, ax=ax, orientation="horizontal", shrink=0.5
             )
         width = ax.get_window_extent().width * 72 / figure.dpi  # points
-        colours = mappable.to_rgba(scores)
+        colours = mappable.to_rgba(scores / unit)
         self.text_, height = _lay_out(ax, labels, colours, fontsize, width)
         if new_figure:
             below = MARGIN + (COLORBAR_INCHES if colorbar else 0.0)
@@ -182,7 +185,10 @@ class TokenAttributionDisplay:
                     mappable, cax=bar, orientation="horizontal"
                 )
         if self.colorbar_ is not None:
-            self.colorbar_.set_label(self.score_label)
+            label = (
+                self.score_label if unit == 1.0 else f"{self.score_label} (× {unit:g})"
+            )
+            self.colorbar_.set_label(label)
         self.ax_, self.figure_ = ax, figure
         return self
 
@@ -505,6 +511,14 @@ def _scale(scores):
     is negative."""
     largest = float(np.max(np.abs(scores)))
     return (largest if largest > 0 else 1.0), bool(np.any(scores < 0))
+
+
+def _colorbar_unit(largest):
+    """The unit the colour bar reads scores in: 1, or for a largest ``|score|``
+    whose range (twice it) overflows a float, its power of ten."""
+    if math.isfinite(2 * largest):
+        return 1.0
+    return 10.0 ** math.floor(math.log10(largest))
 
 
 def _colour(score, largest):
