@@ -55,6 +55,30 @@ def test_the_class_token_attends_and_is_attended_globally():
         assert np.all(weights[:, :n, :n][:, ~band] == 0)
 
 
+@pytest.mark.parametrize("window, n_keys", [(4, 5), (5, 5), (6, 7)])
+def test_a_token_reads_half_the_window_on_each_side_as_documented(window, n_keys):
+    """An even window reads one token more than its width: ``window // 2`` on
+    each side and the token itself, as the parameter's docstring says."""
+    X = make_3d(n=2, n_tokens=15, width=3)
+    est = AttentionTransformer(attention_window=window, **SMALL).fit(X)
+    middle = est.attention_weights(X)[:, :, 7]  # (2, 2, 15)
+    assert np.all(np.count_nonzero(middle, axis=-1) == n_keys)
+    doc = " ".join(AttentionTransformer.__doc__.split())
+    assert "``|i - j| <= (attention_window // 2) * attention_dilation``" in doc
+    assert 'of ``pooling="cls"`` is global (:ref:`banded_attention`)' in doc
+
+
+def test_with_causal_the_class_token_reads_every_token_and_none_reads_it():
+    X = make_ragged(width=3)
+    est = AttentionTransformer(
+        attention_window=3, pooling="cls", causal=True, **SMALL
+    ).fit(X)
+    for x, weights in zip(X, est.attention_weights(X), strict=True):
+        n = len(x)  # the class token is token n, after the last
+        assert np.all(weights[:, n] > 0)  # reads every token
+        assert np.all(weights[:, :n, n] == 0)  # no token reads it
+
+
 def test_banded_transform_does_not_depend_on_padding_or_batch():
     X = make_ragged(width=3)
     est = AttentionTransformer(attention_window=3, attention_dilation=2, **SMALL)

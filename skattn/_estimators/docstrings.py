@@ -68,12 +68,12 @@ causal : bool, default=False
 """,
     "attention_window": """
 attention_window, attention_dilation : int or None, int, default=None, 1
-    Banded attention (Longformer's sliding window): each token attends to the
-    ``attention_window`` tokens around it, every ``attention_dilation``-th
-    one (with ``causal``: itself and those before it), in time and memory
-    linear in the length; None: to every token. A stack of layers reads
-    ``n_layers * (attention_window // 2) * attention_dilation`` tokens away;
-    the class token of ``pooling="cls"`` attends and is attended globally.
+    Banded attention (Longformer's sliding window), linear in the length:
+    token ``i`` attends to token ``j`` when ``i - j`` is a multiple of
+    ``attention_dilation`` and ``|i - j| <= (attention_window // 2) *
+    attention_dilation`` (``causal``: ``0 <= i - j <= (attention_window - 1)
+    * attention_dilation``); None: every token. The class token of
+    ``pooling="cls"`` is global (:ref:`banded_attention`).
 """,
     "attention_dilation": "",
     "positional_encoding": option_entry(

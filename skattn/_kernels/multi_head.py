@@ -276,8 +276,9 @@ def multi_head_attention(
     return_weights : bool, default=False
         Also return the attention weights of every head.
     window : int or None, default=None
-        Banded attention: each token attends to the ``window`` tokens around
-        it, every ``dilation``-th one (see
+        Banded attention: each token attends to itself and to the
+        ``window // 2`` tokens on each side of it, every ``dilation``-th one
+        (with ``causal``: itself and the ``window - 1`` before it; see
         :func:`scaled_dot_product_attention`), in time and memory linear in
         ``T``. None: every token.
     dilation : int, default=1
