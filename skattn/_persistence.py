@@ -39,7 +39,8 @@ STATE_VERSION_KEY = "_skattn_state_version"
 
 
 class InconsistentVersionError(ValueError):
-    """A pickled estimator saved by another version of skattn: not loaded.
+    """An estimator saved (pickled, or stored with skops) by another version
+    of skattn: not loaded.
 
     Parameters
     ----------
@@ -97,10 +98,9 @@ def _message(estimator_name, original_version, original_state_version):
         )
         saver = "the commit of skattn that saved it"
     return (
-        f"This {estimator_name} was pickled by {saved}; skattn {__version__} "
+        f"This {estimator_name} was saved by {saved}; skattn {__version__} "
         "does not load the fitted state of another version. Refit the "
-        f"{estimator_name} with skattn {__version__}, or load the pickle with "
-        f"{saver}."
+        f"{estimator_name} with skattn {__version__}, or load it with {saver}."
     )
 
 

@@ -7,13 +7,24 @@ A fitted estimator pickles as numpy arrays, Python numbers, dicts and lists
 
 import importlib.util
 import pickle
+import re
+import warnings
 
 import numpy as np
 import pytest
 from helpers import make_ragged, order_task
 from numpy.testing import assert_array_equal
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
 
-from skattn import AttentionTransformer, RandomAttentionFeatures
+import skattn
+from skattn import (
+    AttentionClassifier,
+    AttentionRegressor,
+    AttentionTransformer,
+    RandomAttentionFeatures,
+)
+from skattn.text import StaticTokenEmbeddings, TokenEmbeddings, TokenIds
 
 # an optional test dependency (the "test" extra), imported by the tests that
 # use it only: importing skops imports every module of scikit-learn (4 s)
@@ -139,8 +150,6 @@ def test_discarding_the_optimizer_state_halves_the_pickle_and_restarts_adam():
     """Adam's moments are as large as the weights: without them a pickle is
     about half as large and predicts the same; a later partial_fit starts
     Adam afresh (step count of one epoch) from the fitted weights."""
-    from skattn import AttentionClassifier
-
     X, y = order_task(n=60)
     clf = AttentionClassifier(max_iter=3, batch_size=20, random_state=0).fit(X, y)
     full = pickle.dumps(clf)
@@ -162,9 +171,6 @@ def test_the_persistence_pages_trusted_types_cover_text_pipelines():
 
     from sklearn.pipeline import make_pipeline
 
-    from skattn import AttentionClassifier
-    from skattn.text import StaticTokenEmbeddings, TokenIds
-
     page = pathlib.Path(__file__).parents[1] / "docs/user_guide/persistence.rst"
     block = re.search(r"expected = \{(.*?)\}", page.read_text(), re.S).group(1)
     documented = set(re.findall(r'"([\w.]+)"', block))
@@ -177,3 +183,203 @@ def test_the_persistence_pages_trusted_types_cover_text_pipelines():
         ).fit(texts, y)
         untrusted = set(sio.get_untrusted_types(data=sio.dumps(model)))
         assert untrusted <= documented, untrusted - documented
+
+
+# Versions
+# --------
+# A pickle records the version of skattn that saved it and the format of its
+# state; the pickles of development versions that recorded neither, and of
+# other versions, are refused. The suite cannot check out those versions, so
+# it writes their pickles: the class at the path they named, and the state
+# as they held it.
+
+VERSION_KEYS = ("_skattn_version", "_skattn_state_version")
+TEXTS = ["a good film", "not good", "bad", "not bad at all"]
+
+
+@pytest.fixture(scope="module")
+def public_estimators():
+    """Every public estimator, fitted (TokenEmbeddings unfitted: fitting
+    loads its encoder)."""
+    X, y = order_task(n=30, n_tokens=4, width=3)
+    small = dict(n_heads=1, head_dim=2, max_iter=1, random_state=0)
+    table = ({"a": 0, "good": 1, "film": 2, "bad": 3}, np.eye(4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        estimators = [
+            AttentionTransformer(**small).fit(X, y),
+            AttentionClassifier(**small).fit(X, y),
+            AttentionRegressor(**small).fit(X, y.astype(float)),
+            RandomAttentionFeatures(n_models=2, random_state=0).fit(X),
+            TokenIds().fit(TEXTS),
+            StaticTokenEmbeddings(table).fit(TEXTS),
+            TokenEmbeddings("an-encoder-name"),
+        ]
+    return {type(est).__name__: est for est in estimators}
+
+
+PUBLIC_ESTIMATORS = [
+    "AttentionTransformer",
+    "AttentionClassifier",
+    "AttentionRegressor",
+    "RandomAttentionFeatures",
+    "TokenIds",
+    "StaticTokenEmbeddings",
+    "TokenEmbeddings",
+]
+
+
+def pickle_of(module, name, state):
+    """The pickle of an instance of ``module.name`` holding ``state``, as
+    pickle writes an estimator (protocol 2: the class by its path, a new
+    instance, the state, ``__setstate__``), whether or not the path exists."""
+    global_and_new = b"\x80\x02c" + f"{module}\n{name}\n".encode() + b")\x81"
+    state_ops = pickle.dumps(state, protocol=2)[2:-1]  # without PROTO and STOP
+    return global_and_new + state_ops + b"b."
+
+
+def unversioned(state):
+    """A state as the development versions that recorded no version held it:
+    no version, and their parameters (``pool_tokens``; no banded attention)."""
+    state = {key: value for key, value in state.items() if key not in VERSION_KEYS}
+    for name in ("attention_window", "attention_dilation"):
+        state.pop(name, None)
+    if "token_statistics" in state:
+        state["pool_tokens"] = state.pop("token_statistics")
+    return state
+
+
+def refusal(name, saved, saver):
+    """The refusal's message, as a pattern."""
+    version = skattn.__version__
+    return re.escape(
+        f"This {name} was saved by {saved}; skattn {version} does not load the "
+        f"fitted state of another version. Refit the {name} with skattn "
+        f"{version}, or load it with {saver}."
+    )
+
+
+def unversioned_refusal(name):
+    return refusal(
+        name,
+        f"a development version of skattn before {skattn.__version__} that "
+        "recorded no version",
+        "the version of skattn that saved it",
+    )
+
+
+@pytest.mark.parametrize("name", PUBLIC_ESTIMATORS)
+def test_pickle_of_this_version_round_trips(public_estimators, name):
+    """Silently, to an equal estimator that keeps no version attribute; the
+    tests' own pickles of a state load as pickle's do."""
+    est = public_estimators[name]
+    cls = type(est)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        restored = pickle.loads(pickle.dumps(est))
+        written = pickle.loads(pickle_of(cls.__module__, name, est.__getstate__()))
+    for loaded in (restored, written):
+        assert type(loaded) is cls
+        assert repr(loaded) == repr(est)
+        assert repr(clone(loaded)) == repr(est)
+        assert not set(VERSION_KEYS) & set(vars(loaded))
+        assert sorted(vars(loaded)) == sorted(vars(est))
+
+
+@pytest.mark.parametrize("name", PUBLIC_ESTIMATORS)
+def test_pickle_without_a_version_is_refused_with_both_versions_named(
+    public_estimators, name
+):
+    """Loaded, such a pickle would give an estimator that predicts, then fails
+    on repr, get_params, clone or transform for an attribute its version did
+    not have."""
+    est = public_estimators[name]
+    blob = pickle_of(type(est).__module__, name, unversioned(est.__getstate__()))
+    with pytest.raises(ValueError, match=unversioned_refusal(name)):
+        pickle.loads(blob)
+
+
+@pytest.mark.parametrize("name", PUBLIC_ESTIMATORS)
+def test_pickle_of_another_version_is_refused_with_both_versions_named(
+    public_estimators, name
+):
+    est = public_estimators[name]
+    state = {**est.__getstate__(), "_skattn_version": "0.0.1"}
+    blob = pickle_of(type(est).__module__, name, state)
+    with pytest.raises(ValueError, match=refusal(name, "skattn 0.0.1", "skattn 0.0.1")):
+        pickle.loads(blob)
+
+
+def test_pickle_of_another_state_format_of_this_version_is_refused(
+    public_estimators,
+):
+    """The version string is shared by every commit of a development version:
+    the state format tells a pickle of a commit with another state apart."""
+    est = public_estimators["AttentionClassifier"]
+    state = est.__getstate__()
+    state["_skattn_state_version"] += 1
+    version = skattn.__version__
+    saved = (
+        f"skattn {version} with its state in format "
+        f"{state['_skattn_state_version']}, of another commit of this development "
+        f"version (this one reads format {state['_skattn_state_version'] - 1})"
+    )
+    blob = pickle_of(type(est).__module__, "AttentionClassifier", state)
+    match = refusal("AttentionClassifier", saved, "the commit of skattn that saved it")
+    with pytest.raises(ValueError, match=match):
+        pickle.loads(blob)
+
+
+@pytest.mark.parametrize(
+    "module, name",
+    [
+        ("skattn._transformer", "AttentionTransformer"),
+        ("skattn._predictors", "AttentionClassifier"),
+        ("skattn._predictors", "AttentionRegressor"),
+        ("skattn._estimators", "AttentionClassifier"),
+        ("skattn._estimators", "AttentionRegressor"),
+    ],
+)
+def test_pickle_naming_a_module_of_an_earlier_layout_is_refused_clearly(
+    public_estimators, module, name
+):
+    """Development versions that recorded no version defined the estimators
+    in modules the package does not have: pickle looks the class up before any
+    state is read, and gets the same refusal (no ModuleNotFoundError), and
+    nothing else, from that path."""
+    import importlib
+
+    state = unversioned(public_estimators[name].__getstate__())
+    with pytest.raises(ValueError, match=unversioned_refusal(name)):
+        pickle.loads(pickle_of(module, name, state))
+    old = importlib.import_module(module)
+    with pytest.raises(ValueError, match=unversioned_refusal(name)):
+        getattr(old, name)  # as `from module import name` does
+    assert not hasattr(old, "fit")
+    assert not hasattr(old, "RandomAttentionFeatures")
+
+
+@needs_skops
+def test_skops_file_without_a_version_is_refused_with_both_versions_named(
+    public_estimators,
+):
+    """skops stores the same state as pickle, and checks it the same way."""
+    import io
+    import json
+    import zipfile
+
+    sio = skops_io()
+    est = public_estimators["TokenIds"]
+    with zipfile.ZipFile(io.BytesIO(sio.dumps(est))) as file:
+        schema = json.loads(file.read("schema.json"))
+    state = schema["content"]  # the dict of the estimator's state
+    for key in VERSION_KEYS:
+        position = list(state["content"]).index(key)
+        del state["content"][key], state["key_types"]["content"][position]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as file:
+        file.writestr("schema.json", json.dumps(schema))
+    trusted = ["skattn.text._words.TokenIds"]
+    assert sio.get_untrusted_types(data=buffer.getvalue()) == trusted
+    with pytest.raises(ValueError, match=unversioned_refusal("TokenIds")):
+        sio.loads(buffer.getvalue(), trusted=trusted)
