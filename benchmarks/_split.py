@@ -13,6 +13,22 @@ corpus (``reuters-r8`` and ``reuters-r52``; ``slo-sentiment`` and
 ``slo-topic``) take the role of the corpus, the part of their name before the
 first hyphen, so that no text is both tuned on and confirmed on; ``ADDED``
 lists them.
+
+The UCR 2018 archive's univariate sets from A to P whose series have at least
+250 points (the longest series of a set of unequal lengths), which
+``benchmarks/ucr.py`` reads, are listed in ``ADDED["series"]`` by corpus too.
+The seven of them the benchmark had before (``acsf1``, ``arrowhead``,
+``osuleaf``, ``pickup``, ``coffee``, ``plaid``, ``pigcvp``) keep their roles.
+Sets that hold the same series (one recording split twice, as
+FreezerRegularTrain and FreezerSmallTrain; labelled twice, as the DodgerLoop
+sets; PickupGestureWiimoteZ within AllGestureWiimoteZ) or the same recordings
+by other sensors (the axes of CricketX, Y and Z, of AllGestureWiimote and
+GestureMidAir; two leads, two eye channels, a pig's three pressures) are one
+corpus, with the role of its set that had one, else ``role_of_new_set`` of its
+first name in alphabetical order; every other set is its own corpus, of
+``role_of_new_set`` of its name. The roles were fixed so, and committed,
+before any method ran on these sets. ``corpus`` reads a set's corpus from
+``ADDED`` first, then from the part of its name before the first hyphen.
 """
 
 # Authors: The skattn developers
@@ -31,15 +47,43 @@ KINDS = {
     "text": ["20ng", "tweets"],
 }  # fmt: skip
 
-# The sets added after the split, by kind and corpus: each takes
-# role_of_new_set of its corpus's name (the part of its name before the first
-# hyphen). Their roles were fixed by this rule before any method ran on them.
+# The sets of the UCR archive (benchmarks/ucr.py) that share no series and no
+# recording with another set: a corpus each.
+ARCHIVE_OWN_CORPUS = (
+    "beef", "beetlefly", "birdchicken", "car", "cincecgtorso", "computers",
+    "diatomsizereduction", "earthquakes", "ethanollevel", "facefour",
+    "fiftywords", "fish", "forda", "fordb", "ham", "handoutlines",
+    "haptics", "herring", "housetwenty", "inlineskate",
+    "insectwingbeatsound", "largekitchenappliances", "lightning2",
+    "lightning7", "mallat", "meat", "oliveoil", "phoneme",
+)  # fmt: skip
+
+# The sets added after the split, by kind and corpus: each takes the role of
+# the corpus it is listed under (the split's role of that name where it has one,
+# as pickup, else role_of_new_set of the name). Their roles were fixed by this
+# rule before any method ran on them.
 ADDED = {
     "series": {
         "plaid": ["plaid"],
         "coffee": ["coffee"],
-        "pigcvp": ["pigcvp"],
+        "pigcvp": ["pigcvp", "pigairwaypressure", "pigartpressure"],  # the same pigs
         "trace": ["trace"],  # tslearn's
+        # the UCR archive's sets of benchmarks/ucr.py: those that share series
+        # or recordings, then those of their own corpus
+        "pickup": ["allgesturewiimotex", "allgesturewiimotey", "allgesturewiimotez"],
+        "cricketx": ["cricketx", "crickety", "cricketz"],
+        "dodgerloopday": ["dodgerloopday", "dodgerloopgame", "dodgerloopweekend"],
+        "eoghorizontalsignal": ["eoghorizontalsignal", "eogverticalsignal"],
+        "freezerregulartrain": ["freezerregulartrain", "freezersmalltrain"],
+        "gesturemidaird1": ["gesturemidaird1", "gesturemidaird2", "gesturemidaird3"],
+        "gesturepebblez1": ["gesturepebblez1", "gesturepebblez2"],
+        "insectepgregulartrain": ["insectepgregulartrain", "insectepgsmalltrain"],
+        "mixedshapesregulartrain": ["mixedshapesregulartrain", "mixedshapessmalltrain"],
+        "noninvasivefetalecgthorax1": [
+            "noninvasivefetalecgthorax1",
+            "noninvasivefetalecgthorax2",
+        ],
+        **{name: [name] for name in ARCHIVE_OWN_CORPUS},
     },
     "tables": {  # of targets: scikit-learn's, then statsmodels'
         "diabetes": ["diabetes"],
@@ -78,11 +122,28 @@ def role_of_new_set(name):
 ROLES = split()
 
 
+# set -> its corpus, for the sets added after the split
+CORPORA = {
+    name: base
+    for corpora in ADDED.values()
+    for base, names in corpora.items()
+    for name in names
+}
+
+
 def corpus(dataset):
     """The name a set's role is read from: the set's own when the split has
-    it (``breast-cancer``), else the part of its name before the first hyphen
-    (``20ng-ctx`` and ``20ng-small`` are 20ng's, ``reuters-r8`` reuters')."""
-    return dataset if dataset in ROLES else dataset.split("-")[0]
+    it (``breast-cancer``), else its corpus in ``ADDED`` (``crickety`` is
+    cricketx's), else the part of its name before the first hyphen
+    (``20ng-ctx`` and ``20ng-small`` are 20ng's)."""
+    if dataset in ROLES:
+        return dataset
+    return CORPORA.get(dataset, dataset.split("-")[0])
+
+
+def listed(dataset):
+    """Whether ``dataset`` is a set of the split or of ``ADDED``."""
+    return dataset in ROLES or dataset in CORPORA
 
 
 def role(dataset):
