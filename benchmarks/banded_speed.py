@@ -85,12 +85,8 @@ from threadpoolctl import threadpool_limits
 from skattn._kernels import compiled
 from skattn._kernels.attention import attention_forward
 from skattn._kernels.attention_backward import attention_backward
-from skattn._kernels.banded import (
-    band_mask,
-    band_offsets,
-    banded_backward,
-    banded_forward,
-)
+from skattn._kernels.band import band_mask, band_offsets
+from skattn._kernels.banded import banded_backward, banded_forward
 
 N_HEADS, HEAD_DIM = 4, 16
 KERNELS = {  # name: band (window, dilation), None for full attention

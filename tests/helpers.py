@@ -239,7 +239,7 @@ def compile_kernels(dtype):
     arrays of ``dtype``, so that numba compiles the signatures the suite runs
     and caches them (conftest.py, ``pytest_sessionstart``)."""
     from skattn._kernels import compiled, compiled_banded
-    from skattn._kernels.banded import band_offsets
+    from skattn._kernels.band import band_offsets
 
     rng = np.random.default_rng(0)
     q, k, v, d_out = (rng.standard_normal((2, 2, 40, 8)).astype(dtype) for _ in "qkvd")

@@ -9,7 +9,7 @@ from helpers import make_3d, make_ragged, order_task
 from numpy.testing import assert_allclose, assert_array_equal
 
 from skattn import AttentionClassifier, AttentionTransformer
-from skattn._kernels.banded import band_mask
+from skattn._kernels.band import band_mask
 
 SMALL = dict(n_heads=2, head_dim=3, random_state=0)
 

@@ -65,7 +65,7 @@ def banded_forward(q, k, v, lengths, global_index, offsets, causal, scale):
     global_index : ndarray of int of shape (B,), or None
         The global token of each attention, at least 0 (past the tokens: none).
     offsets : ndarray of int64 of shape (K,)
-        The band (:func:`skattn._kernels.banded.band_offsets`).
+        The band (:func:`skattn._kernels.band.band_offsets`).
     causal : bool
     scale : float
 

@@ -20,7 +20,8 @@ import numpy as np
 
 from .._kernels.attention import attention_forward, causal_tile
 from .._kernels.attention_backward import attention_backward
-from .._kernels.banded import BandedKernels, band_offsets, banded_forward
+from .._kernels.band import band_offsets
+from .._kernels.banded import BandedKernels, banded_forward
 from .._kernels.multi_head import mask_with_head_axis
 from .._parallel import CACHE_BYTES, map_parallel
 

@@ -19,12 +19,8 @@ from skattn import multi_head_attention, scaled_dot_product_attention
 from skattn._kernels import compiled, compiled_banded
 from skattn._kernels.attention import attention_forward
 from skattn._kernels.attention_backward import attention_backward
-from skattn._kernels.banded import (
-    band_mask,
-    band_offsets,
-    banded_backward,
-    banded_forward,
-)
+from skattn._kernels.band import band_mask, band_offsets
+from skattn._kernels.banded import banded_backward, banded_forward
 
 BANDS = [(1, 1), (3, 1), (4, 2), (5, 3), (40, 1)]  # (window, dilation)
 
@@ -259,7 +255,7 @@ def test_numpy_path_in_blocks_of_rows_computes_what_it_computes_whole(
     """The numpy path walks the band a block of rows at a time (BLOCK_BYTES
     of each operand): blocks of a few rows, crossing every column's edges,
     give the results of one block, to the bit."""
-    from skattn._kernels import banded
+    from skattn._kernels import band as band_module
 
     q, k, v, d_out, mask, glob = ragged_band_inputs(rng, np.float64, 29, 29)
     band = dict(window=5, dilation=3, causal=causal, mask=mask)
@@ -267,7 +263,7 @@ def test_numpy_path_in_blocks_of_rows_computes_what_it_computes_whole(
     monkeypatch.setattr(compiled, "_DISABLED", True)
     results = []
     for block_bytes in (2**40, 3 * 4 * 2 * 5 * 8):  # whole; 3 rows a block
-        monkeypatch.setattr(banded, "BLOCK_BYTES", block_bytes)
+        monkeypatch.setattr(band_module, "BLOCK_BYTES", block_bytes)
         results.append(forward_and_gradients(q, k, v, d_out, **band))
     for whole, blocked in zip(*results, strict=True):
         assert_array_equal(blocked, whole)

@@ -1,0 +1,262 @@
+"""The band of banded attention, and the numpy passes over its columns.
+
+Query ``i`` reads key ``j`` when ``j - i`` is one of the band's offsets
+(:func:`band_offsets`): ``window // 2`` keys each side of the query, every
+``dilation``-th token, or with ``causal`` the query and ``window - 1`` keys
+before it. :class:`Band` holds
+one call's band on flattened batches, and computes the products of each
+query with its keys, a column of offsets at a time, for
+:mod:`skattn._kernels.banded`.
+
+Shape legend: B attentions (the batch axes flattened), Tq queries, Tk keys,
+K offsets of the band, D head width.
+"""
+
+# Authors: The skattn developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import numpy as np
+
+from .dropout import INDEX_BITS, keep_scale
+
+# The numpy path loops over the band's columns a block of rows at a time, each
+# block about BLOCK_BYTES of each operand (its rows of every attention): the
+# block stays in the CPU's caches from one column to the next, and each
+# product lands in one buffer of that size, where a fresh (B, T, D) product
+# per column is paged in anew from about 32 MiB on (131,072 tokens, 4 heads
+# of 16, window 65: forward and backward in 2.3 s, 5.4 s in whole columns;
+# blocks of 256 KiB or 4 MiB no faster). Each element sums its columns in the
+# same order, whatever the block.
+BLOCK_BYTES = 2**20
+
+
+def band_offsets(window, dilation=1, causal=False):
+    """The key offsets ``j - i`` that a query reads, in increasing order.
+
+    Parameters
+    ----------
+    window : int
+        ``window // 2`` keys on each side of the query, and the query; with
+        ``causal``, the query and ``window - 1`` keys before it.
+    dilation : int, default=1
+        Gap between two keys of the band.
+    causal : bool, default=False
+
+    Returns
+    -------
+    offsets : ndarray of int64 of shape (K,)
+    """
+    if causal:
+        return -dilation * np.arange(window - 1, -1, -1, dtype=np.int64)
+    half = window // 2
+    return dilation * np.arange(-half, half + 1, dtype=np.int64)
+
+
+def band_mask(n_queries, n_keys, window, dilation=1, causal=False):
+    """The band as a dense boolean mask of shape ``(n_queries, n_keys)``."""
+    offset = np.arange(n_keys)[None, :] - np.arange(n_queries)[:, None]
+    return np.isin(offset, band_offsets(window, dilation, causal))
+
+
+class Band:
+    """One banded attention call on flattened batches.
+
+    Parameters
+    ----------
+    n_queries, n_keys : int
+    window, dilation : int
+    causal : bool
+    mask : ndarray of bool of shape (B, 1 or Tq, Tk), or None
+        True where a query may attend to a key.
+    global_index : ndarray of int of shape (B,), or None
+        The global token of each attention (an index past the keys: none).
+    """
+
+    def __init__(self, n_queries, n_keys, window, dilation, causal, mask, glob):
+        self.n_queries, self.n_keys = n_queries, n_keys
+        self.causal = causal
+        self.offsets = band_offsets(window, dilation, causal)
+        rows = np.arange(n_queries, dtype=np.int64)[:, None]
+        inside = (rows >= -self.offsets) & (rows < n_keys - self.offsets)  # (Tq, K)
+        self.mask = mask
+        allowed = inside[None]
+        if mask is not None or glob is not None:
+            keys = self.key_index()
+        if mask is not None:
+            if mask.shape[1] == 1:
+                gathered = mask[:, 0, keys]  # (B, Tq, K)
+            else:
+                gathered = mask[:, rows, keys]
+            allowed = allowed & gathered
+        self.glob = glob
+        if glob is not None:
+            n_batch = len(glob)
+            allowed = np.broadcast_to(allowed, (n_batch, *inside.shape)).copy()
+            allowed &= keys[None] != glob[:, None, None]  # its own column
+            self.global_rows = np.flatnonzero(glob < n_queries)
+            allowed[self.global_rows, glob[self.global_rows]] = False  # whole rows
+            allowed = np.concatenate([allowed, self._global_column()], axis=-1)
+        self.allowed = allowed  # (B or 1, Tq, K [+ 1])
+
+    def key_index(self):
+        """Each query's key at each offset, clipped to the keys: (Tq, K) int64
+        (8 bytes a score: computed where a call needs it, not kept)."""
+        keys = np.arange(self.n_queries, dtype=np.int64)[:, None] + self.offsets
+        return np.clip(keys, 0, max(self.n_keys - 1, 0), out=keys)
+
+    def _global_column(self):
+        """Whether each query may read its attention's global key."""
+        glob, rows = self.glob, np.arange(self.n_queries)
+        column = (glob[:, None] < self.n_keys) & (rows != glob[:, None])  # (B, Tq)
+        if self.causal:
+            column &= rows >= glob[:, None]
+        if self.mask is not None:
+            key = np.minimum(glob, self.n_keys - 1)
+            column &= self.mask[np.arange(len(glob)), :, key]  # (B, 1 or Tq)
+        return column[..., None]
+
+    def _global_key(self, array):
+        """Each attention's global row of ``array`` (B, T, D): (B, D)."""
+        index = np.minimum(self.glob, array.shape[1] - 1)
+        return array[np.arange(len(array)), index]
+
+    def _blocks(self, n_rows, operand):
+        """``(start, stop)`` of the blocks of ``n_rows`` rows that hold about
+        BLOCK_BYTES of ``operand`` (B, T, D) each."""
+        row_bytes = operand.shape[0] * operand.shape[-1] * operand.itemsize
+        size = max(1, BLOCK_BYTES // max(row_bytes, 1))
+        return [(r, min(r + size, n_rows)) for r in range(0, n_rows, size)]
+
+    def dots(self, a, b, scale=1.0):
+        """``scale * a_i . b_{i + offset}`` of each query and allowed key, -inf
+        elsewhere: (B, Tq, K [+ 1])."""
+        n_batch = max(len(a), len(b), len(self.allowed))
+        out = np.zeros((n_batch, self.n_queries, self.allowed.shape[-1]), a.dtype)
+        for r0, r1 in self._blocks(self.n_queries, a):
+            for column, offset in enumerate(self.offsets):
+                start = max(r0, -offset)
+                stop = min(r1, self.n_keys - offset)
+                if stop > start:
+                    np.einsum(
+                        "btd,btd->bt",
+                        a[:, start:stop],
+                        b[:, start + offset : stop + offset],
+                        out=out[:, start:stop, column],
+                    )
+        if self.glob is not None:
+            out[..., -1] = np.einsum("btd,bd->bt", a, self._global_key(b))
+        out *= scale
+        return out
+
+    def weighted_sum(self, weights, b):
+        """``sum over the band of weights[:, i, o] * b[:, i + offset]``:
+        (B, Tq, D)."""
+        out = np.zeros((len(weights), self.n_queries, b.shape[-1]), b.dtype)
+        blocks = self._blocks(self.n_queries, out)
+        product = np.empty(
+            (len(weights), blocks[0][1] if blocks else 0, b.shape[-1]),
+            np.result_type(weights, b),
+        )
+        for r0, r1 in blocks:
+            for column, offset in enumerate(self.offsets):
+                start = max(r0, -offset)
+                stop = min(r1, self.n_keys - offset)
+                if stop > start:
+                    np.multiply(
+                        weights[:, start:stop, column, None],
+                        b[:, start + offset : stop + offset],
+                        out=product[:, : stop - start],
+                    )
+                    out[:, start:stop] += product[:, : stop - start]
+        if self.glob is not None:
+            out += weights[..., -1, None] * self._global_key(b)[:, None, :]
+        return out
+
+    def scatter_sum(self, weights, a, n_keys):
+        """``out[:, j] = sum over (i, o) with i + offset = j of
+        weights[:, i, o] * a[:, i]``: (B, Tk, D)."""
+        out = np.zeros((len(weights), n_keys, a.shape[-1]), a.dtype)
+        blocks = self._blocks(n_keys, out)
+        product = np.empty(
+            (len(weights), blocks[0][1] if blocks else 0, a.shape[-1]),
+            np.result_type(weights, a),
+        )
+        for j0, j1 in blocks:  # keys j0:j1, read by queries j - offset
+            for column, offset in enumerate(self.offsets):
+                first = max(j0, max(0, -offset) + offset)
+                last = min(j1, min(self.n_queries, self.n_keys - offset) + offset)
+                if last > first:
+                    np.multiply(
+                        weights[:, first - offset : last - offset, column, None],
+                        a[:, first - offset : last - offset],
+                        out=product[:, : last - first],
+                    )
+                    out[:, first:last] += product[:, : last - first]
+        if self.glob is not None:
+            total = np.einsum("bt,btd->bd", weights[..., -1], a)
+            rows = np.flatnonzero(self.glob < n_keys)
+            out[rows, self.glob[rows]] += total[rows]
+        return out
+
+    def row_dots(self, a, b):
+        """``sum(a * b, axis=-1)`` of (B, Tq, D) arrays, a block of rows at a
+        time: (B, Tq)."""
+        out = np.empty(a.shape[:-1], np.result_type(a, b))
+        for r0, r1 in self._blocks(a.shape[1], a):
+            out[:, r0:r1] = np.sum(a[:, r0:r1] * b[:, r0:r1], axis=-1)
+        return out
+
+    def multipliers(self, dropout, n_batch, dtype):
+        """The dense kernel's dropout multipliers of the band's pairs."""
+        p, stream = dropout
+        keys = self.key_index()
+        keys = np.broadcast_to(keys, (n_batch, *keys.shape))
+        if self.glob is not None:
+            glob = np.broadcast_to(
+                self.glob[:, None, None], (n_batch, self.n_queries, 1)
+            )
+            keys = np.concatenate([keys, glob], axis=-1)
+        rows = np.arange(self.n_queries, dtype=np.uint64)[:, None] << np.uint64(
+            INDEX_BITS
+        )
+        index = rows | keys.astype(np.uint64)
+        return keep_scale(stream[:, None, None], index, p, dtype)
+
+    def dense(self, weights):
+        """The band's weights as a dense (B, Tq, Tk) array (zero elsewhere)."""
+        n_batch = len(weights)
+        dense = np.zeros((n_batch, self.n_queries, self.n_keys), weights.dtype)
+        allowed = np.broadcast_to(self.allowed, weights.shape)
+        batch, rows, columns = np.nonzero(allowed[..., : len(self.offsets)])
+        keys = self.key_index()
+        dense[batch, rows, keys[rows, columns]] = weights[batch, rows, columns]
+        if self.glob is not None:
+            batch, rows = np.nonzero(allowed[..., -1])
+            dense[batch, rows, self.glob[batch]] = weights[batch, rows, -1]
+        return dense
+
+    # The global tokens' rows: every allowed key
+    # -------------------------------------------
+
+    def global_scores(self, q, k, scale):
+        """Scores of the global queries against every key, -inf where not
+        allowed: (G, Tk), for the attentions ``self.global_rows``."""
+        index = self.global_rows
+        query = q[index, self.glob[index]]  # (G, D)
+        scores = np.einsum("gd,gtd->gt", query, k[index]) * scale
+        allowed = np.ones(scores.shape, dtype=bool)
+        if self.mask is not None:
+            row = self.glob[index] if self.mask.shape[1] > 1 else 0
+            allowed &= self.mask[index, row]
+        if self.causal:
+            allowed &= np.arange(self.n_keys) <= self.glob[index][:, None]
+        np.copyto(scores, -np.inf, where=~allowed)
+        return scores
+
+    def global_multipliers(self, dropout, dtype):
+        """The dense kernel's dropout multipliers of the global rows: (G, Tk)."""
+        p, stream = dropout
+        index = self.global_rows
+        rows = self.glob[index].astype(np.uint64)[:, None] << np.uint64(INDEX_BITS)
+        grid = rows | np.arange(self.n_keys, dtype=np.uint64)
+        return keep_scale(stream[index][:, None], grid, p, dtype)
