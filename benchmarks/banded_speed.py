@@ -128,7 +128,7 @@ def dense_band(n_tokens, window, dilation):
     """The band as a (T, T) boolean mask, diagonal by diagonal (``band_mask``
     holds a (T, T) int64 array on the way: 8 GiB at 32,768 tokens)."""
     mask = np.zeros((n_tokens, n_tokens), dtype=bool)
-    for offset in band_offsets(window, dilation):
+    for offset in band_offsets(window, dilation, n_queries=n_tokens, n_keys=n_tokens):
         rows = np.arange(max(0, -offset), min(n_tokens, n_tokens - offset))
         mask[rows, rows + offset] = True
     return mask

@@ -3,6 +3,8 @@
 dense attention weights zero outside the band, a global class token, padding
 and batches that do not matter."""
 
+import tracemalloc
+
 import numpy as np
 import pytest
 from helpers import make_3d, make_ragged, order_task
@@ -114,3 +116,38 @@ def test_a_longer_band_reads_further():
     assert not np.allclose(
         dilated.transform_sequences(X)[:, 0], dilated.transform_sequences(moved)[:, 0]
     )
+
+
+@pytest.mark.parametrize("dilation", [2**62, 2**63 - 1, 2**63, 10**30])
+def test_a_dilation_beyond_the_sequence_transforms_as_any_other(dilation):
+    """On 6 tokens every dilation from 6 on leaves each token alone in its
+    band: the same model, whatever the dilation's size."""
+    X = make_3d(n=4, n_tokens=6, width=3)
+    expected = AttentionTransformer(
+        attention_window=5, attention_dilation=7, pooling="cls", **SMALL
+    )
+    est = AttentionTransformer(
+        attention_window=5, attention_dilation=dilation, pooling="cls", **SMALL
+    )
+    assert_array_equal(est.fit(X).transform(X), expected.fit(X).transform(X))
+    assert_array_equal(est.attention_weights(X), expected.attention_weights(X))
+
+
+@pytest.mark.parametrize("window", [10**6, 10**12, 2**64])
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_window_beyond_the_sequence_costs_no_more_than_full_attention(window, causal):
+    """A band that covers the sequence is full attention: the same results,
+    in the memory of full attention, whatever the window's size."""
+    X = make_ragged(width=3)
+    results, peaks = [], []
+    for band in (None, window):
+        est = AttentionTransformer(
+            attention_window=band, causal=causal, pooling="cls", **SMALL
+        )
+        est.fit(X).transform(X)  # the kernels compiled, if so
+        tracemalloc.start()
+        results.append(est.fit(X).transform(X))
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    assert_array_equal(results[1], results[0])
+    assert peaks[1] <= 1.5 * peaks[0]

@@ -3,7 +3,7 @@
 Query ``i`` reads key ``j`` when ``j - i`` is one of the band's offsets
 (:func:`band_offsets`): ``window // 2`` keys each side of the query, every
 ``dilation``-th token, or with ``causal`` the query and ``window - 1`` keys
-before it. :class:`Band` holds
+before it, clipped to the sequence (:func:`band_sides`). :class:`Band` holds
 one call's band on flattened batches, and computes the products of each
 query with its keys, a column of offsets at a time, for
 :mod:`skattn._kernels.banded`.
@@ -30,8 +30,56 @@ from .dropout import INDEX_BITS, keep_scale
 BLOCK_BYTES = 2**20
 
 
-def band_offsets(window, dilation=1, causal=False):
-    """The key offsets ``j - i`` that a query reads, in increasing order.
+def band_sides(window, dilation, causal, n_queries, n_keys):
+    """The keys of the band on each side of the query that pair some query
+    of ``n_queries`` with one of ``n_keys`` keys.
+
+    The offset ``j - i`` of a query ``i`` and a key ``j`` runs from
+    ``-(n_queries - 1)`` to ``n_keys - 1``: the band's offsets beyond hold no
+    pair. They are counted in Python's integers, before any array is made,
+    so that a window or a dilation of any size (beyond int64's too) gives
+    the band within the sequence: at most ``n_queries - 1`` keys before the
+    query and ``n_keys - 1`` after it, the query alone for a dilation beyond
+    both.
+
+    Parameters
+    ----------
+    window, dilation : int
+        The band (see :func:`band_offsets`), at least 1.
+    causal : bool
+    n_queries, n_keys : int
+
+    Returns
+    -------
+    before, after : int
+        Keys of the band before and after the query that pair some query
+        with a key (``after`` is 0 with ``causal``).
+    step : int
+        The gap between them: ``dilation``, or 1 where the query is alone.
+    """
+    window, dilation = int(window), int(dilation)
+    reach_before, reach_after = max(n_queries - 1, 0), max(n_keys - 1, 0)
+    before = min(window - 1 if causal else window // 2, reach_before // dilation)
+    after = 0 if causal else min(window // 2, reach_after // dilation)
+    return before, after, dilation if before or after else 1
+
+
+def band_covers(window, dilation, causal, n_queries, n_keys):
+    """Whether the band holds every pair of ``n_queries`` queries and
+    ``n_keys`` keys (with ``causal``, every key up to the query's position):
+    then it is full attention."""
+    before, after, step = band_sides(window, dilation, causal, n_queries, n_keys)
+    return (
+        step == 1
+        and before == max(n_queries - 1, 0)
+        and (causal or after == max(n_keys - 1, 0))
+    )
+
+
+def band_offsets(window, dilation=1, causal=False, *, n_queries, n_keys):
+    """The key offsets ``j - i`` that a query reads, in increasing order:
+    those of the band that pair one of ``n_queries`` queries with one of
+    ``n_keys`` keys (:func:`band_sides`).
 
     Parameters
     ----------
@@ -41,21 +89,23 @@ def band_offsets(window, dilation=1, causal=False):
     dilation : int, default=1
         Gap between two keys of the band.
     causal : bool, default=False
+    n_queries, n_keys : int
+        Queries and keys of the attention.
 
     Returns
     -------
     offsets : ndarray of int64 of shape (K,)
+        ``K <= n_queries + n_keys - 1`` (1 where there is no query or key).
     """
-    if causal:
-        return -dilation * np.arange(window - 1, -1, -1, dtype=np.int64)
-    half = window // 2
-    return dilation * np.arange(-half, half + 1, dtype=np.int64)
+    before, after, step = band_sides(window, dilation, causal, n_queries, n_keys)
+    return step * np.arange(-before, after + 1, dtype=np.int64)
 
 
 def band_mask(n_queries, n_keys, window, dilation=1, causal=False):
     """The band as a dense boolean mask of shape ``(n_queries, n_keys)``."""
     offset = np.arange(n_keys)[None, :] - np.arange(n_queries)[:, None]
-    return np.isin(offset, band_offsets(window, dilation, causal))
+    offsets = band_offsets(window, dilation, causal, n_queries=n_queries, n_keys=n_keys)
+    return np.isin(offset, offsets)
 
 
 class Band:
@@ -75,7 +125,9 @@ class Band:
     def __init__(self, n_queries, n_keys, window, dilation, causal, mask, glob):
         self.n_queries, self.n_keys = n_queries, n_keys
         self.causal = causal
-        self.offsets = band_offsets(window, dilation, causal)
+        self.offsets = band_offsets(
+            window, dilation, causal, n_queries=n_queries, n_keys=n_keys
+        )
         rows = np.arange(n_queries, dtype=np.int64)[:, None]
         inside = (rows >= -self.offsets) & (rows < n_keys - self.offsets)  # (Tq, K)
         self.mask = mask

@@ -4,9 +4,12 @@ Query ``i`` attends key ``j`` only when ``i - j`` is a multiple of
 ``dilation`` and ``|i - j| <= (window // 2) * dilation``; with ``causal``, only
 when ``0 <= i - j <= (window - 1) * dilation``. Each query reads its keys at
 ``K`` fixed offsets from its own position
-(:func:`~skattn._kernels.band.band_offsets`), so the
-scores are an ``(B, Tq, K)`` array, one column per offset: time and memory
-``O(T * K)``, never ``O(T**2)``.
+(:func:`~skattn._kernels.band.band_offsets`), so the scores are an
+``(B, Tq, K)`` array, one column per offset: time and memory ``O(T * K)``,
+never ``O(T**2)``. The offsets are those of the band that pair a query with a
+key, so that ``K <= Tq + Tk - 1`` whatever the window and the dilation; a
+band that holds every pair is full attention, and the dense kernel computes
+it (:func:`~skattn._kernels.band.band_covers`).
 
 One token per sequence may be global (Longformer's global attention, the class
 token of ``pooling="cls"``): its query reads every allowed key, and every
@@ -37,8 +40,9 @@ import math
 import numpy as np
 
 from . import compiled_banded
-from .attention import default_scale, exp_minus_row_max
-from .band import Band, band_offsets
+from .attention import attention_forward, default_scale, exp_minus_row_max
+from .attention_backward import attention_backward
+from .band import Band, band_covers, band_offsets
 from .dropout import check_dropout
 
 
@@ -89,7 +93,9 @@ def banded_forward(
     """Banded attention, keeping what the backward pass needs.
 
     Runs compiled where :func:`skattn._kernels.compiled_banded.banded_lengths`
-    allows (``mask`` key padding or None, no dropout, no weights returned).
+    allows (``mask`` key padding or None, no dropout, no weights returned); a
+    band that holds every pair (:func:`~skattn._kernels.band.band_covers`)
+    runs the dense kernel.
 
     Parameters
     ----------
@@ -122,6 +128,18 @@ def banded_forward(
     """
     dtype = q.dtype
     n_queries, n_keys = q.shape[-2], k.shape[-2]
+    if band_covers(window, dilation, causal, n_queries, n_keys):
+        # full attention, a global token's row and column included
+        return attention_forward(
+            q,
+            k,
+            v,
+            mask=mask,
+            causal=causal,
+            scale=scale,
+            return_weights=return_weights,
+            dropout=dropout,
+        )
     batch_shape, (q, k, v), mask, dropout, glob = _prepare(
         q, k, v, (), mask, dropout, global_index
     )
@@ -132,7 +150,9 @@ def banded_forward(
         q, k, v, mask, dropout, return_weights, glob
     )
     if lengths is not None:
-        offsets = band_offsets(window, dilation, causal)
+        offsets = band_offsets(
+            window, dilation, causal, n_queries=n_queries, n_keys=n_keys
+        )
         result = compiled_banded.banded_forward(
             q, k, v, lengths, glob, offsets, causal, scale
         )
@@ -206,7 +226,8 @@ def banded_backward(
     The probabilities are recomputed from ``lse``; ``sum_j p_ij dp_ij =
     d_out_i . out_i`` is the row term of the softmax's gradient (as in
     FlashAttention's backward pass, dropout included). Runs compiled where
-    :func:`banded_forward` does, the arrays of one dtype.
+    :func:`banded_forward` does, the arrays of one dtype; a band that holds
+    every pair runs the dense kernel.
 
     Parameters
     ----------
@@ -224,6 +245,22 @@ def banded_backward(
     """
     dtype = q.dtype
     n_queries, n_keys = q.shape[-2], k.shape[-2]
+    if band_covers(window, dilation, causal, n_queries, n_keys):
+        # full attention, of the gradients' batch shape (lse's): none summed
+        batch = lse.shape[:-1]
+        q, k, v = (np.broadcast_to(a, batch + a.shape[-2:]) for a in (q, k, v))
+        return attention_backward(
+            d_out,
+            q,
+            k,
+            v,
+            out,
+            lse,
+            mask=mask,
+            causal=causal,
+            scale=scale,
+            dropout=dropout,
+        )
     lse = lse[..., None]
     batch_shape, (q, k, v, d_out, out, lse), mask, dropout, glob = _prepare(
         q, k, v, (d_out, out, lse), mask, dropout, global_index
@@ -273,7 +310,9 @@ def _compiled_backward(d_out, q, k, v, out, lse, mask, dropout, glob, band, scal
     if lengths is None or not q.dtype == d_out.dtype == out.dtype == lse.dtype:
         return None
     window, dilation, causal = band
-    offsets = band_offsets(window, dilation, causal)
+    offsets = band_offsets(
+        window, dilation, causal, n_queries=q.shape[1], n_keys=k.shape[1]
+    )
     return compiled_banded.banded_backward(
         d_out, q, k, v, out, lse, lengths, glob, offsets, causal, scale
     )

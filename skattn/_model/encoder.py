@@ -399,10 +399,12 @@ class EncoderLayer(Unit):
             grads.update(sublayer_grads)
         return d_out, grads
 
-    def activation_floats(self):
+    def activation_floats(self, n_tokens):
         # the attention's arrays (LAYER_ARRAYS of (T, E)); the feed-forward's
         # pre-activation and hidden (T, F); the scores of the pattern (one row
         # per head for full attention's tiles, the band's columns)
-        scores, copies = self.pattern.score_floats(self.n_heads, causal=False)
+        scores, copies = self.pattern.score_floats(
+            self.n_heads, causal=False, n_tokens=n_tokens
+        )
         kept = LAYER_ARRAYS * self.d_model + 2 * self.ff_dim
         return kept, scores + copies * self.d_model

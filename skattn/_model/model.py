@@ -480,14 +480,16 @@ class Model:
         read_width = n_features
         for unit in self._read_units:
             read_width = unit.width(read_width)
+        n_encoded = int(self.token_lengths(n_tokens))
         kept, transient = zip(
-            *(unit.activation_floats() for _, unit in self.units), strict=True
+            *(unit.activation_floats(n_encoded) for _, unit in self.units),
+            strict=True,
         )
         if training:
             floats = sum(kept) + max(kept) + max(transient)
         else:
             floats = max(k + t for k, t in zip(kept, transient, strict=True))
-        return int(self.token_lengths(n_tokens)) * (read_width + floats) * itemsize
+        return n_encoded * (read_width + floats) * itemsize
 
     # Passes
     # ------

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._kernels.attention import attention_forward, causal_tile
 from .._kernels.attention_backward import attention_backward
-from .._kernels.band import band_offsets
+from .._kernels.band import band_covers, band_sides
 from .._kernels.banded import BandedKernels, banded_forward
 from .._kernels.multi_head import mask_with_head_axis
 from .._parallel import CACHE_BYTES, map_parallel
@@ -57,10 +57,11 @@ class FullAttention:
         """The pattern of one batch: the same for every batch."""
         return self
 
-    def score_floats(self, n_heads, causal):
-        """Numbers per token of the scores while a layer runs (one row per
-        head: the kernels run in tiles), and extra copies of the queries,
-        keys and values (in units of the model width)."""
+    def score_floats(self, n_heads, causal, n_tokens):
+        """Numbers per token of the scores while a layer runs on sequences of
+        ``n_tokens`` (one row per head: the kernels run in tiles), and extra
+        copies of the queries, keys and values (in units of the model
+        width)."""
         return n_heads, 0
 
 
@@ -139,11 +140,17 @@ class BandedAttention:
             glob = (np.asarray(context.lengths) - 1)[:, None]  # (N, 1): every head
         return _BandedCall(self.window, self.dilation, glob)
 
-    def score_floats(self, n_heads, causal):
+    def score_floats(self, n_heads, causal, n_tokens):
         """Numbers per token of the scores and their companions (multipliers,
-        gradients) while a layer runs, and the flattened queries, keys and
-        values (in units of the model width, returned apart)."""
-        n_keys = len(band_offsets(self.window, self.dilation, causal))
+        gradients) while a layer runs on sequences of ``n_tokens``, and the
+        flattened queries, keys and values (in units of the model width,
+        returned apart): those of full attention for a band that covers the
+        sequence, which the dense kernel computes."""
+        band = (self.window, self.dilation, causal, n_tokens, n_tokens)
+        if band_covers(*band):
+            return FullAttention().score_floats(n_heads, causal, n_tokens)
+        before, after, _ = band_sides(*band)
+        n_keys = before + after + 1
         return 3 * n_heads * (n_keys + self.global_token), 3
 
 

@@ -340,8 +340,9 @@ class Unit:
         """Features of the tokens it returns for tokens of ``width``."""
         return width
 
-    def activation_floats(self):
-        """``(kept, transient)``: numbers per token the unit holds, for its
+    def activation_floats(self, n_tokens):
+        """``(kept, transient)``: numbers per token the unit holds on
+        sequences of ``n_tokens`` (as the encoder reads them), for its
         backward pass and only while it runs (see ``Model.row_bytes``); the
         units around the encoder layers hold too little to count."""
         return 0, 0

@@ -268,8 +268,11 @@ def draw_dilation(rng, window, n_tokens):
     """ROCKET's dilation for a band of ``window`` over ``n_tokens`` model
     tokens: ``floor(2**u)``, ``u`` uniform between 0 and the exponent at which
     the band's reach on each side, ``(window // 2) * dilation``, is half the
-    sequence (``window - 1`` tokens back for a causal band: the same scale)."""
-    reach = max(1, window // 2)
+    sequence (``window - 1`` tokens back for a causal band: the same scale).
+    A window whose reach exceeds the sequence draws a dilation of 1: its reach
+    is counted within the sequence, so that no window is too large for a
+    float."""
+    reach = max(1, min(window // 2, n_tokens))
     top = max(0.0, math.log2(max(1.0, (n_tokens - 1) / 2 / reach)))
     return int(2 ** rng.uniform(0, top))
 

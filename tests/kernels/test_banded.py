@@ -43,9 +43,15 @@ def dense_band(n_tokens, window, dilation, causal, glob=None):
 
 
 def test_band_offsets_by_hand():
-    assert_array_equal(band_offsets(3), [-1, 0, 1])
-    assert_array_equal(band_offsets(4, 2), [-4, -2, 0, 2, 4])
-    assert_array_equal(band_offsets(3, 2, causal=True), [-4, -2, 0])
+    lengths = dict(n_queries=9, n_keys=9)
+    assert_array_equal(band_offsets(3, **lengths), [-1, 0, 1])
+    assert_array_equal(band_offsets(4, 2, **lengths), [-4, -2, 0, 2, 4])
+    assert_array_equal(band_offsets(3, 2, causal=True, **lengths), [-4, -2, 0])
+    # only the offsets that pair a query with a key: -(4 - 1) to 6 - 1
+    assert_array_equal(band_offsets(9, n_queries=4, n_keys=6), np.arange(-3, 5))
+    assert_array_equal(band_offsets(99, n_queries=4, n_keys=6), np.arange(-3, 6))
+    assert_array_equal(band_offsets(9, 2, n_queries=4, n_keys=6), [-2, 0, 2, 4])
+    assert_array_equal(band_offsets(9, 3, causal=True, n_queries=4, n_keys=6), [-3, 0])
     # query 3 of 7, window 3, dilation 2: keys 1, 3, 5
     assert_array_equal(np.flatnonzero(band_mask(7, 7, 3, 2)[3]), [1, 3, 5])
 
@@ -377,3 +383,78 @@ def test_a_banded_kernel_numba_cannot_compile_leaves_the_numpy_path(monkeypatch,
     assert not compiled.enabled()
     assert_array_equal(out, expected[0])
     assert_array_equal(lse, expected[1])
+
+
+HUGE = [2**62, 2**63 - 1, 2**63, 10**30]
+
+
+@pytest.mark.parametrize("dilation", [6, *HUGE])
+@pytest.mark.parametrize("causal", [False, True])
+def test_dilation_beyond_the_sequence_reads_the_query_alone(rng, dilation, causal):
+    """On 6 tokens, a dilation of 6 or more leaves the query alone in its
+    band, whatever its size (none wraps around int64)."""
+    q, k, v, d_out = (rng.standard_normal((2, 6, 3)) for _ in range(4))
+    lengths = dict(n_queries=6, n_keys=6)
+    assert_array_equal(band_offsets(5, dilation, causal, **lengths), [0])
+    assert_array_equal(band_mask(6, 6, 5, dilation, causal), np.eye(6, dtype=bool))
+    band = dict(window=5, dilation=dilation, causal=causal)
+    out, weights = scaled_dot_product_attention(q, k, v, return_weights=True, **band)
+    assert_array_equal(out, v)
+    assert_array_equal(weights, np.broadcast_to(np.eye(6), weights.shape))
+    x = rng.standard_normal((2, 6, 4))
+    w = rng.standard_normal((4, 4, 4))
+    assert_array_equal(
+        multi_head_attention(x, *w, n_heads=2, **band),
+        multi_head_attention(x, *w, n_heads=2, window=1),
+    )
+    got = forward_and_gradients(q, k, v, d_out, **band)
+    expected = forward_and_gradients(q, k, v, d_out, window=1)
+    for result, want in zip(got, expected, strict=True):
+        assert_array_equal(result, want)
+
+
+@pytest.mark.parametrize("window", [11, 10**6, 10**12, 2**63, 10**30])
+@pytest.mark.parametrize("causal", [False, True])
+def test_window_beyond_the_sequence_is_full_attention(rng, window, causal):
+    """A band that covers the 6 tokens is full attention, computed as full
+    attention (of every kernel and gradient), whatever the window's size."""
+    q, k, v, d_out = (rng.standard_normal((2, 6, 3)) for _ in range(4))
+    mask = rng.random((2, 1, 6)) < 0.7
+    out, weights = scaled_dot_product_attention(
+        q, k, v, mask=mask, causal=causal, window=window, return_weights=True
+    )
+    expected = scaled_dot_product_attention(
+        q, k, v, mask=mask, causal=causal, return_weights=True
+    )
+    assert_array_equal(out, expected[0])
+    assert_array_equal(weights, expected[1])
+    x = rng.standard_normal((2, 6, 4))
+    w = rng.standard_normal((4, 4, 4))
+    assert_array_equal(
+        multi_head_attention(x, *w, n_heads=2, causal=causal, window=window),
+        multi_head_attention(x, *w, n_heads=2, causal=causal),
+    )
+    band = dict(mask=mask, causal=causal)
+    out, lse, _ = banded_forward(q, k, v, window=window, **band)
+    dense_out, dense_lse, _ = attention_forward(q, k, v, **band)
+    assert_array_equal(out, dense_out)
+    assert_array_equal(lse, dense_lse)
+    grads = banded_backward(d_out, q, k, v, out, lse, window=window, **band)
+    expected = attention_backward(d_out, q, k, v, dense_out, dense_lse, **band)
+    for got, want in zip(grads, expected, strict=True):
+        assert_array_equal(got, want)
+
+
+def test_window_beyond_the_sequence_costs_no_more_than_full_attention(rng):
+    """The memory of a window of a million or more on 6 tokens is that of
+    full attention (and of a window of 7), not that of the window."""
+    q, k, v = (rng.standard_normal((2, 4, 6, 8)) for _ in range(3))
+    peaks = {}
+    for window in (None, 7, 10**6, 10**12):
+        scaled_dot_product_attention(q, k, v, window=window)  # compiled, if so
+        tracemalloc.start()
+        scaled_dot_product_attention(q, k, v, window=window)
+        peaks[window] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peaks[10**6] <= 2 * max(peaks[None], peaks[7])
+    assert peaks[10**12] <= 2 * max(peaks[None], peaks[7])

@@ -1363,3 +1363,30 @@ def test_documented_pipeline_learns_an_order_task():
     )
     assert cross_val_score(model, X, y, cv=3).mean() > 0.7
     assert cross_val_score(ridge, X.mean(axis=1), y, cv=3).mean() < 0.6
+
+
+@pytest.mark.parametrize("window", [10**5, 10**400], ids=["1e5", "1e400"])
+def test_a_window_beyond_the_series_draws_and_costs_a_covering_band(window):
+    """A window far longer than the series: a dilation of 1 drawn (its reach
+    counted within the series), and the features, and the memory, of a band
+    that just covers the series, which is full attention."""
+    X = make_3d(n=6, n_tokens=40, width=1)
+    params = dict(
+        n_models=3,
+        patch_size=None,
+        difference=False,
+        statistics=["mean"],
+        token_statistics=None,
+        random_state=0,
+    )
+    results, peaks = [], []
+    for band in (81, window):
+        features = RandomAttentionFeatures(attention_window=band, **params).fit(X)
+        assert [m["attention_dilation"] for m in features.models_] == [1, 1, 1]
+        features.transform(X)  # the kernels compiled, if so
+        tracemalloc.start()
+        results.append(features.transform(X))
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    assert_array_equal(results[1], results[0])
+    assert peaks[1] <= 1.5 * peaks[0]
