@@ -57,7 +57,6 @@ import ast
 import csv
 import importlib.metadata
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -69,6 +68,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from _forked import run_forked  # benchmarks/_forked.py
 from _machine import machine_lines  # benchmarks/_machine.py
 from _split import datasets_of  # benchmarks/_split.py
 from accuracy import FlattenTokens, MeanTokens  # benchmarks/accuracy.py
@@ -123,7 +123,6 @@ RIDGE_ALPHAS = np.logspace(-3, 3, 10)
 # the same grid, with the same step, on to 1e5: where alpha_ is 1e3, the top of
 # RIDGE_ALPHAS, the grid rather than the features limits the ridge
 WIDE_RIDGE_ALPHAS = np.logspace(-3, 5, 13)
-WARMUP_LIMIT = 1800  # seconds for a child to build its model and warm up
 
 
 @dataclass(frozen=True)
@@ -593,13 +592,13 @@ def padder(data):
     return [Padder(padded_length=length)]
 
 
-def rocket(data, kind, threads):
-    """aeon's ``kind(n_jobs=threads, random_state=0)`` on the series as loaded,
-    scaled and a ridge, as in aeon's MiniRocketClassifier / MiniRocketRegressor
-    (and MultiRocket's)."""
+def rocket(data, kind, threads, random_state=0):
+    """aeon's ``kind(n_jobs=threads, random_state=random_state)`` on the series
+    as loaded, scaled and a ridge, as in aeon's MiniRocketClassifier /
+    MiniRocketRegressor (and MultiRocket's)."""
     return make_pipeline(
         *padder(data),
-        kind(n_jobs=threads, random_state=0),
+        kind(n_jobs=threads, random_state=random_state),
         StandardScaler(with_mean=False),
         ridge(data.task),
     )
@@ -776,30 +775,8 @@ def fit_and_score(connection, data, method_name, params, threads, seed):
 
 def run_one(data, method_name, params, threads, budget, seed=0):
     """Fit in a forked child; stop it ``budget`` seconds after its warm-up."""
-    receiver, sender = multiprocessing.Pipe(duplex=False)
-    process = multiprocessing.get_context("fork").Process(
-        target=fit_and_score, args=(sender, data, method_name, params, threads, seed)
-    )
-    process.start()
-    sender.close()
-    try:
-        # building and warming up (numba compiling the Rockets) are not budgeted
-        if not receiver.poll(WARMUP_LIMIT):
-            result = dict(status="error", error=f"no start in {WARMUP_LIMIT} s")
-        else:
-            result = receiver.recv()
-            if result["status"] == "started":
-                start = time.perf_counter()
-                if receiver.poll(budget):
-                    result = receiver.recv()
-                else:
-                    result = dict(status="timeout", fit=time.perf_counter() - start)
-    except EOFError:
-        result = dict(status="error", error="child exited without a result")
-    if process.is_alive() and result["status"] != "ok":
-        process.terminate()
-    process.join()
-    return result
+    args = (data, method_name, params, threads, seed)
+    return run_forked(fit_and_score, args, budget)
 
 
 def versions():
