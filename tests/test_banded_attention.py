@@ -118,6 +118,18 @@ def test_a_longer_band_reads_further():
     )
 
 
+@pytest.mark.parametrize("dtype, size", [(np.float32, 1e20), (np.float64, 1e155)])
+def test_a_banded_transformer_computes_tokens_whose_scores_would_overflow(dtype, size):
+    """Unstandardised tokens whose scores exceed the dtype's range: the banded
+    model computes them, as the full one does (the scores divided by a power
+    of two)."""
+    X = make_3d(n=4, n_tokens=6, width=3, dtype=dtype) * dtype(size)
+    full = AttentionTransformer(scale_tokens=False, **SMALL).fit(X).transform(X)
+    banded = AttentionTransformer(attention_window=3, scale_tokens=False, **SMALL)
+    assert np.all(np.isfinite(full))
+    assert np.all(np.isfinite(banded.fit(X).transform(X)))
+
+
 @pytest.mark.parametrize("dilation", [2**62, 2**63 - 1, 2**63, 10**30])
 def test_a_dilation_beyond_the_sequence_transforms_as_any_other(dilation):
     """On 6 tokens every dilation from 6 on leaves each token alone in its

@@ -395,7 +395,7 @@ def attention_forward(
     exponent = score_exponents(q, k, scale)
     # values so large that a sum of Tk of them overflows: divided by a power
     # of two, and the output multiplied back (a weighted mean of them is finite)
-    v_exponent = _value_exponent(v, n_keys)
+    v_exponent = value_exponent(v, n_keys)
     if exponent is None and not v_exponent:
         lengths = compiled_lengths(q, k, v, mask, batch_shape, dropout, return_weights)
         if lengths is not None:
@@ -507,7 +507,7 @@ def compiled_lengths(
     return compiled.prefix_lengths(mask, batch_shape, k.shape[-2])
 
 
-def _value_exponent(v, n_keys):
+def value_exponent(v, n_keys):
     """Power of two by which to divide values whose sum over the keys could
     overflow (each unnormalised probability is at most 1, or ``1 / (1 - p)``
     with dropout); 0 for the usual values."""

@@ -20,9 +20,12 @@ The result equals the dense kernel
 the global token's row and column) as its boolean mask, to float rounding:
 the same max-shifted softmax, the same dropout multipliers (a pure function
 of the stream key and the (query, key) indices), zeros and ``lse = inf`` for
-a row with no allowed key. Numpy on arrays; where numba is installed,
-compiled kernels compute the cases the model runs (key padding, the global
-token, no dropout, no weights returned) to float rounding of the same
+a row with no allowed key, the same powers of two that divide scores beyond
+the dtype's range and values whose sums would overflow
+(:func:`~skattn._kernels.attention.score_exponents`). Numpy on arrays; where
+numba is installed, compiled kernels compute the cases the model runs (key
+padding, the global token, no dropout, no weights returned, scores and sums
+within the dtype's range) to float rounding of the same
 (:func:`skattn._kernels.compiled_banded.banded_forward`).
 
 Shape legend: B attentions (the batch axes flattened), Tq queries, Tk keys,
@@ -40,8 +43,18 @@ import math
 import numpy as np
 
 from . import compiled_banded
-from .attention import attention_forward, default_scale, exp_minus_row_max
-from .attention_backward import attention_backward
+from .attention import (
+    attention_forward,
+    default_scale,
+    exp_minus_row_max,
+    score_exponents,
+    value_exponent,
+)
+from .attention_backward import (
+    RECOMPUTE_ERROR_MAX,
+    attention_backward,
+    recompute_error_bound,
+)
 from .band import Band, band_covers, band_offsets
 from .dropout import check_dropout
 
@@ -93,9 +106,10 @@ def banded_forward(
     """Banded attention, keeping what the backward pass needs.
 
     Runs compiled where :func:`skattn._kernels.compiled_banded.banded_lengths`
-    allows (``mask`` key padding or None, no dropout, no weights returned); a
-    band that holds every pair (:func:`~skattn._kernels.band.band_covers`)
-    runs the dense kernel.
+    allows (``mask`` key padding or None, no dropout, no weights returned)
+    and the scores and the values' sums are within the dtype's range; a band
+    that holds every pair (:func:`~skattn._kernels.band.band_covers`) runs the
+    dense kernel.
 
     Parameters
     ----------
@@ -146,9 +160,15 @@ def banded_forward(
     n_batch = len(q)
     scale = dtype.type(default_scale(q.shape[-1]) if scale is None else scale)
     shape = batch_shape + (n_queries,)
-    lengths = compiled_banded.banded_lengths(
-        q, k, v, mask, dropout, return_weights, glob
-    )
+    # scores beyond the dtype's range, values whose sum overflows: divided by
+    # powers of two on the numpy path, as the dense kernel divides them
+    exponent = score_exponents(q, k, scale)  # (B, Tq, 1) or None
+    v_exponent = value_exponent(v, n_keys)
+    lengths = None
+    if exponent is None and not v_exponent:
+        lengths = compiled_banded.banded_lengths(
+            q, k, v, mask, dropout, return_weights, glob
+        )
     if lengths is not None:
         offsets = band_offsets(
             window, dilation, causal, n_queries=n_queries, n_keys=n_keys
@@ -160,9 +180,14 @@ def banded_forward(
             out, lse = result
             return out.reshape(shape + (v.shape[-1],)), lse.reshape(shape), None
     band = Band(n_queries, n_keys, window, dilation, causal, mask, glob)
+    if exponent is not None:
+        q = np.ldexp(q, -exponent)
+    if v_exponent:
+        v = np.ldexp(v, -v_exponent)
     scores = band.dots(q, k, scale)
     np.copyto(scores, -np.inf, where=~band.allowed)
-    row_max, empty, row_sum = exp_minus_row_max(scores)  # scores: exp, in place
+    # scores: exp, in place; row_max multiplied back by 2**exponent
+    row_max, empty, row_sum = exp_minus_row_max(scores, exponent)
     if dropout is not None:
         scores *= band.multipliers(dropout, n_batch, dtype)
     out = band.weighted_sum(scores, v)
@@ -175,21 +200,30 @@ def banded_forward(
         np.divide(scores, row_sum, out=scores, where=~empty)
         weights = band.dense(scores)
     if glob is not None and len(band.global_rows):
-        _global_forward(band, q, k, v, scale, dropout, out, lse, weights)
+        _global_forward(band, q, k, v, scale, dropout, exponent, out, lse, weights)
+    if v_exponent:
+        np.ldexp(out, v_exponent, out=out)
     out = out.reshape(shape + (v.shape[-1],))
     if weights is not None:
         weights = weights.reshape(shape + (n_keys,))
     return out, lse.reshape(shape), weights
 
 
-def _global_forward(band, q, k, v, scale, dropout, out, lse, weights):
-    """Write the global queries' rows (every allowed key) into the results."""
+def _global_forward(band, q, k, v, scale, dropout, exponent, out, lse, weights):
+    """Write the global queries' rows (every allowed key) into the results;
+    ``q`` divided by ``2**exponent`` (B, Tq, 1) where it is not None."""
     index, rows = band.global_rows, band.glob[band.global_rows]
     scores = band.global_scores(q, k, scale)  # (G, Tk)
     row_max = scores.max(axis=-1, keepdims=True, initial=-np.inf)
     empty = np.isneginf(row_max)
     row_max[empty] = 0
-    scores = np.exp(scores - row_max)
+    scores = scores - row_max
+    if exponent is not None:  # multiplied back (see exp_minus_row_max)
+        row_exponent = exponent[index, rows]  # (G, 1)
+        with np.errstate(over="ignore"):
+            np.ldexp(scores, row_exponent, out=scores)
+            row_max = np.ldexp(row_max, row_exponent)
+    np.exp(scores, out=scores)
     row_sum = scores.sum(axis=-1, keepdims=True)
     if dropout is not None:
         scores *= band.global_multipliers(dropout, q.dtype)
@@ -225,9 +259,14 @@ def banded_backward(
 
     The probabilities are recomputed from ``lse``; ``sum_j p_ij dp_ij =
     d_out_i . out_i`` is the row term of the softmax's gradient (as in
-    FlashAttention's backward pass, dropout included). Runs compiled where
-    :func:`banded_forward` does, the arrays of one dtype; a band that holds
-    every pair runs the dense kernel.
+    FlashAttention's backward pass, dropout included). The rows whose
+    recomputed ``exp(scores - lse)`` would be inaccurate are normalised from
+    their own scores, and scores beyond the dtype's range divided by a power
+    of two, on the numpy path, as the dense kernel's backward pass does
+    (:func:`~skattn._kernels.attention_backward.attention_backward`). Runs
+    compiled where :func:`banded_forward` does, the arrays of one dtype and
+    no row normalised anew; a band that holds every pair runs the dense
+    kernel.
 
     Parameters
     ----------
@@ -268,19 +307,41 @@ def banded_backward(
     n_batch = len(q)
     lse = lse[..., 0]  # (B, Tq)
     scale = dtype.type(default_scale(q.shape[-1]) if scale is None else scale)
-    grads = _compiled_backward(
-        d_out, q, k, v, out, lse, mask, dropout, glob, (window, dilation, causal), scale
-    )
-    if grads is not None:
-        return tuple(g.reshape(batch_shape + g.shape[1:]) for g in grads)
+    exponent = score_exponents(q, k, scale)  # (B, Tq, 1) or None
+    renormalise = _renormalised_rows(q, k, lse, scale, exponent)  # (B, Tq, 1)
+    if exponent is None and renormalise is None:
+        grads = _compiled_backward(
+            d_out,
+            q,
+            k,
+            v,
+            out,
+            lse,
+            mask,
+            dropout,
+            glob,
+            (window, dilation, causal),
+            scale,
+        )
+        if grads is not None:
+            return tuple(g.reshape(batch_shape + g.shape[1:]) for g in grads)
     band = Band(n_queries, n_keys, window, dilation, causal, mask, glob)
-    probabilities = band.dots(q, k, scale)
+    q_scaled = q if exponent is None else np.ldexp(q, -exponent)
+    probabilities = band.dots(q_scaled, k, scale)
+    own = None
+    if renormalise is not None:  # those rows normalised from their own scores
+        own = np.where(band.allowed, probabilities, -np.inf)  # (B, Tq, K [+ 1])
+        _, empty, row_sum = exp_minus_row_max(own, exponent)
+        np.divide(own, row_sum, out=own, where=~empty)
     refused = ~band.allowed | ~np.isfinite(lse)[..., None]  # (B, Tq, K [+ 1])
     with np.errstate(invalid="ignore", over="ignore"):
         probabilities -= np.where(np.isfinite(lse), lse, 0)[..., None]
         np.exp(probabilities, out=probabilities)
     np.copyto(probabilities, 0, where=refused)
     del refused
+    if own is not None:
+        np.copyto(probabilities, own, where=renormalise)
+        del own
     multipliers = None
     if dropout is not None:
         multipliers = band.multipliers(dropout, n_batch, dtype)
@@ -295,7 +356,10 @@ def banded_backward(
     d_q = band.weighted_sum(d_scores, k)
     d_k = band.scatter_sum(d_scores, q, n_keys)
     if glob is not None and len(band.global_rows):
-        _global_backward(band, d_out, q, k, v, out, lse, scale, dropout, d_q, d_k, d_v)
+        scaled = (q_scaled, exponent, renormalise)
+        _global_backward(
+            band, d_out, q, k, v, out, lse, scale, dropout, scaled, (d_q, d_k, d_v)
+        )
     return (
         d_q.reshape(batch_shape + d_q.shape[1:]),
         d_k.reshape(batch_shape + d_k.shape[1:]),
@@ -318,16 +382,42 @@ def _compiled_backward(d_out, q, k, v, out, lse, mask, dropout, glob, band, scal
     )
 
 
-def _global_backward(band, d_out, q, k, v, out, lse, scale, dropout, d_q, d_k, d_v):
-    """Add the global queries' rows' gradients (in place)."""
+def _renormalised_rows(q, k, lse, scale, exponent):
+    """The rows whose probabilities are normalised from their own scores in
+    the backward pass, as the dense kernel's
+    (:data:`~skattn._kernels.attention_backward.RECOMPUTE_ERROR_MAX`), and
+    those of scores beyond the dtype's range: (B, Tq, 1) bool, or None for
+    none."""
+    if k.shape[-2] == 0:
+        return None
+    neg_lse = -np.where(np.isinf(lse), 0, lse)[..., None]  # (B, Tq, 1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        rows = recompute_error_bound(q, k, neg_lse, scale) > RECOMPUTE_ERROR_MAX
+    if exponent is not None:
+        rows |= exponent > 0
+    return rows if rows.any() else None
+
+
+def _global_backward(band, d_out, q, k, v, out, lse, scale, dropout, scaled, grads):
+    """Add the global queries' rows' gradients to ``grads`` (in place);
+    ``scaled``: the queries divided by ``2**exponent``, the exponent and the
+    rows normalised anew (see :func:`banded_backward`)."""
+    q_scaled, exponent, renormalise = scaled
+    d_q, d_k, d_v = grads
     index, rows = band.global_rows, band.glob[band.global_rows]
     row_lse = lse[index, rows][:, None]  # (G, 1)
     finite = np.isfinite(row_lse)
+    scores = band.global_scores(q_scaled, k, scale)  # (G, Tk)
     with np.errstate(invalid="ignore", over="ignore"):
-        probabilities = np.exp(
-            band.global_scores(q, k, scale) - np.where(finite, row_lse, 0)
-        )
+        probabilities = np.exp(scores - np.where(finite, row_lse, 0))
     probabilities[~np.broadcast_to(finite, probabilities.shape)] = 0
+    if renormalise is not None and renormalise[index, rows].any():
+        anew = renormalise[index, rows, 0]  # (G,)
+        own = scores[anew]  # (G', Tk)
+        own_exponent = None if exponent is None else exponent[index, rows][anew]
+        _, empty, row_sum = exp_minus_row_max(own, own_exponent)
+        np.divide(own, row_sum, out=own, where=~empty)
+        probabilities[anew] = own
     row_grad = d_out[index, rows]  # (G, Dv)
     multipliers = None
     if dropout is not None:

@@ -385,6 +385,86 @@ def test_a_banded_kernel_numba_cannot_compile_leaves_the_numpy_path(monkeypatch,
     assert_array_equal(lse, expected[1])
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_banded_scores_that_would_overflow_equal_the_dense_kernel_by_hand(causal):
+    """Equal queries and keys of 3e19: every score of a row is the same (about
+    1.3e39, beyond float32), so each row is the mean of its band's values."""
+    q = np.full((3, 2), 3e19, np.float32)
+    v = np.array([[1, 2], [2, 3], [3, 4]], np.float32)
+    out = scaled_dot_product_attention(q, q, v, window=3, causal=causal)
+    dense = scaled_dot_product_attention(q, q, v, mask=band_mask(3, 3, 3, 1, causal))
+    expected = (
+        [[1, 2], [1.5, 2.5], [2, 3]] if causal else [[1.5, 2.5], [2, 3], [2.5, 3.5]]
+    )
+    assert_allclose(dense, expected, rtol=1e-6)
+    assert_allclose(out, dense, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype, size", [(np.float32, 1e20), (np.float64, 1e155)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("global_token", [False, True])
+def test_banded_scores_that_would_overflow_equal_the_dense_kernel(
+    rng, dtype, size, causal, global_token
+):
+    """Queries and keys whose scores exceed the dtype's range: the scores
+    divided by a power of two, as the dense kernel divides them."""
+    q, k, v, d_out, mask, glob = ragged_band_inputs(rng, dtype)
+    q, k = q * dtype(size), k * dtype(size)
+    glob = glob if global_token else None
+    band = dict(window=5, dilation=2, causal=causal, mask=mask, global_index=glob)
+    out, lse, _ = banded_forward(q, k, v, **band)
+    allowed = dense_band(29, 5, 2, causal, None if glob is None else glob[:, 0])
+    expected, expected_lse, _ = attention_forward(q, k, v, mask=allowed & mask)
+    assert np.all(np.isfinite(out))
+    assert_allclose(out, expected, rtol=1e-5, atol=0)
+    assert_array_equal(np.isposinf(lse), np.isposinf(expected_lse))
+    finite = np.isfinite(expected_lse)
+    # within the scores' rounding (Higham's bound of a dot product of 5 terms)
+    q_norm, k_norm = (np.linalg.norm(a / size, axis=-1).max() for a in (q, k))
+    error = np.abs(lse[finite] - expected_lse[finite]) / size / size
+    assert np.all(error <= 7 * np.finfo(dtype).eps * q_norm * k_norm / np.sqrt(5))
+    grads = banded_backward(d_out, q, k, v, out, lse, **band)
+    for grad in grads:
+        assert np.all(np.isfinite(grad))
+
+
+@pytest.mark.parametrize("dtype, size", [(np.float32, 1e5), (np.float64, 1e75)])
+@pytest.mark.parametrize("global_token", [False, True])
+def test_banded_gradients_of_large_scores_equal_the_dense_kernel(
+    rng, dtype, size, global_token
+):
+    """Scores of 1e10 in float32 (1e150 in float64): exp(scores - lse)
+    recomputed from the log-sum-exp is off by far more than a probability,
+    so the probabilities are normalised from their own scores, as the dense
+    kernel's backward pass does. The values' gradient sums the probabilities
+    (each 0 or 1 at such scores); those of the queries and keys are rounding
+    errors times the scores, finite."""
+    q, k, v, d_out, mask, glob = ragged_band_inputs(rng, dtype)
+    q, k = q * dtype(size), k * dtype(size)
+    glob = glob if global_token else None
+    band = dict(window=5, dilation=2, mask=mask, global_index=glob)
+    out, lse, _ = banded_forward(q, k, v, **band)
+    d_q, d_k, d_v = banded_backward(d_out, q, k, v, out, lse, **band)
+    allowed = dense_band(29, 5, 2, False, None if glob is None else glob[:, 0])
+    allowed = allowed & mask
+    context, dense_lse, _ = attention_forward(q, k, v, mask=allowed)
+    expected = attention_backward(d_out, q, k, v, context, dense_lse, mask=allowed)
+    assert_allclose(d_v, expected[2], rtol=1e-5, atol=1e-5)
+    assert np.all(np.isfinite(d_q)) and np.all(np.isfinite(d_k))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_banded_values_that_would_overflow_equal_the_dense_kernel(rng, causal):
+    """Values of 3e38 in float32: a sum of several overflows, their weighted
+    mean does not (divided by a power of two, as the dense kernel does)."""
+    q = rng.standard_normal((7, 2)).astype(np.float32)
+    v = np.full((7, 2), 3e38, np.float32)
+    out = scaled_dot_product_attention(q, q, v, window=5, causal=causal)
+    dense = scaled_dot_product_attention(q, q, v, mask=band_mask(7, 7, 5, 1, causal))
+    assert np.all(np.isfinite(dense))
+    assert_allclose(out, dense, rtol=1e-6)
+
+
 HUGE = [2**62, 2**63 - 1, 2**63, 10**30]
 
 
