@@ -3,7 +3,8 @@
 Query ``i`` reads key ``j`` when ``j - i`` is one of the band's offsets
 (:func:`band_offsets`): ``window // 2`` keys each side of the query, every
 ``dilation``-th token, or with ``causal`` the query and ``window - 1`` keys
-before it, clipped to the sequence (:func:`band_sides`). :class:`Band` holds
+before it; a band of more offsets than the sequence spans is clipped to it
+(:func:`band_sides`). :class:`Band` holds
 one call's band on flattened batches, and computes the products of each
 query with its keys, a column of offsets at a time, for
 :mod:`skattn._kernels.banded`.
@@ -30,17 +31,23 @@ from .dropout import INDEX_BITS, keep_scale
 BLOCK_BYTES = 2**20
 
 
+# The offsets of a band are int64: a band reaching further than this is
+# clipped to the sequence before any array is made (it adds to row indices).
+MAX_REACH = 2**62
+
+
 def band_sides(window, dilation, causal, n_queries, n_keys):
-    """The keys of the band on each side of the query that pair some query
-    of ``n_queries`` with one of ``n_keys`` keys.
+    """The keys of the band on each side of the query that a call computes.
 
     The offset ``j - i`` of a query ``i`` and a key ``j`` runs from
     ``-(n_queries - 1)`` to ``n_keys - 1``: the band's offsets beyond hold no
-    pair. They are counted in Python's integers, before any array is made,
-    so that a window or a dilation of any size (beyond int64's too) gives
-    the band within the sequence: at most ``n_queries - 1`` keys before the
-    query and ``n_keys - 1`` after it, the query alone for a dilation beyond
-    both.
+    pair. A band of at most as many offsets as that span is computed as it
+    is, its offsets beyond the sequence included (each a column of masked
+    scores: so every such band sums its columns in one order, whatever the
+    length). A band of more offsets than the span, or reaching beyond
+    ``MAX_REACH``, is clipped to the sequence (:func:`clipped_band_sides`):
+    its cost is never more than the span's, for a window or a dilation of
+    any size (beyond int64's too).
 
     Parameters
     ----------
@@ -52,11 +59,26 @@ def band_sides(window, dilation, causal, n_queries, n_keys):
     Returns
     -------
     before, after : int
-        Keys of the band before and after the query that pair some query
-        with a key (``after`` is 0 with ``causal``).
+        Keys of the band before and after the query (``after`` is 0 with
+        ``causal``).
     step : int
         The gap between them: ``dilation``, or 1 where the query is alone.
     """
+    window, dilation = int(window), int(dilation)
+    before = window - 1 if causal else window // 2
+    after = 0 if causal else window // 2
+    span = max(n_queries, 1) + max(n_keys, 1) - 1
+    if before + after + 1 <= span and max(before, after) * dilation <= MAX_REACH:
+        return before, after, dilation if before or after else 1
+    return clipped_band_sides(window, dilation, causal, n_queries, n_keys)
+
+
+def clipped_band_sides(window, dilation, causal, n_queries, n_keys):
+    """The keys of the band on each side of the query that pair some query
+    of ``n_queries`` with one of ``n_keys`` keys: at most ``n_queries - 1``
+    keys before the query and ``n_keys - 1`` after it, the query alone for a
+    dilation beyond both, counted in Python's integers (see
+    :func:`band_sides`)."""
     window, dilation = int(window), int(dilation)
     reach_before, reach_after = max(n_queries - 1, 0), max(n_keys - 1, 0)
     before = min(window - 1 if causal else window // 2, reach_before // dilation)
@@ -68,7 +90,9 @@ def band_covers(window, dilation, causal, n_queries, n_keys):
     """Whether the band holds every pair of ``n_queries`` queries and
     ``n_keys`` keys (with ``causal``, every key up to the query's position):
     then it is full attention."""
-    before, after, step = band_sides(window, dilation, causal, n_queries, n_keys)
+    before, after, step = clipped_band_sides(
+        window, dilation, causal, n_queries, n_keys
+    )
     return (
         step == 1
         and before == max(n_queries - 1, 0)
@@ -78,8 +102,9 @@ def band_covers(window, dilation, causal, n_queries, n_keys):
 
 def band_offsets(window, dilation=1, causal=False, *, n_queries, n_keys):
     """The key offsets ``j - i`` that a query reads, in increasing order:
-    those of the band that pair one of ``n_queries`` queries with one of
-    ``n_keys`` keys (:func:`band_sides`).
+    the band's, clipped to those that pair one of ``n_queries`` queries with
+    one of ``n_keys`` keys where it holds more offsets than they span
+    (:func:`band_sides`).
 
     Parameters
     ----------

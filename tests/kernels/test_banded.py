@@ -47,11 +47,17 @@ def test_band_offsets_by_hand():
     assert_array_equal(band_offsets(3, **lengths), [-1, 0, 1])
     assert_array_equal(band_offsets(4, 2, **lengths), [-4, -2, 0, 2, 4])
     assert_array_equal(band_offsets(3, 2, causal=True, **lengths), [-4, -2, 0])
-    # only the offsets that pair a query with a key: -(4 - 1) to 6 - 1
-    assert_array_equal(band_offsets(9, n_queries=4, n_keys=6), np.arange(-3, 5))
-    assert_array_equal(band_offsets(99, n_queries=4, n_keys=6), np.arange(-3, 6))
-    assert_array_equal(band_offsets(9, 2, n_queries=4, n_keys=6), [-2, 0, 2, 4])
-    assert_array_equal(band_offsets(9, 3, causal=True, n_queries=4, n_keys=6), [-3, 0])
+    # 4 queries and 6 keys span the 9 offsets -(4 - 1) to 6 - 1: a band of at
+    # most 9 offsets is computed as it is, a longer one only on those 9
+    lengths = dict(n_queries=4, n_keys=6)
+    assert_array_equal(band_offsets(9, **lengths), np.arange(-4, 5))
+    assert_array_equal(band_offsets(9, 2, **lengths), np.arange(-8, 9, 2))
+    assert_array_equal(band_offsets(9, 3, causal=True, **lengths), np.arange(-24, 1, 3))
+    assert_array_equal(band_offsets(11, **lengths), np.arange(-3, 6))
+    assert_array_equal(band_offsets(11, 2, **lengths), [-2, 0, 2, 4])
+    assert_array_equal(band_offsets(10, 3, causal=True, **lengths), [-3, 0])
+    assert_array_equal(band_offsets(3, 2**62, **lengths), [-(2**62), 0, 2**62])
+    assert_array_equal(band_offsets(3, 2**62 + 1, **lengths), [0])
     # query 3 of 7, window 3, dilation 2: keys 1, 3, 5
     assert_array_equal(np.flatnonzero(band_mask(7, 7, 3, 2)[3]), [1, 3, 5])
 
@@ -472,10 +478,17 @@ HUGE = [2**62, 2**63 - 1, 2**63, 10**30]
 @pytest.mark.parametrize("causal", [False, True])
 def test_dilation_beyond_the_sequence_reads_the_query_alone(rng, dilation, causal):
     """On 6 tokens, a dilation of 6 or more leaves the query alone in its
-    band, whatever its size (none wraps around int64)."""
+    band, whatever its size (none wraps around int64): a band within the
+    sequence's span of offsets is computed with its empty columns, one
+    reaching beyond int64 on the query alone."""
     q, k, v, d_out = (rng.standard_normal((2, 6, 3)) for _ in range(4))
     lengths = dict(n_queries=6, n_keys=6)
-    assert_array_equal(band_offsets(5, dilation, causal, **lengths), [0])
+    offsets = band_offsets(5, dilation, causal, **lengths)
+    if dilation == 6:
+        expected = [-24, -18, -12, -6, 0] if causal else [-12, -6, 0, 6, 12]
+        assert_array_equal(offsets, expected)
+    else:
+        assert_array_equal(offsets, [0])
     assert_array_equal(band_mask(6, 6, 5, dilation, causal), np.eye(6, dtype=bool))
     band = dict(window=5, dilation=dilation, causal=causal)
     out, weights = scaled_dot_product_attention(q, k, v, return_weights=True, **band)
