@@ -7,6 +7,13 @@
   tile by tile from the kept log-sum-exp.
 - ``multi_head``: projections, heads, multi-head self-attention forward and
   backward; the public :func:`~skattn.multi_head_attention`.
+- ``band`` and ``banded``: banded attention (Longformer's sliding window,
+  dilated, with a global token): the band's offsets, clipped to the sequence
+  where they outnumber its span, and the numpy passes over its columns; the
+  forward and backward passes (``compiled_banded`` and ``_numba_banded``
+  compile them).
+- ``folded``: the attention tile whose matrix products also compute the
+  softmax's shift and row sums.
 - ``dropout``: counter-based dropout masks, the same whatever the tiles.
 - ``compiled`` (and ``_numba_attention``, ``_numba_short``, ``_numba_banded``,
   ``_numba_products``, ``_numba_vectors``, ``_numba_layer_norm``): the
