@@ -490,8 +490,8 @@ def test_windows_transform_texts_already_cached_and_no_text(encoder, cache):
 @pytest.mark.pretrained
 def test_windows_pipeline_predicts_its_training_texts(encoder):
     """The text guide's long-text pipeline: fit, then predict the same texts."""
-    texts, y = order_texts(n=40, seed=1)
-    texts = [" ".join([text] * 6) for text in texts]  # longer than a window
+    texts, y = order_texts(n=16, seed=1)
+    texts = [" ".join([text] * 4) for text in texts]  # longer than a window
     TokenEmbeddings.cache_clear()
     model = make_pipeline(
         TokenEmbeddings(encoder, max_length=24, long_texts="windows"),
@@ -499,8 +499,8 @@ def test_windows_pipeline_predicts_its_training_texts(encoder):
             attention_window=33, pooling="cls", max_iter=2, random_state=0
         ),
     ).fit(texts, y)
-    assert model.predict(texts).shape == (40,)
-    assert TokenEmbeddings.cache_info().hits == 40
+    assert model.predict(texts).shape == (16,)
+    assert TokenEmbeddings.cache_info().hits == 16
 
 
 @pytest.mark.pretrained
