@@ -21,8 +21,8 @@ Pickles that record no version may name modules that the package does not
 have (``skattn._transformer``, ``skattn._predictors``) or classes that a
 module does not have (``skattn._estimators.AttentionClassifier``), and pickle
 looks a class up before the estimator's ``__setstate__`` runs. At those
-paths, :func:`refusing_getattr` makes looking the class up raise the same
-error.
+paths, :func:`refusing_getattr` gives a stand-in class whose instances
+cannot be made or unpickled: loading such a pickle raises the same error.
 """
 
 # Authors: The skattn developers
@@ -140,14 +140,41 @@ def refusing_getattr(module, class_names):
     Returns
     -------
     __getattr__ : callable
-        Raises :class:`InconsistentVersionError` for a name of
-        ``class_names`` (those pickles recorded no version), and
-        ``AttributeError`` for any other name.
+        Returns, for a name of ``class_names``, a stand-in class that raises
+        :class:`InconsistentVersionError` when unpickling makes an instance
+        of it or sets its state (those pickles recorded no version), and
+        raises ``AttributeError`` for any other name. Looking the name up
+        succeeds, so that introspection (``hasattr``, documentation tools)
+        never meets the error.
     """
+    stand_ins = {name: _refusing_class(module, name) for name in class_names}
 
     def __getattr__(name):
-        if name in class_names:
-            raise InconsistentVersionError(name, None, None)
-        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        try:
+            return stand_ins[name]
+        except KeyError:
+            raise AttributeError(
+                f"module {module!r} has no attribute {name!r}"
+            ) from None
 
     return __getattr__
+
+
+def _refusing_class(module, name):
+    """A class named as an estimator of an earlier layout, of which no
+    instance can be made or unpickled."""
+
+    def refuse(*args, **kwargs):
+        raise InconsistentVersionError(name, None, None)
+
+    return type(
+        name,
+        (),
+        {
+            "__module__": module,
+            "__doc__": f"Where pickles that record no version found {name}: "
+            "making or unpickling one raises InconsistentVersionError.",
+            "__new__": refuse,
+            "__setstate__": refuse,
+        },
+    )
