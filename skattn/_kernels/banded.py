@@ -6,10 +6,11 @@ when ``0 <= i - j <= (window - 1) * dilation``. Each query reads its keys at
 ``K`` fixed offsets from its own position
 (:func:`~skattn._kernels.band.band_offsets`), so the scores are an
 ``(B, Tq, K)`` array, one column per offset: time and memory ``O(T * K)``,
-never ``O(T**2)``. The offsets are those of the band that pair a query with a
-key, so that ``K <= Tq + Tk - 1`` whatever the window and the dilation; a
-band that holds every pair is full attention, and the dense kernel computes
-it (:func:`~skattn._kernels.band.band_covers`).
+never ``O(T**2)``. A band of more offsets than the ``Tq + Tk - 1`` that pair
+a query with a key is clipped to those, so that ``K <= Tq + Tk - 1``
+whatever the window and the dilation; a band that holds every pair is full
+attention, and the dense kernel computes it
+(:func:`~skattn._kernels.band.band_covers`).
 
 One token per sequence may be global (Longformer's global attention, the class
 token of ``pooling="cls"``): its query reads every allowed key, and every
