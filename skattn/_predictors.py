@@ -1,9 +1,10 @@
 """A module path that pickles of development versions recording no version
 name (``skattn._predictors.AttentionClassifier`` and ``AttentionRegressor``).
 
-Nothing is importable from it: looking those classes up, as unpickling does,
-raises :class:`~skattn._persistence.InconsistentVersionError`, which names the
-versions and the remedy.
+Those names are stand-in classes whose instances cannot be made or
+unpickled (:func:`~skattn._persistence.refusing_getattr`): loading such a
+pickle raises :class:`~skattn._persistence.InconsistentVersionError`, which
+names the versions and the remedy.
 """
 
 # Authors: The skattn developers

@@ -1,8 +1,9 @@
 """A module path that pickles of development versions recording no version
 name (``skattn._transformer.AttentionTransformer``).
 
-Nothing is importable from it: looking that class up, as unpickling does,
-raises :class:`~skattn._persistence.InconsistentVersionError`, which names the
+That name is a stand-in class whose instances cannot be made or unpickled
+(:func:`~skattn._persistence.refusing_getattr`): loading such a pickle raises
+:class:`~skattn._persistence.InconsistentVersionError`, which names the
 versions and the remedy.
 """
 

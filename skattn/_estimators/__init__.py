@@ -7,9 +7,10 @@ shares the parameters' text, ``base`` holds fitting and the fitted state,
 
 Pickles of development versions recording no version name the classifier and
 the regressor in this package (``skattn._estimators.AttentionClassifier``):
-looking either up here raises
-:class:`~skattn._persistence.InconsistentVersionError`, which names the
-versions and the remedy.
+either name here is a stand-in class whose instances cannot be made or
+unpickled (:func:`~skattn._persistence.refusing_getattr`): loading such a
+pickle raises :class:`~skattn._persistence.InconsistentVersionError`, which
+names the versions and the remedy.
 """
 
 from .._persistence import refusing_getattr

@@ -4,10 +4,9 @@ Query ``i`` reads key ``j`` when ``j - i`` is one of the band's offsets
 (:func:`band_offsets`): ``window // 2`` keys each side of the query, every
 ``dilation``-th token, or with ``causal`` the query and ``window - 1`` keys
 before it; a band of more offsets than the sequence spans is clipped to it
-(:func:`band_sides`). :class:`Band` holds
-one call's band on flattened batches, and computes the products of each
-query with its keys, a column of offsets at a time, for
-:mod:`skattn._kernels.banded`.
+(:func:`band_sides`). :class:`Band` holds one call's band on flattened
+batches, and computes the products of each query with its keys, a column of
+offsets at a time, for :mod:`skattn._kernels.banded`.
 
 Shape legend: B attentions (the batch axes flattened), Tq queries, Tk keys,
 K offsets of the band, D head width.
