@@ -779,16 +779,24 @@ def run_one(data, method_name, params, threads, budget, seed=0):
     return run_forked(fit_and_score, args, budget)
 
 
+def package_versions(names):
+    """The installed version of each package by name (None: not installed)."""
+    found = {}
+    for name in names:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
 def versions():
     names = ["skattn", "numpy", "scikit-learn", "aeon", "numba", "torch"]
     names += ["sentence-transformers", "transformers", MODEL_PACKAGE.replace("_", "-")]
-    found = []
-    for name in names:
-        try:
-            found.append(f"{name} {importlib.metadata.version(name)}")
-        except importlib.metadata.PackageNotFoundError:
-            found.append(f"{name} (not installed)")
-    return "; ".join(found)
+    return "; ".join(
+        f"{name} {version or '(not installed)'}"
+        for name, version in package_versions(names).items()
+    )
 
 
 def commit_hash():

@@ -94,7 +94,6 @@ import argparse
 import dataclasses
 import datetime
 import hashlib
-import importlib.metadata
 import json
 import re
 import subprocess
@@ -120,6 +119,7 @@ from realdata import (  # benchmarks/realdata.py
     commit_hash,
     format_time,
     markdown,
+    package_versions,
     padder,
     parse_value,
     random_features,
@@ -581,14 +581,9 @@ def commit_label():
 
 
 def versions():
-    names = ["skattn", "aeon", "numpy", "scikit-learn", "numba", "torch"]
-    found = {}
-    for name in names:
-        try:
-            found[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            found[name] = None
-    return found
+    return package_versions(
+        ["skattn", "aeon", "numpy", "scikit-learn", "numba", "torch"]
+    )
 
 
 def format_result(result):
