@@ -72,6 +72,11 @@ AUTO_POSITIONS = ("sinusoidal",)
 # the defaults were chosen".
 AUTO_STRIDE_DIVISOR = 8
 AUTO_MAX_STRIDED = 256
+# attention_window="auto": the models of series read in patches attend within
+# a band of AUTO_WINDOW patches at the dilation each draws (ROCKET's scale with
+# attention_dilation="auto"), in time linear in the number of patches; other
+# input attends over every token.
+AUTO_WINDOW = 9
 
 
 def drawn_candidates(params):
@@ -248,10 +253,14 @@ def differences(difference, narrow, median):
     return [bool(v) for v in values]
 
 
-def band_candidates(attention_window, attention_dilation):
+def band_candidates(attention_window, attention_dilation, median):
     """The windows (None: full attention) and dilations (``["auto"]``: of
-    :func:`draw_dilation`) the models draw from; checked."""
-    windows = _sizes_or_none(attention_window, "attention_window")
+    :func:`draw_dilation`) the models draw from; checked. ``median``: as for
+    :func:`patch_sizes`, for ``attention_window="auto"``."""
+    if isinstance(attention_window, str):  # "auto", as validated
+        windows = [AUTO_WINDOW] if reads_patches(median) else [None]
+    else:
+        windows = _sizes_or_none(attention_window, "attention_window")
     if isinstance(attention_dilation, str):  # "auto", as validated
         return windows, ["auto"]
     dilations = as_list(attention_dilation, "attention_dilation")

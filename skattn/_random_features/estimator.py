@@ -114,12 +114,15 @@ class RandomAttentionFeatures(
     causal : bool or list of bool, default=False
         Whether a model's token ``i`` attends only to tokens ``j <= i``.
 
-    attention_window, attention_dilation : int, list of int or None, \
-            int, list of int or "auto", default=None, "auto"
+    attention_window, attention_dilation : int, list of int, "auto" or \
+            None, int, list of int or "auto", default="auto", "auto"
         A model's banded attention (as :class:`AttentionTransformer`'s), in
         time linear in the length; a window of None: full attention. From a
         list, each model draws one; a dilation of ``"auto"``: drawn on
         ROCKET's exponential scale, up to a reach of half the median length.
+        A window of ``"auto"``: bands of 9 patches for series read in patches
+        (``patch_size="auto"``: of a median length above 32), full attention
+        for other input (:ref:`default-random-attention_window`).
 
     positional_encoding : {"sinusoidal", "rotary", None}, list of them, or \
             "auto", default="auto"
@@ -340,6 +343,7 @@ class RandomAttentionFeatures(
         "token_statistics": [StrOptions({"auto"}), list, tuple, None],
         "attention_window": [
             Interval(Integral, 1, None, closed="left"),
+            StrOptions({"auto"}),
             "array-like",
             None,
         ],
@@ -358,7 +362,7 @@ class RandomAttentionFeatures(
         n_heads=1,
         head_dim=64,
         causal=False,
-        attention_window=None,
+        attention_window="auto",
         attention_dilation="auto",
         positional_encoding="auto",
         patch_size="auto",
@@ -457,7 +461,7 @@ class RandomAttentionFeatures(
         candidates["difference"] = differences(self.difference, narrow, median)
         candidates["patch_stride"] = patch_strides(self.patch_stride)
         windows, dilations = band_candidates(
-            self.attention_window, self.attention_dilation
+            self.attention_window, self.attention_dilation, median
         )
         rng = check_random_state(self.random_state)
         seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_models)

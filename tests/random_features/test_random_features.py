@@ -1125,8 +1125,8 @@ def test_banded_models_are_banded_attention_transformers():
 
 
 def test_full_models_draw_as_without_a_band():
-    """attention_window=None (the default) draws no band: the models, and so
-    the features, are those of a fit without the parameter."""
+    """attention_window=None draws no band: the models, and so the features,
+    are those of the default's full attention on short sequences."""
     X = make_ragged()
     default = RandomAttentionFeatures(**SMALL, random_state=0).fit(X)
     explicit = RandomAttentionFeatures(
@@ -1135,6 +1135,43 @@ def test_full_models_draw_as_without_a_band():
     assert default.models_ == explicit.models_
     assert "attention_window" not in default.models_[0]
     assert_array_equal(default.transform(X), explicit.transform(X))
+
+
+def test_auto_window_bands_the_models_of_series_read_in_patches():
+    """attention_window="auto" on series read in patches (a median length
+    above 32): every model attends in a band of 9 patches at its own dilation
+    (its reach at most half its patches), the models otherwise those of full
+    attention; the features are those of attention_window=9."""
+    X = make_3d(n=6, n_tokens=250, width=1)
+    auto = RandomAttentionFeatures(n_models=8, random_state=0).fit(X)
+    full = clone(auto).set_params(attention_window=None).fit(X)
+    nine = clone(auto).set_params(attention_window=9).fit(X)
+    assert auto.models_ == nine.models_
+    assert_array_equal(auto.transform(X), nine.transform(X))
+    for banded, unbanded in zip(auto.models_, full.models_, strict=True):
+        drawn = dict(banded)
+        window = drawn.pop("attention_window")
+        dilation = drawn.pop("attention_dilation")
+        assert drawn == unbanded
+        size, stride = banded["patch_size"] or 1, banded["patch_stride"] or 1
+        n_patches = 1 + (250 - size) // stride
+        assert window == 9 and 4 * dilation <= (n_patches - 1) / 2
+    assert len({m["attention_dilation"] for m in auto.models_}) > 1
+
+
+@pytest.mark.parametrize(
+    "X",
+    [make_3d(n=6, n_tokens=32, width=1), make_3d(n=6, n_tokens=250, width=9)],
+    ids=["too-short-for-patches", "wide-tokens"],
+)
+def test_auto_window_attends_over_every_token_of_other_input(X):
+    """attention_window="auto" keeps full attention for series too short to be
+    read in patches and for tokens too wide for them."""
+    auto = RandomAttentionFeatures(**SMALL, random_state=0).fit(X)
+    full = clone(auto).set_params(attention_window=None).fit(X)
+    assert auto.models_ == full.models_
+    assert all("attention_window" not in model for model in auto.models_)
+    assert_array_equal(auto.transform(X), full.transform(X))
 
 
 def test_token_statistics_chooses_the_tokens_own_columns():
