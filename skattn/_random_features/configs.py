@@ -76,7 +76,7 @@ AUTO_MAX_STRIDED = 256
 # a band of AUTO_WINDOW patches at the dilation each draws (ROCKET's scale with
 # attention_dilation="auto"), in time linear in the number of patches; other
 # input attends over every token.
-AUTO_WINDOW = 9
+AUTO_WINDOW = 17
 
 
 def drawn_candidates(params):

@@ -120,7 +120,7 @@ class RandomAttentionFeatures(
         time linear in the length; a window of None: full attention. From a
         list, each model draws one; a dilation of ``"auto"``: drawn on
         ROCKET's exponential scale, up to a reach of half the median length.
-        A window of ``"auto"``: bands of 9 patches for series read in patches
+        A window of ``"auto"``: bands of 17 patches for series read in patches
         (``patch_size="auto"``: of a median length above 32), full attention
         for other input (:ref:`default-random-attention_window`).
 

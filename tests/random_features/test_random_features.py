@@ -1139,23 +1139,23 @@ def test_full_models_draw_as_without_a_band():
 
 def test_auto_window_bands_the_models_of_series_read_in_patches():
     """attention_window="auto" on series read in patches (a median length
-    above 32): every model attends in a band of 9 patches at its own dilation
+    above 32): every model attends in a band of 17 patches at its own dilation
     (its reach at most half its patches), the models otherwise those of full
-    attention; the features are those of attention_window=9."""
+    attention; the features are those of attention_window=17."""
     X = make_3d(n=6, n_tokens=250, width=1)
     auto = RandomAttentionFeatures(n_models=8, random_state=0).fit(X)
     full = clone(auto).set_params(attention_window=None).fit(X)
-    nine = clone(auto).set_params(attention_window=9).fit(X)
-    assert auto.models_ == nine.models_
-    assert_array_equal(auto.transform(X), nine.transform(X))
-    for banded, unbanded in zip(auto.models_, full.models_, strict=True):
-        drawn = dict(banded)
+    seventeen = clone(auto).set_params(attention_window=17).fit(X)
+    assert auto.models_ == seventeen.models_
+    assert_array_equal(auto.transform(X), seventeen.transform(X))
+    for config, unbanded in zip(auto.models_, full.models_, strict=True):
+        drawn = dict(config)
         window = drawn.pop("attention_window")
         dilation = drawn.pop("attention_dilation")
         assert drawn == unbanded
-        size, stride = banded["patch_size"] or 1, banded["patch_stride"] or 1
+        size, stride = config["patch_size"] or 1, config["patch_stride"] or 1
         n_patches = 1 + (250 - size) // stride
-        assert window == 9 and 4 * dilation <= (n_patches - 1) / 2
+        assert window == 17 and 8 * dilation <= (n_patches - 1) / 2
     assert len({m["attention_dilation"] for m in auto.models_}) > 1
 
 
