@@ -350,3 +350,18 @@ def _sizes_or_none(value, name):
             f"positive ints (each model draws one), got {value!r}."
         )
     return [None if v is None else int(v) for v in values]
+
+
+def draw_band(rng, windows, dilations, config, median, n_tokens):
+    """A model's band: its window, and its dilation (``"auto"``: ROCKET's
+    scale over the model tokens of a series of the median length)."""
+    window = windows[rng.randint(len(windows))]
+    dilation = dilations[rng.randint(len(dilations))]
+    if window is None:
+        return {"attention_window": None, "attention_dilation": 1}
+    if dilation == "auto":
+        length = n_tokens if median is None else median
+        if config["patch_size"] is not None:
+            length = 1 + (length - config["patch_size"]) // config["patch_stride"]
+        dilation = draw_dilation(rng, window, max(1, int(length)))
+    return {"attention_window": int(window), "attention_dilation": int(dilation)}

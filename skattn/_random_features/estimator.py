@@ -59,7 +59,7 @@ from .configs import (
     THRESHOLDED,
     band_candidates,
     differences,
-    draw_dilation,
+    draw_band,
     drawn_candidates,
     patch_sizes,
     patch_strides,
@@ -491,7 +491,7 @@ class RandomAttentionFeatures(
             )
             if windows != [None]:  # the band last: full models draw as ever
                 config.update(
-                    _draw_band(model_rng, windows, dilations, config, median, n_tokens)
+                    draw_band(model_rng, windows, dilations, config, median, n_tokens)
                 )
         self.token_mean_ = self.token_scale_ = None
         self.difference_mean_ = self.difference_scale_ = None
@@ -737,18 +737,3 @@ def _model_config(config, n_features, n_tokens):
         attention_window=config.get("attention_window"),
         attention_dilation=config.get("attention_dilation", 1),
     )
-
-
-def _draw_band(rng, windows, dilations, config, median, n_tokens):
-    """A model's band: its window, and its dilation (``"auto"``: ROCKET's
-    scale over the model tokens of a series of the median length)."""
-    window = windows[rng.randint(len(windows))]
-    dilation = dilations[rng.randint(len(dilations))]
-    if window is None:
-        return {"attention_window": None, "attention_dilation": 1}
-    if dilation == "auto":
-        length = n_tokens if median is None else median
-        if config["patch_size"] is not None:
-            length = 1 + (length - config["patch_size"]) // config["patch_stride"]
-        dilation = draw_dilation(rng, window, max(1, int(length)))
-    return {"attention_window": int(window), "attention_dilation": int(dilation)}
