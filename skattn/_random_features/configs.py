@@ -1,11 +1,12 @@
 """The configurations of RandomAttentionFeatures' models.
 
 Each parameter of a model's configuration (heads, head width, positions,
-causal mask, patch size and stride, differences) takes a value or a list of
-candidates from which each model draws one. This module checks the
+causal mask, patch size and stride, differences, band) takes a value or a list
+of candidates from which each model draws one. This module checks the
 parameters, resolves their ``"auto"`` values from the data (the median length
-of the series, the token width) and the stride of each model's patches.
-Values in, lists of candidates out: the estimator is in
+of the series, the token width), the stride of each model's patches, and
+draws each model's band (:func:`draw_band`, :func:`draw_dilation`). Values
+in, lists of candidates (or a drawn band) out: the estimator is in
 ``estimator.py``.
 """
 
@@ -354,7 +355,28 @@ def _sizes_or_none(value, name):
 
 def draw_band(rng, windows, dilations, config, median, n_tokens):
     """A model's band: its window, and its dilation (``"auto"``: ROCKET's
-    scale over the model tokens of a series of the median length)."""
+    scale over the model tokens of a series of the median length).
+
+    Parameters
+    ----------
+    rng : RandomState
+        The model's generator.
+    windows, dilations : list
+        The candidates of :func:`band_candidates`.
+    config : dict
+        The model's drawn configuration (its ``"patch_size"`` and
+        ``"patch_stride"``).
+    median : float or None
+        Median length of the training series (None for a table).
+    n_tokens : int
+        Tokens of a table's row (for ``median=None``).
+
+    Returns
+    -------
+    dict
+        ``"attention_window"`` (None: full attention) and
+        ``"attention_dilation"``.
+    """
     window = windows[rng.randint(len(windows))]
     dilation = dilations[rng.randint(len(dilations))]
     if window is None:
