@@ -118,7 +118,11 @@ def test_continued_training_refuses_a_changed_structural_parameter(name, method)
     est, X, y = _fitted()
     fitted_value = est.get_params()[name]
     # "auto" is named by what it resolved to: 4 tokens of 4 features
-    resolved = {"patch_size": est.patch_size_, "token_statistics": None}
+    resolved = {
+        "patch_size": est.patch_size_,
+        "pooling": est.pooling_,
+        "token_statistics": None,
+    }
     fitted_value = resolved.get(name, fitted_value)
     value = STRUCTURAL_CHANGES[name]
     before = _outputs(est, X)

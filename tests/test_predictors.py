@@ -385,3 +385,54 @@ def test_stacking_with_a_linear_model_keeps_its_score_on_a_linear_target():
     assert stack.score(X[100:], y[100:]) >= ridge_score - 0.05
     weight_attention, weight_linear = stack.final_estimator_.coef_
     assert weight_linear > weight_attention
+
+
+def make_series(n=40, n_tokens=100, seed=0):
+    """Univariate series with a bump somewhere in the positive class."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, n_tokens, 1))
+    y = np.arange(n) % 2
+    starts = rng.integers(0, n_tokens - 10, size=n)
+    for row in np.flatnonzero(y):
+        X[row, starts[row] : starts[row] + 10, 0] += 3.0
+    return X, y
+
+
+@pytest.mark.parametrize("solver", ["lbfgs", "adam"])
+def test_auto_pooling_takes_the_maximum_of_series_read_in_patches(solver):
+    """pooling="auto" (the classifier's default) on series read in patches
+    (a median length above 64) trains and predicts as pooling="max"."""
+    X, y = make_series()
+    auto = AttentionClassifier(solver=solver, **PARAMS).fit(X, y)
+    explicit = clone(auto).set_params(pooling="max").fit(X, y)
+    assert auto.patch_size_ is not None and auto.pooling_ == "max"
+    np.testing.assert_array_equal(
+        auto.decision_function(X), explicit.decision_function(X)
+    )
+
+
+@pytest.mark.parametrize(
+    "X",
+    [make_series(n_tokens=64)[0], make_data(n=40)[0], make_data(n=40)[0][:, :, 0]],
+    ids=["series-too-short-for-patches", "wide-tokens", "table"],
+)
+def test_auto_pooling_takes_the_mean_of_other_input(X):
+    """pooling="auto" pools the mean of input read without patches."""
+    y = np.arange(len(X)) % 2
+    auto = AttentionClassifier(**PARAMS).fit(X, y)
+    explicit = clone(auto).set_params(pooling="mean").fit(X, y)
+    assert auto.pooling_ == "mean"
+    np.testing.assert_array_equal(
+        auto.decision_function(X), explicit.decision_function(X)
+    )
+
+
+def test_auto_pooling_continues_the_model_it_resolved_to():
+    """partial_fit with pooling="auto" continues a model whose "auto" became
+    "max"; another pooling is refused, naming the fitted one."""
+    X, y = make_series()
+    model = AttentionClassifier(**PARAMS).fit(X, y)
+    model.partial_fit(X, y)
+    assert model.pooling_ == "max"
+    with pytest.raises(ValueError, match="fitted with pooling='max'"):
+        model.set_params(pooling="mean").partial_fit(X, y)

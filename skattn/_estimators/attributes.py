@@ -90,6 +90,7 @@ class FittedAttributes:
     head_dim_ = _size("head_dim_", lambda config: config.d_model // config.n_heads)
     d_model_ = _size("d_model_", lambda config: config.d_model)
     patch_size_ = _size("patch_size_", lambda config: config.patch_size)
+    pooling_ = _size("pooling_", lambda config: config.pooling)
     token_statistics_ = _size(
         "token_statistics_", lambda config: config.token_statistics
     )

@@ -45,7 +45,6 @@ from .._input.validation import (
 from .._model.evaluate import forward_batches, per_token_outputs
 from .._model.model import build_model
 from .._model.options import REGISTRIES
-from .._model.pooling import needs_fixed_length
 from .._model.sequences import (
     SERIES_MAX_FEATURES,
     compute_dtype,
@@ -69,7 +68,14 @@ from .._training.loss import training_dtype
 from .._training.state import FittedModel, History
 from .attributes import FittedAttributes
 from .dask import blocked_fit, blocked_outputs, is_dask_collection
-from .resolve import check_structure, fitted_structure, reads_table_row, resolve_config
+from .resolve import (
+    check_lengths,
+    check_structure,
+    fitted_structure,
+    needs_one_length,
+    reads_table_row,
+    resolve_config,
+)
 
 _STOCHASTIC_SOLVERS = ("adam",)
 
@@ -104,6 +110,7 @@ class BaseAttention(VersionedState, FittedAttributes, *CALLBACK_BASES, BaseEstim
         "attention_window": [Interval(Integral, 1, None, closed="left"), None],
         "attention_dilation": [Interval(Integral, 1, None, closed="left")],
         **{name: option_constraint(each) for name, each in REGISTRIES.items()},
+        "pooling": [StrOptions({*REGISTRIES["pooling"].names(), "auto"})],
         "vocabulary_size": [
             Interval(Integral, 1, None, closed="left"),
             StrOptions({"auto"}),
@@ -246,20 +253,10 @@ class BaseAttention(VersionedState, FittedAttributes, *CALLBACK_BASES, BaseEstim
     def _check_lengths(self, lengths, reset=False):
         """With a pooling of one length (``"flatten"``), every sequence has
         fit's length."""
-        pooling = self.pooling if reset else self._fitted.config.pooling
-        if not needs_fixed_length(pooling):
-            return
-        if reset and np.any(lengths != lengths[0]):
-            raise ValueError(
-                f"pooling={pooling!r} needs sequences of one length; got lengths from "
-                f"{lengths.min()} to {lengths.max()}. Use another pooling for "
-                "sequences of different lengths."
-            )
-        if not reset and np.any(wrong := lengths != self.max_tokens_):
-            raise ValueError(
-                f"pooling={pooling!r} needs sequences of {self.max_tokens_} tokens, "
-                f"the length seen in fit; got {lengths[wrong][0]}."
-            )
+        if reset:
+            check_lengths(self.pooling, lengths)
+        else:
+            check_lengths(self._fitted.config.pooling, lengths, self.max_tokens_)
 
     def _check_objective(self, objective, first_pass, classes):
         """The objective of this call against the fitted one, ``classes`` and the
@@ -345,7 +342,7 @@ class BaseAttention(VersionedState, FittedAttributes, *CALLBACK_BASES, BaseEstim
         lengths = sequence_lengths(sequences)
         pooling = self.pooling if first_pass else self._fitted.config.pooling
         n_tokens = train.lengths[0]
-        if needs_fixed_length(pooling) and np.any(wrong := lengths != n_tokens):
+        if needs_one_length(pooling) and np.any(wrong := lengths != n_tokens):
             raise ValueError(
                 f"X_val: pooling={pooling!r} needs sequences of {n_tokens} tokens, "
                 f"the length of X's; got {lengths[wrong][0]}."

@@ -18,15 +18,21 @@ import textwrap
 from .._model.options import REGISTRIES
 
 
-def option_entry(option, default, summary):
+def option_entry(option, default, summary, auto=None):
     """The entry of a parameter whose values are those of the registry of
     ``option``: its type from the registry's values, then ``summary`` and
-    each value with its description."""
+    each value with its description; with ``auto``, the text of the
+    parameter's ``"auto"``, last. ``default`` is a value, or a placeholder
+    the class decorator fills (``{pooling_default}``)."""
     registry = REGISTRIES[option]
-    default = "None" if default is None else f'"{default}"'
-    text = " ".join([summary, *registry.descriptions()])
+    choices = registry.choices() + (' or "auto"' if auto else "")
+    if default is None:
+        default = "None"
+    elif not default.startswith("{"):
+        default = f'"{default}"'
+    text = " ".join([summary, *registry.descriptions(), *([auto] if auto else [])])
     body = textwrap.indent(textwrap.fill(text, 76, break_on_hyphens=False), "    ")
-    return f"\n{option} : {registry.choices()}, default={default}\n{body}\n"
+    return f"\n{option} : {choices}, default={default}\n{body}\n"
 
 
 PARAMETERS = {
@@ -81,8 +87,10 @@ attention_window, attention_dilation : int or None, int, default=None, 1
     ),
     "pooling": option_entry(
         "pooling",
-        "mean",
+        "{pooling_default}",
         "The per-token outputs as one vector ({pooled}), over the valid tokens:",
+        auto='``"auto"``: ``"max"`` for series read in patches (``patch_size``), '
+        '``"mean"`` for other input (:ref:`default-transformer-pooling`).',
     ),
     "vocabulary_size": """
 vocabulary_size : int, "auto" or None, default=None
@@ -245,8 +253,9 @@ n_heads_, head_dim_, d_model_, patch_size_, max_tokens_ : int
     The fitted model's heads, head width, width and tokens per patch (None:
     no patches), and the longest sequence of fit (the tokens of a table).
 
-token_statistics_ : tuple of str
-    The tokens' statistics after the pooled vector (empty: none).
+pooling_, token_statistics_ : str, tuple of str
+    What the pooled vector holds: the fitted pooling (``pooling="auto"``
+    resolved), then the tokens' statistics (empty: none).
 """,
     "weights": """
 layers_ : list of dict of str to ndarray
@@ -311,11 +320,15 @@ def fill_docstring(*, pooled, attributes):
     def decorate(cls):
         if cls.__doc__ is None:  # python -OO
             return cls
-        names = list(inspect.signature(cls.__init__).parameters)[1:]
+        signature = inspect.signature(cls.__init__).parameters
+        names = list(signature)[1:]
         parameters = "\n".join(
             PARAMETERS[name].strip() + "\n" for name in names if PARAMETERS[name]
         )
         parameters = parameters.replace("{pooled}", pooled)
+        if "pooling" in signature:  # its default differs from class to class
+            default = f'"{signature["pooling"].default}"'
+            parameters = parameters.replace("{pooling_default}", default)
         attribute_text = "\n".join(
             ATTRIBUTE_TEXT[name].strip() + "\n" for name in attributes
         )

@@ -5,7 +5,8 @@
 :class:`~skattn._model.model.ModelConfig` that ``fit`` builds, every
 ``"auto"`` resolved. :func:`fitted_structure` says, parameter by parameter,
 what a fitted model is; :func:`check_structure` refuses to continue training
-(``partial_fit``, a warm start) with a parameter that would change it. Plain
+(``partial_fit``, a warm start) with a parameter that would change it;
+:func:`check_lengths` refuses sequences the pooling cannot read. Plain
 functions of explicit values: nothing here reads or writes an estimator.
 """
 
@@ -20,7 +21,7 @@ from .._input.formats import IDS, TABLE
 from .._input.validation import check_token_statistics
 from .._model.model import ModelConfig
 from .._model.options import REGISTRIES
-from .._model.pooling import TABLE_STATISTIC, TOKEN_STATISTICS
+from .._model.pooling import TABLE_STATISTIC, TOKEN_STATISTICS, needs_fixed_length
 from .._model.sequences import SERIES_MAX_FEATURES, series_median_length, token_width
 from .._model.units import patch_count
 
@@ -35,11 +36,18 @@ DEFAULT_D_MODEL = 64
 AUTO_PATCHES = 32
 AUTO_PATCH_MIN_LENGTH = 64
 
+# pooling="auto": series read in patches pool the maximum of each feature over
+# the patches (where a pattern is matters less than whether it occurs, as
+# ROCKET pools its kernels), other input the mean.
+AUTO_POOLING_PATCHES = "max"
+AUTO_POOLING = "mean"
+
 # The parameters whose "auto" (or None) resolves from the data or init:
 # continuing training, that value means the fitted one.
 RESOLVED = {
     "head_dim": None,
     "patch_size": "auto",
+    "pooling": "auto",
     "vocabulary_size": "auto",
     "token_statistics": "auto",
 }
@@ -97,7 +105,7 @@ def resolve_config(
         attention_window=params["attention_window"],
         attention_dilation=params["attention_dilation"],
         positional_encoding=params["positional_encoding"],
-        pooling=params["pooling"],
+        pooling=_pooling(params["pooling"], kind, patch_size),
         n_positions=n_positions,
         projects_input=kind != IDS and ("input" in init or read_width != d_model),
         token_scale_shape=token_scale_shape,
@@ -195,6 +203,56 @@ def _head_dim(head_dim, n_heads, init):
                 )
             return width // n_heads
     return math.ceil(DEFAULT_D_MODEL / n_heads)
+
+
+def needs_one_length(pooling):
+    """Whether the ``pooling`` parameter reads sequences of one length only
+    (``"auto"`` never resolves to such a pooling)."""
+    return pooling != "auto" and needs_fixed_length(pooling)
+
+
+def check_lengths(pooling, lengths, fitted_length=None):
+    """Refuse sequences that a pooling of one length (``"flatten"``) cannot
+    read.
+
+    Parameters
+    ----------
+    pooling : str
+        The ``pooling`` parameter (in fit) or the fitted pooling.
+    lengths : ndarray of int
+        Tokens of each sequence.
+    fitted_length : int or None, default=None
+        Tokens of fit's sequences; None in fit, whose sequences must share
+        one length.
+
+    Raises
+    ------
+    ValueError
+        Naming the lengths found and the remedy.
+    """
+    if not needs_one_length(pooling):
+        return
+    if fitted_length is None and np.any(lengths != lengths[0]):
+        raise ValueError(
+            f"pooling={pooling!r} needs sequences of one length; got lengths from "
+            f"{lengths.min()} to {lengths.max()}. Use another pooling for "
+            "sequences of different lengths."
+        )
+    if fitted_length is not None and np.any(wrong := lengths != fitted_length):
+        raise ValueError(
+            f"pooling={pooling!r} needs sequences of {fitted_length} tokens, "
+            f"the length seen in fit; got {lengths[wrong][0]}."
+        )
+
+
+def _pooling(pooling, kind, patch_size):
+    """The pooling: the parameter, or the "auto" rule (the maximum for
+    sequences read in patches, else the mean)."""
+    if pooling != "auto":
+        return pooling
+    if kind not in (TABLE, IDS) and patch_size is not None:
+        return AUTO_POOLING_PATCHES
+    return AUTO_POOLING
 
 
 def _patch_size(patch_size, kind, sequences, lengths, sample_weight):

@@ -72,12 +72,8 @@ class AttentionTransformer(
         the whole :class:`~sklearn.pipeline.Pipeline`, so that every test fold
         is transformed by a model that never saw it.
 
-    With the same weights (``scale_tokens=False``, positions not rotary),
-    ``transform_sequences`` equals :class:`torch.nn.TransformerEncoder` of
-    ``TransformerEncoderLayer(d_model, n_heads, ff_dim, activation=...,
-    norm_first=layer_norm == "pre", batch_first=True)`` with zero attention
-    biases (and its final ``LayerNorm`` for ``"pre"``), fed the projected
-    tokens plus positions, the padding masked, in evaluation mode.
+    With the same weights, ``transform_sequences`` equals
+    :class:`torch.nn.TransformerEncoder` in evaluation mode (:ref:`model`).
 
     X is a table, a 3D array, a list of sequences of different lengths
     (padding never changes a result), a DataFrame or a dask array
@@ -136,7 +132,7 @@ class AttentionTransformer(
         attention_window=None,
         attention_dilation=1,
         positional_encoding="sinusoidal",
-        pooling="mean",
+        pooling="auto",
         vocabulary_size=None,
         features_per_token=None,
         data_format="channels_last",
