@@ -465,7 +465,9 @@ def test_patches_equal_reshaped_tokens():
     # those per feature of the patches
     # token_statistics=None: the patches' statistics are not the tokens'
     # early_stopping=False: "auto" holds out a split for the wide reshaped tokens
+    # pooling="mean": "auto" takes the maximum of patches only
     kwargs = dict(
+        pooling="mean",
         n_heads=2,
         head_dim=4,
         scale_tokens=False,

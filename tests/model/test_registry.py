@@ -38,15 +38,23 @@ def test_a_value_registered_twice_is_refused():
     )
 
 
+# the options whose parameter also takes "auto", resolved from the data
+AUTO_OPTIONS = {"pooling"}
+
+
 @pytest.mark.parametrize("estimator", [AttentionTransformer, AttentionClassifier])
 @pytest.mark.parametrize("option", sorted(REGISTRIES))
 def test_constraints_and_docstrings_list_every_registered_value(estimator, option):
     registry = REGISTRIES[option]
     constraint = estimator._parameter_constraints[option]
-    assert constraint[0].options == set(registry.names())
+    auto = option in AUTO_OPTIONS
+    assert constraint[0].options == set(registry.names()) | (
+        {"auto"} if auto else set()
+    )
     assert (None in constraint) == registry.allows_none()
     doc = " ".join(estimator.__doc__.split())
-    assert f"{option} : {registry.choices()}" in doc
+    after = ' or "auto",' if auto else ","
+    assert f"{option} : {registry.choices()}{after}" in doc
     for line in registry.descriptions():
         assert " ".join(line.split()) in doc
 
