@@ -37,7 +37,7 @@ LAYERS = [
     ("attention estimators", {"_estimators.base"}),
     (
         "public estimators",
-        {"_estimators.transformer", "_estimators.predictors", "text"},
+        {"_estimators.transformer", "_estimators.predictors", "text", "compose"},
     ),
     ("displays", {"plotting"}),
     # and the paths that pickles of development versions recording no version

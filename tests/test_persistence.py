@@ -16,6 +16,8 @@ from helpers import make_ragged, order_task
 from numpy.testing import assert_array_equal
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+from sklearn.svm import LinearSVC
 
 import skattn
 from skattn import (
@@ -24,6 +26,7 @@ from skattn import (
     AttentionTransformer,
     RandomAttentionFeatures,
 )
+from skattn.compose import WeightedUnionCV
 from skattn.text import StaticTokenEmbeddings, TokenEmbeddings, TokenIds
 
 # an optional test dependency (the "test" extra), imported by the tests that
@@ -214,6 +217,11 @@ def public_estimators():
             TokenIds().fit(TEXTS),
             StaticTokenEmbeddings(table).fit(TEXTS),
             TokenEmbeddings("an-encoder-name"),
+            WeightedUnionCV(
+                [("words", TfidfVectorizer()), ("counts", CountVectorizer())],
+                LinearSVC(),
+                cv=2,
+            ).fit(TEXTS * 2, [1, 0, 0, 1] * 2),
         ]
     return {type(est).__name__: est for est in estimators}
 
@@ -226,6 +234,7 @@ PUBLIC_ESTIMATORS = [
     "TokenIds",
     "StaticTokenEmbeddings",
     "TokenEmbeddings",
+    "WeightedUnionCV",
 ]
 
 

@@ -3,9 +3,9 @@
 The only module that imports private scikit-learn APIs, the two without a
 public equivalent: ``_fit_context`` (parameter validation, and the callbacks'
 set-up and tear-down around a fit) and ``_param_validation`` (``Interval``,
-``StrOptions``). When scikit-learn moves them, this is the one file to change.
-Feature names and ``n_features_in_`` go through the public ``validate_data``
-(scikit-learn 1.6).
+``StrOptions``, ``HasMethods``). When scikit-learn moves them, this is the one
+file to change. Feature names and ``n_features_in_`` go through the public
+``validate_data`` (scikit-learn 1.6).
 """
 
 # Authors: The skattn developers
@@ -19,11 +19,12 @@ from scipy import sparse
 from sklearn import get_config
 from sklearn.base import _fit_context
 from sklearn.utils import _param_validation, check_array
-from sklearn.utils._param_validation import StrOptions
+from sklearn.utils._param_validation import HasMethods, StrOptions
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_non_negative
 
 __all__ = [
+    "HasMethods",
     "Interval",
     "StrOptions",
     "_fit_context",
