@@ -20,8 +20,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, train_test_split
-from sklearn.pipeline import make_pipeline, make_union
-from sklearn.preprocessing import FunctionTransformer, StandardScaler
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 
 from skattn import (
@@ -30,6 +30,7 @@ from skattn import (
     AttentionTransformer,
     RandomAttentionFeatures,
 )
+from skattn.compose import WeightedUnionCV
 from skattn.text import StaticTokenEmbeddings, TokenEmbeddings, TokenIds
 
 pytestmark = pytest.mark.filterwarnings("ignore", category=ConvergenceWarning)
@@ -294,10 +295,6 @@ def test_raw_strings_go_through_a_grid_search(way):
     assert search.best_params_["attentionclassifier__n_heads"] in (2, 4)
 
 
-def unit_rows(features):
-    return features / np.sqrt(features.shape[1])
-
-
 def test_words_beside_token_states_keep_what_only_the_words_see():
     # the user guide's first text pipeline, with word vectors for the encoder:
     # the label is a word that has no vector, which only TF-IDF reads
@@ -309,19 +306,21 @@ def test_words_beside_token_states_keep_what_only_the_words_see():
         StaticTokenEmbeddings(word_vectors()),
         RandomAttentionFeatures(n_models=4, random_state=0),
         StandardScaler(),
-        FunctionTransformer(unit_rows),
     )
-    model = make_pipeline(
-        make_union(TfidfVectorizer(sublinear_tf=True), states), LinearSVC()
-    )
+    words = TfidfVectorizer(sublinear_tf=True)
+    model = WeightedUnionCV([("words", words), ("states", states)], LinearSVC())
     train, test = slice(0, 200), slice(200, None)
     model.fit(texts[train], y[train])
     states_alone = make_pipeline(clone(states), LinearSVC()).fit(texts[train], y[train])
     assert model.score(texts[test], y[test]) >= 0.95
     assert states_alone.score(texts[test], y[test]) < 0.7
-    # the states' block: rows of unit mean square norm on the training texts
-    block = model[0].transformer_list[1][1].transform(texts[train])
-    assert_allclose(np.mean(np.sum(block**2, axis=1)), 1.0, rtol=0.05)
+    assert model.weights_["words"] == 1.0
+    # the states' block is divided by the root mean square norm of its rows
+    block = model.transformers_[1][1].transform(texts[train])
+    scale = np.sqrt(np.mean(np.sum(block**2, axis=1)))
+    assert_allclose(model.block_scales_["states"], scale)
+    restored = pickle.loads(pickle.dumps(model))
+    assert_array_equal(restored.predict(texts[test]), model.predict(texts[test]))
 
 
 def test_text_pipelines_round_trip_through_pickle_joblib_and_skops(tmp_path):
