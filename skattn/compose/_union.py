@@ -338,6 +338,11 @@ class WeightedUnionCV(VersionedState, MetaEstimatorMixin, BaseEstimator):
             weights.append(weight)
         return _weighted(blocks, scales, weights)
 
+    def _delegate(self, method, X):
+        """The fitted estimator's ``method`` on the weighted blocks of ``X``."""
+        features = self._features(X)
+        return getattr(self.estimator_, method)(features)
+
     def predict(self, X):
         """The estimator's predictions on the weighted blocks of ``X``.
 
@@ -349,8 +354,7 @@ class WeightedUnionCV(VersionedState, MetaEstimatorMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples,) or (n_samples, n_outputs)
         """
-        features = self._features(X)
-        return self.estimator_.predict(features)
+        return self._delegate("predict", X)
 
     @available_if(_estimator_has("predict_proba"))
     def predict_proba(self, X):
@@ -364,8 +368,7 @@ class WeightedUnionCV(VersionedState, MetaEstimatorMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples, n_classes)
         """
-        features = self._features(X)
-        return self.estimator_.predict_proba(features)
+        return self._delegate("predict_proba", X)
 
     @available_if(_estimator_has("predict_log_proba"))
     def predict_log_proba(self, X):
@@ -379,8 +382,7 @@ class WeightedUnionCV(VersionedState, MetaEstimatorMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples, n_classes)
         """
-        features = self._features(X)
-        return self.estimator_.predict_log_proba(features)
+        return self._delegate("predict_log_proba", X)
 
     @available_if(_estimator_has("decision_function"))
     def decision_function(self, X):
@@ -394,8 +396,7 @@ class WeightedUnionCV(VersionedState, MetaEstimatorMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples,) or (n_samples, n_classes)
         """
-        features = self._features(X)
-        return self.estimator_.decision_function(features)
+        return self._delegate("decision_function", X)
 
     def score(self, X, y, sample_weight=None):
         """The estimator's ``score`` (accuracy, R^2) on the weighted blocks.
