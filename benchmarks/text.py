@@ -716,7 +716,7 @@ def main(argv=None):
         choices=("truncate", "windows"),
         default="truncate",
         help="the token states of texts cut at 128 word pieces (truncate) or "
-        "read whole in overlapping windows (windows; 20 Newsgroups only)",
+        "read whole in overlapping windows (windows; the corpora of WINDOWED)",
     )
     args = parser.parse_args(argv)
     if args.prepare:

@@ -86,8 +86,9 @@ class WeightedUnionCV(VersionedState, MetaEstimatorMixin, BaseEstimator):
         As :func:`~sklearn.model_selection.check_cv` reads it: an int is
         stratified folds for a classifier, folds otherwise.
     scoring : str, callable or None, default=None
-        How a candidate is scored on a fold (see :ref:`scoring_parameter`);
-        None: the estimator's ``score``.
+        How a candidate is scored on a fold: a name of
+        :func:`~sklearn.metrics.get_scorer_names`, a callable
+        ``scorer(estimator, X, y)``, or None for the estimator's ``score``.
     n_jobs : int or None, default=None
         Folds fitted in parallel for each candidate (joblib).
 
@@ -176,7 +177,17 @@ class WeightedUnionCV(VersionedState, MetaEstimatorMixin, BaseEstimator):
 
     def get_params(self, deep=True):
         """The parameters of this estimator, and with ``deep`` those of the
-        estimator and of each block (``<name>``, ``<name>__<parameter>``)."""
+        estimator and of each block (``<name>``, ``<name>__<parameter>``).
+
+        Parameters
+        ----------
+        deep : bool, default=True
+            Include the parameters of the estimator and of the blocks.
+
+        Returns
+        -------
+        params : dict
+        """
         params = super().get_params(deep=deep)
         if not deep or not isinstance(self.transformer_list, list):
             return params
@@ -189,7 +200,17 @@ class WeightedUnionCV(VersionedState, MetaEstimatorMixin, BaseEstimator):
 
     def set_params(self, **params):
         """Set parameters: this estimator's, the estimator's, a block's
-        (``<name>__<parameter>``) or a block itself (``<name>``)."""
+        (``<name>__<parameter>``) or a block itself (``<name>``).
+
+        Parameters
+        ----------
+        **params : dict
+            Parameter names and their new values.
+
+        Returns
+        -------
+        self : WeightedUnionCV
+        """
         names = [name for name, _ in _named(self.transformer_list)]
         replaced = {name: params.pop(name) for name in list(params) if name in names}
         if replaced:
