@@ -305,10 +305,7 @@ class WeightedUnionCV(VersionedState, MetaEstimatorMixin, BaseEstimator):
                 )
             if names.count(name) > 1:
                 raise ValueError(f"The block name {name!r} is given twice.")
-            if not hasattr(transformer, "fit") or not (
-                hasattr(transformer, "transform")
-                or hasattr(transformer, "fit_transform")
-            ):
+            if not (hasattr(transformer, "fit") and hasattr(transformer, "transform")):
                 raise TypeError(
                     f"The block {name!r} is {transformer!r}, which is not a "
                     "transformer: give an object with fit and transform."
