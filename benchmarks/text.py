@@ -299,7 +299,8 @@ def corpus_file(name):
     def corpus(cache):
         path = cache / "text" / CORPUS_FILES[name]
         if not path.exists():
-            raise SystemExit(f"{path} is missing: run text.py --prepare --corpora DIR")
+            # an error row for its methods; the run goes on with the others
+            raise FileNotFoundError(f"{path} is missing: run --prepare --corpora DIR")
         with np.load(path, allow_pickle=True) as stored:
             texts, y = list(stored["texts"]), np.asarray(stored["labels"])
             split = stored["split"]
@@ -366,11 +367,14 @@ def prepare(args):
     into one sequence.
     """
     cache = cache_dir(args)
+    skipped = set()
     for name, file in CORPUS_FILES.items():
         target = cache / "text" / file
         if not target.exists() and name in args.datasets:
-            if args.corpora is None:
-                raise SystemExit(f"{name} is read from {file}: give --corpora DIR")
+            if args.corpora is None:  # the other corpora are encoded
+                print(f"skipping {name}: it is read from {file}, give --corpora DIR")
+                skipped.add(name)
+                continue
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(Path(args.corpora) / file, target)
     for files in TEXT_FILES.values():
@@ -387,7 +391,9 @@ def prepare(args):
     model = SentenceTransformer(model_path(), device="cpu")
     model.max_seq_length = MAX_LENGTH
     windows = args.long_texts == "windows"
-    names = dict.fromkeys(name.removesuffix("-small") for name in args.datasets)
+    names = dict.fromkeys(
+        name.removesuffix("-small") for name in args.datasets if name not in skipped
+    )
     for corpus in corpora(cache, names).values():
         name = corpus["states"]
         target = states_path(cache, name, args.threads, args.long_texts)
