@@ -262,3 +262,17 @@ def test_a_block_of_other_rows_is_refused():
     first = FunctionTransformer(lambda X: X[:-1])
     with pytest.raises(ValueError, match="must give one row per sample"):
         WeightedUnionCV([("short", first)], LogisticRegression()).fit(X, y)
+
+
+def test_tied_candidates_share_the_smaller_rank_and_the_first_is_chosen():
+    # both blocks hold the label's column: some candidates score all folds
+    X, y = two_blocks_task(informative="first")
+    X[:, 5] = X[:, 0]
+    blocks = [("first", Columns(0, 5)), ("second", Columns(5, 10))]
+    model = WeightedUnionCV(blocks, LogisticRegression(C=100.0)).fit(X, y)
+    results = model.cv_results_
+    best = results["mean_test_score"] == results["mean_test_score"].max()
+    assert best.sum() >= 2 and best[0]  # a tie, the first candidate among it
+    assert np.all(results["rank_test_score"][best] == 1)
+    assert np.all(results["rank_test_score"][~best] > best.sum())
+    assert model.weights_ == {"first": 1.0, "second": 0.0}

@@ -1361,3 +1361,10 @@ def test_a_row_is_transformed_as_if_alone(make, dtype):
     np.testing.assert_array_equal(
         np.vstack([est.transform(X[i : i + 5]) for i in range(0, 30, 5)]), full
     )
+
+
+def test_flatten_pooling_rejects_a_validation_set_of_other_length():
+    X, y = make_3d(n=20), np.arange(20) % 2
+    est = AttentionClassifier(pooling="flatten", max_iter=2, random_state=0)
+    with pytest.raises(ValueError, match="X_val: .*6 tokens, the length of X's; got 4"):
+        est.fit(X, y, X_val=make_3d(n=6, n_tokens=4), y_val=y[:6])

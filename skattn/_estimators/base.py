@@ -72,7 +72,6 @@ from .resolve import (
     check_lengths,
     check_structure,
     fitted_structure,
-    needs_one_length,
     reads_table_row,
     resolve_config,
 )
@@ -341,12 +340,10 @@ class BaseAttention(VersionedState, FittedAttributes, *CALLBACK_BASES, BaseEstim
             raise ValueError(f"X_val: {exc}") from exc
         lengths = sequence_lengths(sequences)
         pooling = self.pooling if first_pass else self._fitted.config.pooling
-        n_tokens = train.lengths[0]
-        if needs_one_length(pooling) and np.any(wrong := lengths != n_tokens):
-            raise ValueError(
-                f"X_val: pooling={pooling!r} needs sequences of {n_tokens} tokens, "
-                f"the length of X's; got {lengths[wrong][0]}."
-            )
+        try:
+            check_lengths(pooling, lengths, train.lengths[0], "the length of X's")
+        except ValueError as exc:
+            raise ValueError(f"X_val: {exc}") from exc
         return validation_set(
             sequences,
             lengths,

@@ -211,7 +211,7 @@ def needs_one_length(pooling):
     return pooling != "auto" and needs_fixed_length(pooling)
 
 
-def check_lengths(pooling, lengths, fitted_length=None):
+def check_lengths(pooling, lengths, fitted_length=None, seen="the length seen in fit"):
     """Refuse sequences that a pooling of one length (``"flatten"``) cannot
     read.
 
@@ -224,6 +224,8 @@ def check_lengths(pooling, lengths, fitted_length=None):
     fitted_length : int or None, default=None
         Tokens of fit's sequences; None in fit, whose sequences must share
         one length.
+    seen : str, default="the length seen in fit"
+        Where ``fitted_length`` comes from, for the message.
 
     Raises
     ------
@@ -241,7 +243,7 @@ def check_lengths(pooling, lengths, fitted_length=None):
     if fitted_length is not None and np.any(wrong := lengths != fitted_length):
         raise ValueError(
             f"pooling={pooling!r} needs sequences of {fitted_length} tokens, "
-            f"the length seen in fit; got {lengths[wrong][0]}."
+            f"{seen}; got {lengths[wrong][0]}."
         )
 
 

@@ -9,6 +9,7 @@ from numbers import Integral
 
 import numpy as np
 from scipy import sparse
+from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.metrics import check_scoring, get_scorer_names
 from sklearn.model_selection import check_cv
@@ -472,24 +473,23 @@ def _named(transformer_list):
     validate: ``fit`` does)."""
     if not isinstance(transformer_list, list):
         return []
-    return [
-        tuple(item)
-        for item in transformer_list
-        if isinstance(item, tuple | list) and len(item) == 2
-    ]
+    return [tuple(item) for item in transformer_list if _is_pair(item)]
+
+
+def _is_pair(item):
+    return isinstance(item, tuple | list) and len(item) == 2
 
 
 def _pairs(transformer_list):
-    """The (name, transformer) pairs of ``transformer_list``, checked for their
-    shape."""
-    pairs = []
-    for item in transformer_list:
-        if not isinstance(item, tuple | list) or len(item) != 2:
-            raise ValueError(
-                f"transformer_list holds {item!r}: give (name, transformer) "
-                "pairs, as FeatureUnion takes them."
-            )
-        pairs.append(tuple(item))
+    """The (name, transformer) pairs of ``transformer_list``; a malformed item
+    is refused."""
+    pairs = _named(transformer_list)
+    if len(pairs) != len(transformer_list):
+        bad = next(item for item in transformer_list if not _is_pair(item))
+        raise ValueError(
+            f"transformer_list holds {bad!r}: give (name, transformer) "
+            "pairs, as FeatureUnion takes them."
+        )
     return pairs
 
 
@@ -540,17 +540,12 @@ def _cv_results(transformers, candidates, scores):
     """GridSearchCV's ``cv_results_`` keys for the candidates' fold scores."""
     names = [name for name, _ in transformers]
     mean = scores.mean(axis=1)
-    order = np.argsort(-mean, kind="stable")
-    rank = np.empty(len(mean), dtype=np.int32)
-    rank[order] = 1 + np.arange(len(mean))
-    for i in range(1, len(order)):  # ties share the smaller rank
-        if mean[order[i]] == mean[order[i - 1]]:
-            rank[order[i]] = rank[order[i - 1]]
     results = {
         "params": [dict(zip(names, weights, strict=True)) for weights in candidates],
         "mean_test_score": mean,
         "std_test_score": scores.std(axis=1),
-        "rank_test_score": rank,
+        # as GridSearchCV ranks: ties share the smaller rank
+        "rank_test_score": rankdata(-mean, method="min").astype(np.int32),
     }
     for split in range(scores.shape[1]):
         results[f"split{split}_test_score"] = scores[:, split]
