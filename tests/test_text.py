@@ -681,6 +681,43 @@ def test_unpickled_token_embeddings_name_a_missing_model_directory(
 
 
 @pytest.mark.pretrained
+def test_a_moved_encoder_is_found_by_the_remedy_its_error_prints(model_path, tmp_path):
+    """After the encoder's directory moved, set_params(model=<new path>) on the
+    unpickled pipeline is enough: its next predict loads the new place and
+    gives the predictions of before, the attention step untouched."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.symlink_to(model_path, target_is_directory=True)
+    texts, y = order_texts(n=12)
+    model = make_pipeline(
+        TokenEmbeddings(str(old)), AttentionClassifier(max_iter=2, random_state=0)
+    ).fit(texts, y)
+    expected = model.decision_function(texts)
+    blob = pickle.dumps(model)
+    old.rename(new)
+    TokenEmbeddings.cache_clear()  # as in a new process: no encoder loaded
+    loaded = pickle.loads(blob)
+    with pytest.raises(FileNotFoundError, match="tokenembeddings__model=<new path>"):
+        loaded.predict(texts)
+    head = loaded[-1].head_coef_.copy()
+    loaded.set_params(tokenembeddings__model=str(new))
+    assert_allclose(loaded.decision_function(texts), expected, rtol=1e-6, atol=1e-6)
+    assert_array_equal(loaded[-1].head_coef_, head)
+    # pickled again, it holds the new place
+    assert pickle.loads(pickle.dumps(loaded))[0]._source[0] == str(new)
+
+
+@pytest.mark.pretrained
+def test_an_unpickled_transformer_refuses_an_encoder_of_another_width(
+    model_path, encoder
+):
+    blob = pickle.dumps(TokenEmbeddings(model_path).fit())
+    loaded = pickle.loads(blob)
+    loaded.set_params(model=with_dense(encoder, "token_embeddings"))  # 128 wide
+    with pytest.raises(ValueError, match="384-wide token states.*128-wide"):
+        loaded.transform(["a film"])
+
+
+@pytest.mark.pretrained
 def test_clones_on_one_path_share_the_loaded_encoder(model_path):
     embed = TokenEmbeddings(model_path)
     assert clone(embed).fit().model_ is clone(embed).fit().model_

@@ -124,8 +124,12 @@ class TokenEmbeddings(_TextTransformer):
     grid search share the loaded encoder, which they only read; see
     :meth:`cache_clear`). A pickle of a transformer whose ``model`` is a name
     or a path holds that name (a local directory's absolute path), not the
-    weights: it loads them again when it next transforms, and raises
-    ``FileNotFoundError`` naming the directory if it is not there.
+    weights: it loads them again when it next transforms, from the ``model``
+    parameter of that moment, and raises ``FileNotFoundError`` naming the
+    directory if it is not there. For an encoder directory that moved,
+    ``set_params(model=<new path>)`` (in a pipeline:
+    ``set_params(tokenembeddings__model=<new path>)``) points the unpickled
+    transformer to its new place without fitting anything again.
 
     Parameters
     ----------
@@ -181,7 +185,10 @@ class TokenEmbeddings(_TextTransformer):
     model_ : SentenceTransformer
         The fitted encoder: ``transform`` and ``tokens`` read it (and the
         cache keys its states by it) until the next ``fit``, whatever
-        ``set_params(model=...)`` sets meanwhile.
+        ``set_params(model=...)`` sets meanwhile. In a transformer loaded
+        from a pickle: None until its next ``transform`` or ``tokens`` loads
+        the encoder of ``model`` (which must put out token states as wide as
+        the fitted encoder's).
 
     n_features_out_ : int
         Width of a token state: of the ``token_embeddings`` the model puts
@@ -414,19 +421,41 @@ class TokenEmbeddings(_TextTransformer):
         ]
 
     def _loaded_model(self):
-        """The fitted encoder, loaded again after unpickling if needed."""
+        """The fitted encoder; after unpickling, the encoder of the ``model``
+        parameter of the moment (a moved directory's new place), loaded once.
+
+        Raises
+        ------
+        ValueError
+            For an encoder whose token states are not ``n_features_out_``
+            wide (another model than the one fitted).
+        """
         model = self.__dict__.get("model_")
-        if model is None:
-            model = self.model_ = self._load()
+        if model is not None:
+            return model
+        source = _source(self.model, self.device)
+        model = self.model if source is None else self._load(source)
+        (states,) = _token_states(model, [""], self.max_length_)
+        if states.shape[1] != self.n_features_out_:
+            given = type(model).__name__ if source is None else repr(source[0])
+            raise ValueError(
+                f"TokenEmbeddings was fitted on an encoder of {self.n_features_out_}"
+                f"-wide token states and its model parameter ({given}) puts out "
+                f"{states.shape[1]}-wide ones: give the place of the encoder it was "
+                "fitted on (set_params(model=<path>)), or fit the pipeline again on "
+                "this encoder."
+            )
+        self._source, self.model_ = source, model
         return model
 
-    def _load(self):
-        """The encoder of the fitted name or path and device, loaded once per
-        process."""
+    def _load(self, source=None):
+        """The encoder of a name or path and device (the fitted ones for None),
+        loaded once per process."""
+        source = self._source if source is None else source
         with _ENCODERS_LOCK:
-            model = _ENCODERS.get(self._source)
+            model = _ENCODERS.get(source)
             if model is None:
-                model = _ENCODERS[self._source] = _read(*self._source, self.verbose)
+                model = _ENCODERS[source] = _read(*source, self.verbose)
         return model
 
     def __getstate__(self):
@@ -706,8 +735,10 @@ def _read(path, device, verbose):
         raise FileNotFoundError(
             f"TokenEmbeddings cannot load its encoder: there is no directory "
             f"{path!r}. Put the model directory there, or give the transformer "
-            "the model's place and fit it again: set_params(model=<new path>) "
-            "(in a pipeline: set_params(tokenembeddings__model=<new path>))."
+            "the model's new place: set_params(model=<new path>) (in a pipeline: "
+            "set_params(tokenembeddings__model=<new path>)); a fitted transformer "
+            "loaded from a pickle reads it at its next transform, without being "
+            "fitted again."
         )
     with _progress_bars(verbose):
         return SentenceTransformer(path, device=device, local_files_only=local)
