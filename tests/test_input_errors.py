@@ -322,3 +322,30 @@ def test_training_on_another_kind_of_input_says_what_was_asked():
         AttentionClassifier(**FAST).fit(X, y, X_val=table, y_val=y)
     with pytest.raises(ValueError, match="cannot transform a table"):
         est.predict(table)
+
+
+@pytest.mark.parametrize(
+    "X, where",
+    [
+        (np.array([[1.0, 2.0], [3.0, "x"], [1, 2], [3, 4]]), r"X\[1, 1\] is 'x'"),
+        (
+            np.array([[[1.0], [2.0]], [[3.0], ["x"]], [[1], [2]], [[3], [4]]]),
+            r"X\[1, 1, 0\]",
+        ),
+        ([np.array(["1", "2"]), np.array(["3", "n/a"])] * 2, r"X\[1, 1\] is 'n/a'"),
+    ],
+)
+@pytest.mark.parametrize(
+    "estimator", [AttentionClassifier(max_iter=1), RandomAttentionFeatures(n_models=1)]
+)
+def test_a_stray_non_number_among_numbers_is_named_not_called_text(estimator, X, where):
+    with pytest.raises(ValueError, match=f"{where}.*not a number.*dtype=float"):
+        clone(estimator).fit(X, [0, 1, 0, 1])
+
+
+def test_numbers_written_as_strings_are_named_with_their_conversion():
+    X = np.array([["1", "2"], ["3", "4.5"]] * 2)
+    with pytest.raises(
+        ValueError, match=r"numbers written as strings \('1'.*dtype=float"
+    ):
+        AttentionClassifier(max_iter=1).fit(X, [0, 1, 0, 1])

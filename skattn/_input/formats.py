@@ -342,7 +342,11 @@ TEXT_REMEDY = (
 
 
 def _check_not_text(X):
-    """Raise a TypeError naming ``skattn.text`` for raw strings."""
+    """Raise a TypeError naming ``skattn.text`` for raw strings, and a
+    ValueError naming the value for numbers written as strings.
+
+    X is text when its first value is a string that is not a number.
+    """
     if isinstance(X, str):
         raise TypeError(
             f"X is a string; expected a collection of samples: {TEXT_REMEDY}."
@@ -354,11 +358,47 @@ def _check_not_text(X):
             first = first.flat[0]  # a sequence of strings
     elif isinstance(X, np.ndarray) and X.size and X.dtype.kind in "USO":
         first = X.flat[0]
-    if isinstance(first, (str, bytes)):
+    if not isinstance(first, (str, bytes)):
+        return
+    if not _is_number(first):
         raise TypeError(
-            f"X holds raw text ({first!r:.40}...): skattn's estimators read "
+            f"X holds raw text ({str(first)!r:.40}...): skattn's estimators read "
             f"sequences of numbers; {TEXT_REMEDY}."
         )
+    where, value = _first_non_number(X)
+    if where is None:
+        raise ValueError(
+            f"X holds numbers written as strings ({str(first)!r:.40}...): "
+            "convert it to numbers first, np.asarray(X, dtype=float)."
+        )
+    raise ValueError(
+        f"X{where} is {str(value)!r:.40}, which is not a number, in an X of "
+        "numbers written as strings: replace or drop that value (np.nan for a "
+        "missing one, with an imputer before the estimator), then convert X to "
+        "numbers, np.asarray(X, dtype=float)."
+    )
+
+
+def _is_number(value):
+    """Whether ``float(value)`` reads ``value``."""
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _first_non_number(X):
+    """The index (as ``"[i, j]"``) and value of the first value of X, an array
+    or a list of samples, that is not a number; (None, None) if all are."""
+    samples = [X] if isinstance(X, np.ndarray) else X
+    for number, sample in enumerate(samples):
+        values = np.asarray(sample, dtype=object)
+        for index in np.ndindex(values.shape):
+            if not _is_number(values[index]):
+                where = index if sample is X else (number, *index)
+                return f"[{', '.join(map(str, where))}]", values[index]
+    return None, None
 
 
 def check_ids(X, *, reset):
