@@ -9,10 +9,12 @@ suite runs only the two whose printed numbers it checks, to stay fast.
 
 import ast
 import functools
+import io
 import os
 import re
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -78,6 +80,36 @@ def test_example_has_gallery_title(path):
     )
     assert title.strip() and len(over) >= len(title), path.name
     assert any(line.strip() for line in lines[3:]), f"{path.name}: no text"
+
+
+# A score as an example prints it (three decimals): prose that restates one
+# goes stale when a default or a library moves, and then contradicts the
+# output shown above it on the gallery page.
+PRINTED_SCORE = re.compile(r"\b[01]\.\d{3}\b")
+
+
+def prose(source):
+    """The module docstring and the comments of an example's source."""
+    parts = [ast.get_docstring(ast.parse(source)) or ""]
+    lines = io.StringIO(source).readline
+    parts += [
+        t.string for t in tokenize.generate_tokens(lines) if t.type == tokenize.COMMENT
+    ]
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: path.name)
+def test_example_prose_restates_no_printed_score(path):
+    restated = PRINTED_SCORE.findall(prose(path.read_text(encoding="utf-8")))
+    assert not restated, (
+        f"{path.name}'s prose restates {restated}: print the number, and let "
+        "the prose refer to the output"
+    )
+
+
+def test_prose_reads_comments_and_docstring_not_code():
+    source = '"""Title 0.123."""\nx = 0.456  # said 0.789\nprint("0.111")\n'
+    assert PRINTED_SCORE.findall(prose(source)) == ["0.123", "0.789"]
 
 
 def test_gallery_header():
