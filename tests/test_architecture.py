@@ -169,7 +169,7 @@ def test_no_module_is_over_750_lines(name, path):
 
 @pytest.mark.parametrize(
     "estimator, max_lines",
-    [("AttentionTransformer", 300), ("RandomAttentionFeatures", 220)],
+    [("AttentionTransformer", 310), ("RandomAttentionFeatures", 230)],
 )
 def test_estimator_docstrings_stay_short(estimator, max_lines):
     """The reference says what each parameter does; the measurements and the

@@ -73,7 +73,7 @@ causal : bool, default=False
     ``pooling="cls"``, after the last token, attends to all).
 """,
     "attention_window": """
-attention_window, attention_dilation : int or None, int, default=None, 1
+attention_window : int or None, default=None
     Banded attention (Longformer's sliding window), linear in the length:
     token ``i`` attends to token ``j`` when ``i - j`` is a multiple of
     ``attention_dilation`` and ``|i - j| <= (attention_window // 2) *
@@ -81,7 +81,12 @@ attention_window, attention_dilation : int or None, int, default=None, 1
     * attention_dilation``); None: every token. The class token of
     ``pooling="cls"`` is global (:ref:`banded_attention`).
 """,
-    "attention_dilation": "",
+    "attention_dilation": """
+attention_dilation : int, default=1
+    The step between the tokens of a band (see ``attention_window``): a
+    window of ``w`` reads ``w`` tokens spread over ``(w - 1) *
+    attention_dilation + 1``, at the cost of ``w``.
+""",
     "positional_encoding": option_entry(
         "positional_encoding", "sinusoidal", "Token positions:"
     ),

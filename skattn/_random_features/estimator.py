@@ -114,15 +114,19 @@ class RandomAttentionFeatures(
     causal : bool or list of bool, default=False
         Whether a model's token ``i`` attends only to tokens ``j <= i``.
 
-    attention_window, attention_dilation : int, list of int, "auto" or \
-            None, int, list of int or "auto", default="auto", "auto"
-        A model's banded attention (as :class:`AttentionTransformer`'s), in
-        time linear in the length; a window of None: full attention. From a
-        list, each model draws one; a dilation of ``"auto"``: drawn on
-        ROCKET's exponential scale, up to a reach of half the median length.
-        A window of ``"auto"``: bands of 17 patches for series read in patches
-        (``patch_size="auto"``: of a median length above 32), full attention
-        for other input (:ref:`default-random-attention_window`).
+    attention_window : int, list of int, "auto" or None, default="auto"
+        The window of a model's banded attention (as
+        :class:`AttentionTransformer`'s), in time linear in the length; None:
+        full attention. From a list, each model draws one. ``"auto"``: bands
+        of 17 patches for series read in patches (``patch_size="auto"``: of
+        a median length above 32), full attention for other input
+        (:ref:`default-random-attention_window`).
+
+    attention_dilation : int, list of int or "auto", default="auto"
+        The step between the tokens of a model's band (as
+        :class:`AttentionTransformer`'s). From a list, each model draws one;
+        ``"auto"``: drawn on ROCKET's exponential scale, up to a reach of half
+        the median length.
 
     positional_encoding : {"sinusoidal", "rotary", None}, list of them, or \
             "auto", default="auto"
