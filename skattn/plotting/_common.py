@@ -5,6 +5,7 @@ to show, and the labels of the tokens the model reads."""
 # SPDX-License-Identifier: BSD-3-Clause
 
 import math
+from collections import namedtuple
 from numbers import Integral
 
 import numpy as np
@@ -16,6 +17,17 @@ from .._input.formats import CHANNELS_FIRST, IDS, input_format
 # not "[CLS]", the first word piece of BERT-style encoders (TokenEmbeddings),
 # which comes first in the same sequence.
 CLS_LABEL = "<cls>"
+
+# The units the tokens of a text are shown as (tokens= of the displays).
+TOKEN_UNITS = ("words", "pieces")
+
+# What labels the tokens of the step with attention, besides the data it
+# reads: the transformer of texts just before it and the texts it reads
+# (None, None without one), and the names of a table's columns that the
+# pipeline carries: those its steps before the attention step put out, and
+# the columns of its input DataFrame (None where there are none).
+Sources = namedtuple("Sources", "text_step texts feature_names input_columns")
+NO_SOURCES = Sources(None, None, None, None)
 
 
 def check_matplotlib(caller):
@@ -49,23 +61,34 @@ def check_index(value, n_items, name, items, *, none_allowed=False):
     return int(value) % n_items
 
 
+def check_tokens(tokens):
+    """Raise a ValueError for a ``tokens`` that is not one of TOKEN_UNITS."""
+    if tokens not in TOKEN_UNITS:
+        raise ValueError(
+            "tokens must be 'words' (the word pieces of a pretrained encoder "
+            "merged into the words they come from) or 'pieces' (each word piece "
+            f"alone), got {tokens!r}."
+        )
+
+
 def attention_step(estimator, X, caller):
     """The fitted estimator with ``attention_weights``, X as it reads it, and
-    the tokens' words.
+    the sources of its tokens' labels.
 
     For a Pipeline: its last step with ``attention_weights`` and ``X``
     transformed by the steps before it; else ``estimator`` and ``X``. The
-    words: a function of a sample's index that gives the words of its
-    tokens, when the step just before is a transformer of texts (one with
-    ``tokens``, as those of :mod:`skattn.text`); else None. ``caller`` names
-    the method in messages.
+    sources (:data:`Sources`): the step just before, when it is a transformer
+    of texts (one with ``tokens``, as those of :mod:`skattn.text`), and the
+    texts it reads; the feature names the steps before put out
+    (``get_feature_names_out``), and the columns of ``X`` when it is a
+    DataFrame. ``caller`` names the method in messages.
 
     Raises
     ------
     TypeError
         For an estimator (or pipeline) without attention weights.
     """
-    words = None
+    sources = NO_SOURCES._replace(input_columns=_columns(X))
     if hasattr(estimator, "steps"):  # a Pipeline
         check_is_fitted(estimator)
         with_attention = [
@@ -77,8 +100,13 @@ def attention_step(estimator, X, caller):
             index = with_attention[-1]
             if index:
                 texts = estimator[: index - 1].transform(X) if index > 1 else X
-                X = estimator.steps[index - 1][1].transform(texts)
-                words = words_of(estimator.steps[index - 1][1], texts)
+                step = estimator.steps[index - 1][1]
+                X = step.transform(texts)
+                if callable(getattr(step, "tokens", None)):
+                    sources = sources._replace(text_step=step, texts=list(texts))
+                else:
+                    names = _feature_names_out(estimator[:index])
+                    sources = sources._replace(feature_names=names)
             estimator = estimator.steps[index][1]
     if not callable(getattr(estimator, "attention_weights", None)):
         name = type(estimator).__name__
@@ -97,15 +125,25 @@ def attention_step(estimator, X, caller):
             f"{name}.{hint}"
         )
     check_is_fitted(estimator)
-    return estimator, X, words
+    return estimator, X, sources
 
 
-def words_of(step, texts):
-    """The words of sample ``i``'s tokens, as ``step.tokens`` gives them, or
-    None for a step that has no ``tokens``."""
-    if not callable(getattr(step, "tokens", None)):
+def _columns(X):
+    """The column names of a DataFrame ``X``, else None."""
+    if hasattr(X, "columns") and getattr(X, "ndim", 2) == 2:
+        return [str(name) for name in X.columns]
+    return None
+
+
+def _feature_names_out(steps):
+    """The feature names a fitted pipeline of transformers puts out, or None
+    when one of its steps cannot tell them (no ``get_feature_names_out``, or
+    one that refuses)."""
+    try:
+        names = steps.get_feature_names_out()
+    except (AttributeError, TypeError, ValueError):
         return None
-    return lambda index: step.tokens([list(texts)[index]])[0]
+    return [str(name) for name in names]
 
 
 def select_sample(X, sample, *, ids=False, channels_first=False):
@@ -160,11 +198,20 @@ def check_sample(sample, n_samples):
 
 
 def model_token_labels(
-    estimator, X, n_units, is_table, n_model_tokens, token_labels, *, patches=True
+    estimator,
+    X,
+    n_units,
+    is_table,
+    n_model_tokens,
+    token_labels,
+    *,
+    patches=True,
+    sources=NO_SOURCES,
 ):
     """Labels of the tokens the model sees, from labels of the input's units.
 
-    A unit is a column of a table or a token of a sequence; a model token holds
+    A unit is a column of a table (named as :func:`column_names` names it,
+    from ``sources``) or a token of a sequence; a model token holds
     ``features_per_token`` columns of a table, a patch holds ``patch_size_``
     tokens (with ``patches``; without, the tokens are those the model reads,
     before its patches), and the class token of ``pooling="cls"`` comes last,
@@ -181,7 +228,7 @@ def model_token_labels(
                 f"({n_units}) or one per token the model sees ({n_model_tokens})."
             )
     elif is_table:
-        labels = column_names(estimator, X, n_units)
+        labels = column_names(estimator, X, n_units, sources)
     else:
         labels = [str(position) for position in range(n_units)]
 
@@ -206,13 +253,21 @@ def model_token_labels(
     return model_labels
 
 
-def column_names(estimator, X, n_columns):
-    """Names of a table's columns: the DataFrame's, the fitted ones, or x0..."""
-    if hasattr(X, "columns"):
-        return [str(name) for name in X.columns]
-    names = getattr(estimator, "feature_names_in_", None)
-    if names is not None and len(names) == n_columns:
-        return [str(name) for name in names]
+def column_names(estimator, X, n_columns, sources=NO_SOURCES):
+    """Names of the ``n_columns`` columns of the table ``X`` that ``estimator``
+    reads: the first of these that gives one name per column, else ``x0``,
+    ``x1``, ...: the feature names the steps of a pipeline before it put out,
+    the names ``estimator`` was fitted on (``feature_names_in_``), the columns
+    of ``X`` (a DataFrame), those of the pipeline's input DataFrame."""
+    candidates = (
+        sources.feature_names,
+        getattr(estimator, "feature_names_in_", None),
+        _columns(X),
+        sources.input_columns,
+    )
+    for names in candidates:
+        if names is not None and len(names) == n_columns:
+            return [str(name) for name in names]
     return [f"x{column}" for column in range(n_columns)]
 
 
@@ -237,16 +292,23 @@ def label_strings(token_labels, n_tokens, of):
     return labels
 
 
-def read_sample(estimator, X, sample, words, token_labels):
+def read_sample(estimator, X, sample, sources, token_labels, tokens):
     """Sample ``sample`` of ``X`` as ``estimator`` reads it (see
-    :func:`select_sample`), and its token labels: ``token_labels`` when
-    given, else the words of a text pipeline's first step (``words``).
+    :func:`select_sample`), its token labels, and its words.
+
+    The token labels: ``token_labels`` when given, else the tokens of a text
+    pipeline's transformer of texts (``sources.text_step.tokens``). The words,
+    with ``tokens="words"`` and no ``token_labels``, for a transformer of
+    texts with ``words`` (:class:`~skattn.text.TokenEmbeddings`, whose tokens
+    are word pieces): the sample's words and the index of each token's word,
+    as ``words`` gives them; else None.
 
     Returns
     -------
     x_sample, n_units, is_table
         As :func:`select_sample` returns them.
     token_labels : list of str or None
+    words : tuple of (list of str, ndarray of int) or None
     """
     fitted_format = input_format(estimator)
     x_sample, n_units, is_table = select_sample(
@@ -255,6 +317,51 @@ def read_sample(estimator, X, sample, words, token_labels):
         ids=fitted_format["kind"] == IDS,
         channels_first=fitted_format["data_format"] == CHANNELS_FIRST,
     )
-    if token_labels is None and words is not None:
-        token_labels = words(check_sample(sample, len(X)))
-    return x_sample, n_units, is_table, token_labels
+    words = None
+    step = sources.text_step
+    if token_labels is None and step is not None:
+        text = [sources.texts[check_sample(sample, len(X))]]
+        token_labels = step.tokens(text)[0]
+        if tokens == "words" and callable(getattr(step, "words", None)):
+            (labels,), (index,) = step.words(text)
+            words = labels, np.asarray(index)
+    return x_sample, n_units, is_table, token_labels, words
+
+
+def word_scores(scores, labels, words):
+    """The scores of the words and their labels: each the sum of the scores
+    of its tokens, for ``words`` (see :func:`read_sample`) of one score per
+    token; else ``scores`` and ``labels`` as they are."""
+    if words is None or len(scores) != len(words[1]):
+        return scores, labels
+    word_labels, index = words
+    summed = np.bincount(index, weights=scores, minlength=len(word_labels))
+    return summed, list(word_labels)
+
+
+def reads_patches(estimator):
+    """Whether the model reads patches of several tokens (``patch_size_``)."""
+    return (getattr(estimator, "patch_size_", None) or 1) > 1
+
+
+def word_weights(weights, labels, words):
+    """Attention weights of shape (n_heads, n_tokens, n_tokens) between the
+    words and their labels: a word attends to another with the sum of its
+    tokens' weights on the other's tokens, averaged over its own tokens (each
+    row still sums to 1). A class token after the tokens (``pooling="cls"``)
+    is a word alone. Without ``words``, or for weights of another number of
+    tokens (patches), ``weights`` and ``labels`` as they are."""
+    if words is None:
+        return weights, labels
+    word_labels, index = words
+    n_tokens, n_words = weights.shape[-1], len(word_labels)
+    if n_tokens == len(index) + 1 and labels[-1] == CLS_LABEL:
+        index = np.append(index, n_words)
+        word_labels = [*word_labels, CLS_LABEL]
+        n_words += 1
+    if n_tokens != len(index):
+        return weights, labels
+    members = np.zeros((n_tokens, n_words), dtype=weights.dtype)
+    members[np.arange(n_tokens), index] = 1.0
+    summed = np.einsum("tu,htk,kv->huv", members, weights, members)
+    return summed / members.sum(axis=0)[:, np.newaxis], list(word_labels)

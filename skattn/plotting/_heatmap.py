@@ -11,9 +11,12 @@ from ._common import (
     attention_step,
     check_index,
     check_matplotlib,
+    check_tokens,
     label_strings,
     model_token_labels,
     read_sample,
+    reads_patches,
+    word_weights,
 )
 
 # Every token gets its tick label, up to MAX_LABELS tokens (MAX_GRID_LABELS
@@ -224,6 +227,7 @@ class AttentionDisplay:
         layer=-1,
         head=None,
         token_labels=None,
+        tokens="words",
         ax=None,
         cmap="viridis",
         colorbar=True,
@@ -278,7 +282,27 @@ class AttentionDisplay:
             their range, ``"first-last"``; the class token of ``pooling="cls"``
             (the last token) is ``"<cls>"``, told from the ``"[CLS]"`` word
             piece that a pretrained encoder (:class:`~skattn.text.TokenEmbeddings`)
-            puts first.
+            puts first. The column names of a table read through the steps of
+            a Pipeline: those the steps before the estimator put out
+            (``get_feature_names_out``, when it gives one name per column),
+            else the estimator's ``feature_names_in_``, else the columns of
+            ``X`` (a DataFrame).
+
+        tokens : {"words", "pieces"}, default="words"
+            How a text read by a pretrained encoder
+            (:class:`~skattn.text.TokenEmbeddings`, whose tokens are word
+            pieces) is shown. ``"words"``: one row and one column per word,
+            as written in the text (:meth:`TokenEmbeddings.words
+            <skattn.text.TokenEmbeddings.words>`), each special token (such
+            as ``"[CLS]"``) and the class token alone: a word attends to
+            another with the sum of its pieces' weights on the other's pieces,
+            averaged over its own pieces (each row still sums to 1).
+            ``"pieces"``: one row and one column per piece
+            (:meth:`TokenEmbeddings.tokens
+            <skattn.text.TokenEmbeddings.tokens>`). A model that reads patches
+            (``patch_size``) shows its patches, labelled by their pieces,
+            either way. Texts of other transformers (words already), the other
+            inputs and ``token_labels`` are shown as they are.
 
         ax : matplotlib Axes or array-like of Axes, default=None
             Where to draw (see :meth:`plot`).
@@ -305,7 +329,7 @@ class AttentionDisplay:
         -------
         display : AttentionDisplay
             The display, drawn, with the sample's weights (all the heads of the
-            layer) in ``weights``.
+            layer, between its words with ``tokens="words"``) in ``weights``.
 
         Examples
         --------
@@ -332,19 +356,28 @@ class AttentionDisplay:
         >>> plt.close("all")
         """
         check_matplotlib("AttentionDisplay.from_estimator")
-        estimator, X, words = attention_step(
+        check_tokens(tokens)
+        estimator, X, sources = attention_step(
             estimator, X, "AttentionDisplay.from_estimator"
         )
-        x_sample, n_units, is_table, token_labels = read_sample(
-            estimator, X, sample, words, token_labels
+        x_sample, n_units, is_table, token_labels, words = read_sample(
+            estimator, X, sample, sources, token_labels, tokens
         )
         weights = estimator.attention_weights(x_sample, layer=layer)[0]
         n_heads = weights.shape[0]
         if head is not None:
             _check_head(head, n_heads)
         labels = model_token_labels(
-            estimator, X, n_units, is_table, weights.shape[-1], token_labels
+            estimator,
+            X,
+            n_units,
+            is_table,
+            weights.shape[-1],
+            token_labels,
+            sources=sources,
         )
+        if not reads_patches(estimator):
+            weights, labels = word_weights(weights, labels, words)
         display = cls(weights, token_labels=labels)
         return display.plot(
             head=head,

@@ -15,9 +15,12 @@ from ._common import (
     attention_step,
     check_index,
     check_matplotlib,
+    check_tokens,
     label_strings,
     model_token_labels,
     read_sample,
+    reads_patches,
+    word_scores,
 )
 
 METHODS = ("attribution", "attention")
@@ -43,9 +46,12 @@ class TokenAttributionDisplay:
     in lines, as a sentence, each on a box coloured by its score: for scores
     of both signs, blue (negative) through white (0) to red (positive), the
     largest ``|score|`` at each end; for scores of one sign (attention
-    weights), white (0) to red (the largest). In a notebook the display shows
-    itself as HTML (:meth:`_repr_html_`): the words, escaped, on backgrounds
-    of the same colours, which needs no matplotlib.
+    weights), white (0) to red (the largest).
+
+    In a notebook a display shows once: drawn (after :meth:`plot`, as
+    :meth:`from_estimator` returns it), as its matplotlib figure; else as
+    HTML (:meth:`_repr_html_`), the words, escaped, on backgrounds of the
+    same colours, which needs no matplotlib.
 
     It is recommended to create the display with :meth:`from_estimator`, which
     computes the scores of one sample with the fitted model's own forward and
@@ -94,11 +100,13 @@ class TokenAttributionDisplay:
     >>> display = TokenAttributionDisplay(
     ...     [0.1, -0.4, 1.2], token_labels=["not", "<b>bad</b>", "at all"]
     ... )
+    >>> "&lt;b&gt;bad&lt;/b&gt;" in display._repr_html_()  # a notebook's HTML
+    True
     >>> display.plot()
     <...TokenAttributionDisplay object at ...>
     >>> [text.get_text() for text in display.text_]
     ['not', '<b>bad</b>', 'at all']
-    >>> "&lt;b&gt;bad&lt;/b&gt;" in display._repr_html_()
+    >>> display._repr_html_() is None  # drawn: a notebook shows the figure
     True
     >>> plt.close("all")
     """
@@ -193,11 +201,15 @@ class TokenAttributionDisplay:
         return self
 
     def _repr_html_(self):
-        """The words as HTML: escaped, in order, each on its score's colour.
+        """The words as HTML: escaped, in order, each on its score's colour;
+        None for a display drawn (with ``figure_``), which a notebook shows as
+        its figure (IPython shows no HTML for None).
 
         Each word is a ``<span>`` whose ``title`` holds its score; a legend
         names the scores (``score_label``) and their colour scale.
         """
+        if getattr(self, "figure_", None) is not None:
+            return None
         scores = self._check_scores()
         labels = self._labels(len(scores))
         largest, signed = _scale(scores)
@@ -231,6 +243,7 @@ class TokenAttributionDisplay:
         method="attribution",
         target=None,
         token_labels=None,
+        tokens="words",
         ax=None,
         cmap=None,
         colorbar=True,
@@ -296,9 +309,26 @@ class TokenAttributionDisplay:
             The words of the sample's tokens: one per token of a sequence (or
             column of a table), or one per score. None: the words of a text
             read by a transformer of :mod:`skattn.text` just before the
-            estimator in a Pipeline, else the positions (``0``, ``1``, ...),
-            or a table's column names; as :meth:`AttentionDisplay.from_estimator
+            estimator in a Pipeline (see ``tokens``), else the positions
+            (``0``, ``1``, ...), or a table's column names; as
+            :meth:`AttentionDisplay.from_estimator
             <skattn.plotting.AttentionDisplay.from_estimator>` labels them.
+
+        tokens : {"words", "pieces"}, default="words"
+            How a text read by a pretrained encoder
+            (:class:`~skattn.text.TokenEmbeddings`, whose tokens are word
+            pieces) is shown. ``"words"``: one score per word, as written in
+            the text (:meth:`TokenEmbeddings.words
+            <skattn.text.TokenEmbeddings.words>`), the sum of its pieces'
+            scores (gradient x input adds over the tokens, and the pooling's
+            weights of a word's pieces add up to the word's), each special
+            token (such as ``"[CLS]"``) alone. ``"pieces"``: one score per
+            piece (:meth:`TokenEmbeddings.tokens
+            <skattn.text.TokenEmbeddings.tokens>`). The pooling's attention of
+            a model that reads patches (``patch_size``) is one score per
+            patch, labelled by its pieces, either way. Texts of other
+            transformers (words already), the other inputs and
+            ``token_labels`` are shown as they are.
 
         ax : matplotlib Axes, default=None
             Where to draw (see :meth:`plot`).
@@ -316,7 +346,8 @@ class TokenAttributionDisplay:
         -------
         display : TokenAttributionDisplay
             The display, drawn, with the sample's ``scores`` and
-            ``token_labels``.
+            ``token_labels`` (its words' with ``tokens="words"``). A notebook
+            shows its figure (:meth:`_repr_html_` returns None).
 
         Examples
         --------
@@ -354,7 +385,8 @@ class TokenAttributionDisplay:
                 f"method must be 'attribution' (gradient x input of the "
                 f"prediction) or 'attention' (the pooling's), got {method!r}."
             )
-        estimator, X, words = attention_step(
+        check_tokens(tokens)
+        estimator, X, sources = attention_step(
             estimator, X, "TokenAttributionDisplay.from_estimator"
         )
         model = estimator._fitted.model
@@ -368,8 +400,8 @@ class TokenAttributionDisplay:
             )
         if method == "attribution":
             _check_predictor(estimator)
-        x_sample, n_units, is_table, token_labels = read_sample(
-            estimator, X, sample, words, token_labels
+        x_sample, n_units, is_table, token_labels, words = read_sample(
+            estimator, X, sample, sources, token_labels, tokens
         )
         sequences = estimator._check_sequences(x_sample)
         params = estimator._fitted.cast(compute_dtype(sequences))
@@ -389,7 +421,11 @@ class TokenAttributionDisplay:
             len(scores),
             token_labels,
             patches=method == "attention",
+            sources=sources,
         )
+        if method == "attention" and reads_patches(estimator):
+            words = None  # one score per patch
+        scores, labels = word_scores(scores, labels, words)
         display = cls(scores, token_labels=labels, score_label=score_label)
         return display.plot(ax=ax, cmap=cmap, colorbar=colorbar, fontsize=fontsize)
 

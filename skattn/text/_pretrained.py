@@ -6,84 +6,15 @@
 import contextlib
 import os
 import threading
-import uuid
-import weakref
-from collections import OrderedDict, namedtuple
 from numbers import Integral
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from .._input.validation import Interval, StrOptions, _fit_context
+from ._cache import _CACHE
+from ._pieces import _join_windows, _windows, check_word_ids, words_of_pieces
 from ._words import _TextTransformer, check_texts
-
-# The token states TokenEmbeddings computed, by fitted model, length and text:
-# a grid search re-embeds no text its folds and candidates share. At most
-# CACHE_BYTES in all; the texts used least recently go first.
-CACHE_BYTES = 2**30
-
-
-CacheInfo = namedtuple("CacheInfo", "hits misses n_texts n_bytes max_bytes")
-
-
-class _TokenStateCache:
-    """A process-wide cache of token states, bounded in bytes (LRU)."""
-
-    def __init__(self, max_bytes):
-        self.max_bytes = max_bytes
-        self._entries = OrderedDict()  # (namespace, text) -> array
-        self._n_bytes = 0
-        self.hits = self.misses = 0
-        self._lock = threading.Lock()
-        self._object_keys = weakref.WeakKeyDictionary()  # model object -> key
-
-    def namespace(self, model, max_length):
-        """The key of a loaded model (the object that encodes) and length."""
-        with self._lock:
-            key = self._object_keys.setdefault(model, uuid.uuid4().hex)
-        return key, max_length
-
-    def get_many(self, namespace, texts):
-        """The states kept of each text (None where none are), counting a miss
-        per distinct text not kept (the texts to encode) and a hit per other."""
-        with self._lock:
-            out = [self._entries.get((namespace, text)) for text in texts]
-            for text, value in zip(texts, out, strict=True):
-                if value is not None:
-                    self._entries.move_to_end((namespace, text))
-            n_missing = len({t for t, v in zip(texts, out, strict=True) if v is None})
-            self.misses += n_missing
-            self.hits += len(texts) - n_missing
-            return out
-
-    def put(self, namespace, text, value):
-        if value.nbytes > self.max_bytes:
-            return
-        with self._lock:
-            key = (namespace, text)
-            if key in self._entries:
-                return
-            self._entries[key] = value
-            self._n_bytes += value.nbytes
-            while self._n_bytes > self.max_bytes:
-                _, old = self._entries.popitem(last=False)
-                self._n_bytes -= old.nbytes
-
-    def clear(self):
-        with self._lock:
-            self._entries.clear()
-            self._n_bytes = 0
-            self.hits = self.misses = 0
-
-    def info(self):
-        with self._lock:
-            return CacheInfo(
-                self.hits, self.misses, len(self._entries), self._n_bytes,
-                self.max_bytes,
-            )  # fmt: skip
-
-
-_CACHE = _TokenStateCache(CACHE_BYTES)
 
 # The encoders TokenEmbeddings loaded, by name or path and device: the clones
 # of a grid search share one (they only read it). Emptied by cache_clear.
@@ -318,19 +249,58 @@ class TokenEmbeddings(_TextTransformer):
         if not texts:
             return []
         model = self._loaded_model()
-        if self.long_texts == "windows":
-            prefix, suffix = _special_ids(model)
-            return [
-                model.tokenizer.convert_ids_to_tokens(prefix + ids + suffix)
-                for ids in _content_ids(model, texts)
-            ]
-        features = _features(model, texts, self.max_length_)
-        ids, mask = features["input_ids"], features["attention_mask"]
-        tokenizer = model.tokenizer
-        return [
-            tokenizer.convert_ids_to_tokens(row[row_mask.bool()].tolist())
-            for row, row_mask in zip(ids, mask, strict=True)
-        ]
+        convert = model.tokenizer.convert_ids_to_tokens
+        return [convert(ids) for ids in self._piece_ids(model, texts)]
+
+    def words(self, X):
+        """The words each text's word pieces come from.
+
+        A word is what the encoder's tokenizer splits a text into before its
+        pieces: a run of letters and digits, or a punctuation mark, for
+        BERT-style encoders. The pieces are those of :meth:`tokens`, one per
+        token state of ``transform``; each special token (such as
+        ``"[CLS]"``) is a word alone.
+
+        Parameters
+        ----------
+        X : list or array of str
+            Texts.
+
+        Returns
+        -------
+        words : list of list of str
+            The words of each text in order, as written in the text (of a
+            word cut at ``max_length_``, the part read), and its special
+            tokens as :meth:`tokens` gives them.
+
+        word_index : list of ndarray of shape (n_tokens_i,), dtype intp
+            For each token state of ``transform`` (each piece of
+            :meth:`tokens`), the index in ``words[i]`` of its word.
+
+        Raises
+        ------
+        ValueError
+            For an encoder whose tokenizer does not tell the words of the
+            pieces (a slow tokenizer, without ``word_ids``), or that splits a
+            text otherwise than the encoder reads it (a preprocessing of its
+            own): :meth:`tokens` gives the pieces.
+        """
+        check_is_fitted(self, "n_features_out_")
+        texts = _check_unicode(check_texts(X, "TokenEmbeddings"))
+        if not texts:
+            return [], []
+        model = self._loaded_model()
+        check_word_ids(model.tokenizer)
+        windows = self.long_texts == "windows"
+        return words_of_pieces(
+            model,
+            texts,
+            self._piece_ids(model, texts),
+            max_length=self.max_length_,
+            windows=windows,
+            n_prefix=len(_special_ids(model)[0]) if windows else 0,
+            lock=_TOKENIZER_LOCK,
+        )
 
     @staticmethod
     def cache_info():
@@ -418,6 +388,18 @@ class TokenEmbeddings(_TextTransformer):
                 len(suffix),
             )
             for index, starts in enumerate(windows)
+        ]
+
+    def _piece_ids(self, model, texts):
+        """The ids of each text's word pieces, as ``transform`` reads them."""
+        if self.long_texts == "windows":
+            prefix, suffix = _special_ids(model)
+            return [prefix + ids + suffix for ids in _content_ids(model, texts)]
+        features = _features(model, texts, self.max_length_)
+        ids, mask = features["input_ids"], features["attention_mask"]
+        return [
+            row[row_mask.bool()].tolist()
+            for row, row_mask in zip(ids, mask, strict=True)
         ]
 
     def _loaded_model(self):
@@ -524,34 +506,6 @@ def _content_ids(model, texts):
             "input_ids"
         ]
     return [list(ids) for ids in encoded]
-
-
-def _windows(n_pieces, width):
-    """The starts of the windows of ``width`` pieces that cover ``n_pieces``,
-    each overlapping the next by half (one window for a text that fits)."""
-    if n_pieces <= width:
-        return [0]
-    stride = max(1, width // 2)
-    starts = list(range(0, n_pieces - width, stride))
-    return [*starts, n_pieces - width]
-
-
-def _join_windows(states, starts, n_pieces, width, n_prefix, n_suffix):
-    """One sequence of the states of a text's windows: the prefix's states of
-    the first window, each piece's state from the window where it is most
-    central (overlaps split at their middle), the suffix's of the last."""
-    if len(starts) == 1:
-        return states[0]
-    parts = [states[0][:n_prefix]]
-    begin = 0
-    for index, start in enumerate(starts):
-        stop = n_pieces
-        if index + 1 < len(starts):  # the middle of the overlap with the next
-            stop = (starts[index + 1] + min(start + width, n_pieces) + 1) // 2
-        parts.append(states[index][n_prefix + begin - start : n_prefix + stop - start])
-        begin = stop
-    parts.append(states[-1][len(states[-1]) - n_suffix :])
-    return np.ascontiguousarray(np.concatenate(parts))
 
 
 def _states_of_ids(model, ids):
