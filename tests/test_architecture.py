@@ -176,3 +176,15 @@ def test_estimator_docstrings_stay_short(estimator, max_lines):
     reasoning behind them live in the user guide."""
     n_lines = len(getattr(skattn, estimator).__doc__.splitlines())
     assert n_lines < max_lines, f"{estimator}: {n_lines} lines"
+
+
+PRIVATE_PACKAGES = sorted(path.parent for path in PACKAGE.glob("_*/__init__.py"))
+
+
+@pytest.mark.parametrize("package", PRIVATE_PACKAGES, ids=lambda path: path.name)
+def test_the_map_of_each_private_package_names_its_modules(package):
+    """A private package's docstring is its map: every module in it, by name."""
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text()))
+    modules = [path.stem for path in package.glob("*.py") if path.stem != "__init__"]
+    missing = [name for name in modules if f"``{name}``" not in doc]
+    assert not missing, f"{package.name}'s docstring does not name {missing}"

@@ -3,7 +3,8 @@
 ``resolve`` turns an estimator's parameters into the model's description,
 ``dask`` fits and transforms dask collections block by block, ``docstrings``
 shares the parameters' text, ``base`` holds fitting and the fitted state,
-``transformer`` and ``predictors`` the public classes.
+``attributes`` the fitted attributes read from it, ``transformer`` and
+``predictors`` the public classes.
 
 Pickles of development versions recording no version name the classifier and
 the regressor in this package (``skattn._estimators.AttentionClassifier``):

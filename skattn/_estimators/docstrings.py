@@ -56,6 +56,9 @@ ff_dim : int, default=128
     (:ref:`default-transformer-ff_dim`).
 """,
     "activation": option_entry("activation", "relu", "Feed-forward:"),
+    "feed_forward": option_entry(
+        "feed_forward", "mlp", "The feed-forward sublayer, ``ff_dim`` wide:"
+    ),
     "dropout": """
 dropout : float, default=0.0
     Training-only dropout in torch's places (attention weights, sublayer

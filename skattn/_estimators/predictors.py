@@ -116,6 +116,7 @@ class AttentionClassifier(ClassifierMixin, BaseAttention):
         n_layers=1,
         ff_dim=128,
         activation="relu",
+        feed_forward="mlp",
         dropout=0.0,
         layer_norm="post",
         residual=True,
@@ -154,6 +155,7 @@ class AttentionClassifier(ClassifierMixin, BaseAttention):
         self.n_layers = n_layers
         self.ff_dim = ff_dim
         self.activation = activation
+        self.feed_forward = feed_forward
         self.dropout = dropout
         self.layer_norm = layer_norm
         self.residual = residual
@@ -400,6 +402,7 @@ class AttentionRegressor(RegressorMixin, BaseAttention):
         n_layers=1,
         ff_dim=128,
         activation="relu",
+        feed_forward="mlp",
         dropout=0.0,
         layer_norm="post",
         residual=True,
@@ -438,6 +441,7 @@ class AttentionRegressor(RegressorMixin, BaseAttention):
         self.n_layers = n_layers
         self.ff_dim = ff_dim
         self.activation = activation
+        self.feed_forward = feed_forward
         self.dropout = dropout
         self.layer_norm = layer_norm
         self.residual = residual

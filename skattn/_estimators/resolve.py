@@ -99,6 +99,7 @@ def resolve_config(
         n_layers=params["n_layers"],
         ff_dim=params["ff_dim"],
         activation=params["activation"],
+        feed_forward=params["feed_forward"],
         layer_norm=params["layer_norm"],
         residual=params["residual"],
         causal=params["causal"],

@@ -125,6 +125,7 @@ class AttentionTransformer(
         n_layers=1,
         ff_dim=128,
         activation="relu",
+        feed_forward="mlp",
         dropout=0.0,
         layer_norm="post",
         residual=True,
@@ -164,6 +165,7 @@ class AttentionTransformer(
         self.n_layers = n_layers
         self.ff_dim = ff_dim
         self.activation = activation
+        self.feed_forward = feed_forward
         self.dropout = dropout
         self.layer_norm = layer_norm
         self.residual = residual

@@ -6,14 +6,16 @@
   class token, layer norm.
 - ``encoder``: the encoder layer, ``torch.nn.TransformerEncoderLayer``'s
   self-attention and feed-forward sublayers, and their dropout.
+- ``patterns``: the attention patterns of the self-attention (full, banded):
+  which keys each query reads, and the kernels for it.
 - ``rotary``: rotary positions, which rotate each attention's queries and
   keys.
 - ``pooling``: poolings of the per-token outputs, the units of the model's
   poolings and their registry, and the statistics of random attention
   features.
 - ``registry`` and ``options``: the values of each architectural option
-  (positional encoding, pooling, activation, layer norm) with what the model
-  builds for them and their documentation.
+  (positional encoding, pooling, activation, feed-forward, layer norm) with
+  what the model builds for them and their documentation.
 - ``head``: the linear training head and the losses.
 - ``model``: :class:`~skattn._model.model.ModelConfig`, the one description
   of a model, :func:`~skattn._model.model.build_model` and
@@ -21,6 +23,9 @@
   parameters.
 - ``sequences``: checked sequences as padded batches: lengths, padding,
   batches within a memory budget, token statistics.
+- ``evaluate``: the model run over many sequences, a batch at a time within a
+  memory budget; ``attribution``: the gradients of its outputs with respect
+  to the tokens, and the pooling's attention.
 
 Pure numpy on arrays: nothing here imports scikit-learn or an estimator; the
 kernels of ``skattn._kernels`` do the attention.

@@ -246,6 +246,11 @@ class FeedForward(Unit):
         grads["linear1_bias"] = d_pre_flat.sum(axis=0)
         return project(d_pre, params["linear1"].T), grads  # (N, T, E)
 
+    def kept_floats(self):
+        """Numbers per token kept for the backward pass: the pre-activation
+        and the hidden layer."""
+        return 2 * self.ff_dim
+
 
 class Sublayer(Unit):
     """A residual block around ``inner`` (self-attention or feed-forward).
@@ -317,7 +322,7 @@ class EncoderLayer(Unit):
     """One ``torch.nn.TransformerEncoderLayer``: self-attention, then feed-forward.
 
     A :class:`Sublayer` around :class:`SelfAttention` (with ``norm1``), then,
-    when ``ff_dim > 0``, one around :class:`FeedForward` (with ``norm2``).
+    when ``ff_dim > 0``, one around the feed-forward unit (with ``norm2``).
 
     Parameters
     ----------
@@ -328,6 +333,10 @@ class EncoderLayer(Unit):
         The width, heads and feed-forward width (0: none).
     activation : Activation
         The feed-forward sublayer's activation.
+    feed_forward : type, default=FeedForward
+        The feed-forward unit, a kind of the ``feed_forward`` registry of
+        ``options.py``, built as ``feed_forward(d_model, ff_dim, activation,
+        index)``.
     residual : bool
         Add each sublayer's input to its output.
     layer_norm : NormPlacement or None
@@ -351,10 +360,12 @@ class EncoderLayer(Unit):
         activation,
         residual,
         layer_norm,
+        feed_forward=None,
         query_key=None,
         pattern=None,
     ):
         self.d_model, self.n_heads, self.ff_dim = d_model, n_heads, ff_dim
+        feed_forward = FeedForward if feed_forward is None else feed_forward
         self.pattern = FullAttention() if pattern is None else pattern
         norm_first = layer_norm is not None and layer_norm.first
         options = dict(residual=residual, norm_first=norm_first)
@@ -367,10 +378,12 @@ class EncoderLayer(Unit):
                 **options,
             )
         ]
+        self.feed_forward = None
         if ff_dim:
+            self.feed_forward = feed_forward(d_model, ff_dim, activation, index)
             self.sublayers.append(
                 Sublayer(
-                    FeedForward(d_model, ff_dim, activation, index),
+                    self.feed_forward,
                     None if layer_norm is None else LayerNorm(d_model, "norm2"),
                     dropout_site=site + FEED_FORWARD_OUTPUT,
                     **options,
@@ -401,10 +414,12 @@ class EncoderLayer(Unit):
 
     def activation_floats(self, n_tokens):
         # the attention's arrays (LAYER_ARRAYS of (T, E)); the feed-forward's
-        # pre-activation and hidden (T, F); the scores of the pattern (one row
+        # (its kept_floats: of (T, F)); the scores of the pattern (one row
         # per head for full attention's tiles, the band's columns)
         scores, copies = self.pattern.score_floats(
             self.n_heads, causal=False, n_tokens=n_tokens
         )
-        kept = LAYER_ARRAYS * self.d_model + 2 * self.ff_dim
+        kept = LAYER_ARRAYS * self.d_model
+        if self.feed_forward is not None:
+            kept += self.feed_forward.kept_floats()
         return kept, scores + copies * self.d_model

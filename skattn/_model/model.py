@@ -75,7 +75,9 @@ class ModelConfig:
         Model width E, ``n_heads * head_dim``.
     n_heads : int
         Attention heads.
-    n_layers, ff_dim, activation, residual, causal, positional_encoding, pooling
+    n_layers, ff_dim, activation, feed_forward, residual, causal
+        As the estimators' parameters of these names.
+    positional_encoding, pooling
         As the estimators' parameters of these names.
     layer_norm : {"post", "pre"} or None
         Where each sublayer normalises (see :class:`~skattn.AttentionTransformer`).
@@ -110,6 +112,7 @@ class ModelConfig:
     n_layers: int = 1
     ff_dim: int = 0
     activation: str = "relu"
+    feed_forward: str = "mlp"
     layer_norm: str | None = "post"
     residual: bool = True
     causal: bool = False
@@ -207,6 +210,7 @@ def build_model(config):
             n_heads=config.n_heads,
             ff_dim=config.ff_dim,
             activation=option["activation"],
+            feed_forward=option["feed_forward"],
             residual=config.residual,
             layer_norm=option["layer_norm"],
             query_key=query_key,

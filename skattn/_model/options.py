@@ -13,7 +13,7 @@ the tests read :data:`REGISTRIES`.
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-from .encoder import GELU, POST_NORM, PRE_NORM, RELU
+from .encoder import GELU, POST_NORM, PRE_NORM, RELU, FeedForward
 from .patterns import BandedAttention, FullAttention
 from .pooling import POOLINGS
 from .registry import Registry
@@ -46,6 +46,12 @@ ACTIVATIONS = (
     .add("gelu", GELU, "exact, as torch's.")
 )
 
+FEED_FORWARDS = Registry("feed_forward").add(
+    "mlp",
+    FeedForward,
+    "``linear2(activation(linear1(x)))``, with biases (torch's).",
+)
+
 LAYER_NORMS = (
     Registry("layer_norm")
     .add(
@@ -76,5 +82,11 @@ ATTENTION_PATTERNS = (
 # Every registry of an option of ModelConfig, by the option's name.
 REGISTRIES = {
     registry.option: registry
-    for registry in (ACTIVATIONS, LAYER_NORMS, POSITIONAL_ENCODINGS, POOLINGS)
+    for registry in (
+        ACTIVATIONS,
+        FEED_FORWARDS,
+        LAYER_NORMS,
+        POSITIONAL_ENCODINGS,
+        POOLINGS,
+    )
 }

@@ -1,8 +1,9 @@
 """Registries: the values an architectural option takes, each with its unit.
 
 A :class:`Registry` maps each value of one option of the estimators
-(``positional_encoding``, ``pooling``, ``activation``, ``layer_norm``) to what
-the model builds for it and a one-line description. The registry is the one
+(``positional_encoding``, ``pooling``, ``activation``, ``feed_forward``,
+``layer_norm``) to what the model builds for it and a one-line description.
+The registry is the one
 list of the option's values: :func:`~skattn._model.model.build_model` looks the
 units up in it, the estimators' parameter constraints, the documentation of
 the parameter and the check of a fitted model's structure read it, and an

@@ -19,7 +19,7 @@ from helpers import (
 from skattn._kernels import compiled
 from skattn._model.encoder import DropoutStreams, FeedForward, SelfAttention, Sublayer
 from skattn._model.model import ModelConfig, build_model
-from skattn._model.options import ACTIVATIONS, POSITIONAL_ENCODINGS
+from skattn._model.options import ACTIVATIONS, FEED_FORWARDS, POSITIONAL_ENCODINGS
 from skattn._model.patterns import BandedAttention
 from skattn._model.pooling import POOLINGS
 from skattn._model.units import (
@@ -159,11 +159,12 @@ def test_the_query_key_transform_acts_between_projections_and_scores(rng, batch)
     )
 
 
+@pytest.mark.parametrize("kind", FEED_FORWARDS.names())
 @pytest.mark.parametrize("activation", ACTIVATIONS.names())
 @pytest.mark.parametrize("dropout", [None, 0.3])
-def test_feed_forward_backward(rng, batch, activation, dropout):
+def test_feed_forward_backward(rng, batch, kind, activation, dropout):
     x, lengths = batch
-    unit = FeedForward(4, 5, ACTIVATIONS.get(activation), layer=1)
+    unit = FEED_FORWARDS.get(kind)(4, 5, ACTIVATIONS.get(activation), layer=1)
     streams = None if dropout is None else DropoutStreams(dropout, 7, np.arange(3))
     check_unit(unit, seeded_params(unit, rng), x, lengths, rng, dropout=streams)
 
@@ -247,14 +248,30 @@ def test_stack_backward(
     """Every parameter of a whole encoder stack, pooling included, along
     random directions (its units are checked entry by entry above)."""
     x, lengths = ragged_batch(rng, [3, 1, 2] if ragged else [3, 3, 3], 3)
-    model = build_model(
-        ModelConfig(
-            n_features=3, d_model=4, n_heads=2, n_layers=n_layers, ff_dim=ff_dim,
-            activation=activation, layer_norm=layer_norm, residual=residual,
-            causal=causal, pooling=pooling, positional_encoding=positional_encoding,
-            n_positions=2,
-        )
+    config = ModelConfig(
+        n_features=3, d_model=4, n_heads=2, n_layers=n_layers, ff_dim=ff_dim,
+        activation=activation, layer_norm=layer_norm, residual=residual,
+        causal=causal, pooling=pooling, positional_encoding=positional_encoding,
+        n_positions=2,
     )  # fmt: skip
+    check_stack(rng, config, x, lengths, dropout)
+
+
+@pytest.mark.parametrize("kind", FEED_FORWARDS.names())
+@pytest.mark.parametrize("layer_norm, dropout", [("post", None), ("pre", 0.3)])
+def test_stack_backward_of_every_feed_forward(rng, kind, layer_norm, dropout):
+    x, lengths = ragged_batch(rng, [3, 1, 2], 3)
+    config = ModelConfig(
+        n_features=3, d_model=4, n_heads=2, n_layers=2, ff_dim=5,
+        feed_forward=kind, layer_norm=layer_norm, n_positions=2,
+    )  # fmt: skip
+    check_stack(rng, config, x, lengths, dropout)
+
+
+def check_stack(rng, config, x, lengths, dropout):
+    """The stack of ``config``'s gradients, with its norms, biases and
+    positions moved off their start, along random directions."""
+    model = build_model(config)
     params = model.init_params(np.random.RandomState(0), np.float64)
     for name in params:  # move norms, biases and positions off their start
         params[name] = params[name] + 0.3 * rng.standard_normal(params[name].shape)
