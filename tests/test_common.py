@@ -37,7 +37,11 @@ CONFIGURATIONS = [
         max_iter=5,
     ),
     AttentionTransformer(
-        patch_size=3, scale_tokens=True, pooling="flatten", max_iter=5
+        patch_size=3,
+        scale_tokens=True,
+        pooling="flatten",
+        feed_forward="swiglu",
+        max_iter=5,
     ),
     # the tokens' statistics after the model's outputs
     AttentionTransformer(

@@ -32,6 +32,7 @@ STRUCTURAL_CHANGES = {
     "n_layers": 2,
     "ff_dim": 8,
     "activation": "gelu",
+    "feed_forward": "swiglu",
     "pooling": "cls",
     "positional_encoding": "learned",
     "residual": False,

@@ -175,3 +175,35 @@ def test_trained_stack_with_projection_and_positions_equals_torch(norm_first):
     expected = torch_tokens(encoder, padded(h, 8), lengths, causal=False)
     for row, out in enumerate(est.transform_sequences(X)):
         assert_allclose(out, expected[row, : lengths[row]], **TOLERANCE)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_swiglu_equals_its_torch_formula_forward_and_backward(dtype):
+    """The gated feed-forward against ``F.linear(F.silu(x W1) * x W3, W2)`` in
+    torch, its gradients by torch's autograd (torch has no SwiGLU module)."""
+    from skattn._model.swiglu import SwiGLUFeedForward
+    from skattn._model.units import Context
+
+    rng = np.random.default_rng(0)
+    unit = SwiGLUFeedForward(D_MODEL, FF_DIM, None, layer=0)
+    params = {
+        name: (rng.standard_normal(spec.shape) / np.sqrt(spec.shape[0])).astype(dtype)
+        for name, spec in unit.param_specs().items()
+    }
+    x = (2 * rng.standard_normal((3, 5, D_MODEL))).astype(dtype)
+    d_out = rng.standard_normal((3, 5, D_MODEL)).astype(dtype)
+    out, cache = unit.forward(params, x, Context(np.array([5, 5, 5]), causal=False))
+    d_x, grads = unit.backward(params, d_out, cache)
+
+    F = torch.nn.functional
+    tensors = {k: torch.tensor(v, requires_grad=True) for k, v in params.items()}
+    x_t = torch.tensor(x, requires_grad=True)
+    gate = F.silu(x_t @ tensors["linear1"])
+    out_t = (gate * (x_t @ tensors["linear3"])) @ tensors["linear2"]
+    out_t.backward(torch.tensor(d_out))
+    tolerance = TOLERANCE if dtype == np.float64 else dict(rtol=2e-5, atol=2e-5)
+    assert out.dtype == dtype and d_x.dtype == dtype
+    assert_allclose(out, out_t.detach().numpy(), **tolerance)
+    assert_allclose(d_x, x_t.grad.numpy(), **tolerance)
+    for name, tensor in tensors.items():
+        assert_allclose(grads[name], tensor.grad.numpy(), **tolerance, err_msg=name)

@@ -1368,3 +1368,22 @@ def test_flatten_pooling_rejects_a_validation_set_of_other_length():
     est = AttentionClassifier(pooling="flatten", max_iter=2, random_state=0)
     with pytest.raises(ValueError, match="X_val: .*6 tokens, the length of X's; got 4"):
         est.fit(X, y, X_val=make_3d(n=6, n_tokens=4), y_val=y[:6])
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_a_swiglu_classifier_holds_its_three_matrices_and_learns_the_order_task():
+    from skattn.datasets import make_sequence_classification
+
+    X, y = make_sequence_classification(n_samples=200, random_state=0)
+    clf = AttentionClassifier(
+        feed_forward="swiglu", ff_dim=16, max_iter=30, random_state=0
+    ).fit(X, y)
+    layer = clf.layers_[0]
+    d_model = clf.d_model_
+    assert {name: layer[name].shape for name in ("linear1", "linear3", "linear2")} == {
+        "linear1": (d_model, 16),
+        "linear3": (d_model, 16),
+        "linear2": (16, d_model),
+    }
+    assert "linear1_bias" not in layer and "linear2_bias" not in layer
+    assert clf.score(X, y) > 0.8  # chance is 0.5

@@ -5,7 +5,8 @@
   the encoder: token standardisation, patches, input projection, positions,
   class token, layer norm.
 - ``encoder``: the encoder layer, ``torch.nn.TransformerEncoderLayer``'s
-  self-attention and feed-forward sublayers, and their dropout.
+  self-attention and feed-forward sublayers, and their dropout; ``swiglu``:
+  the gated feed-forward sublayer.
 - ``patterns``: the attention patterns of the self-attention (full, banded):
   which keys each query reads, and the kernels for it.
 - ``rotary``: rotary positions, which rotate each attention's queries and

@@ -18,6 +18,7 @@ from .patterns import BandedAttention, FullAttention
 from .pooling import POOLINGS
 from .registry import Registry
 from .rotary import RotaryPositions
+from .swiglu import SwiGLUFeedForward
 from .units import LearnedPositions, SinusoidalPositions
 
 POSITIONAL_ENCODINGS = (
@@ -46,10 +47,19 @@ ACTIVATIONS = (
     .add("gelu", GELU, "exact, as torch's.")
 )
 
-FEED_FORWARDS = Registry("feed_forward").add(
-    "mlp",
-    FeedForward,
-    "``linear2(activation(linear1(x)))``, with biases (torch's).",
+FEED_FORWARDS = (
+    Registry("feed_forward")
+    .add(
+        "mlp",
+        FeedForward,
+        "``linear2(activation(linear1(x)))``, with biases (torch's);",
+    )
+    .add(
+        "swiglu",
+        SwiGLUFeedForward,
+        "``linear2(silu(linear1(x)) * linear3(x))``, without biases (Shazeer's "
+        "gated SwiGLU, as in LLaMA; ``activation`` is not used).",
+    )
 )
 
 LAYER_NORMS = (

@@ -133,3 +133,26 @@ def test_batch_indices_split_equal_lengths_evenly():
     assert_array_equal(np.concatenate(batches), np.arange(32))
     batches = batch_indices(np.full(7, 4), lambda n_tokens: 10, budget_bytes=30)
     assert [len(batch) for batch in batches] == [3, 3, 1]  # as few as the budget
+
+
+def test_swiglu_by_hand():
+    """linear2(silu(linear1(x)) * linear3(x)), written out with scalars."""
+    from skattn._model.swiglu import SwiGLUFeedForward
+    from skattn._model.units import Context
+
+    unit = SwiGLUFeedForward(2, 1, None, layer=0)
+    params = {
+        "linear1": np.array([[1.0], [0.0]]),  # gate: the first feature
+        "linear3": np.array([[0.0], [2.0]]),  # up: twice the second
+        "linear2": np.array([[1.0, -1.0]]),
+    }
+    x = np.array([[[1.0, 3.0], [-2.0, 0.5]]])  # (1, 2 tokens, 2)
+    out, _ = unit.forward(params, x, Context(np.array([2]), causal=False))
+
+    def silu(a):
+        return a / (1 + math.exp(-a))
+
+    first = silu(1.0) * 6.0  # gate 1, up 2 * 3
+    second = silu(-2.0) * 1.0  # gate -2, up 2 * 0.5
+    expected = np.array([[[first, -first], [second, -second]]])
+    assert_allclose(out, expected, rtol=1e-15)
