@@ -169,11 +169,12 @@ def test_no_module_is_over_750_lines(name, path):
 
 @pytest.mark.parametrize(
     "estimator, max_lines",
-    [("AttentionTransformer", 310), ("RandomAttentionFeatures", 230)],
+    [("AttentionTransformer", 320), ("RandomAttentionFeatures", 230)],
 )
 def test_estimator_docstrings_stay_short(estimator, max_lines):
     """The reference says what each parameter does; the measurements and the
-    reasoning behind them live in the user guide."""
+    reasoning behind them live in the user guide. (Each value registered for
+    an option adds its line to the reference: the caps follow the options.)"""
     n_lines = len(getattr(skattn, estimator).__doc__.splitlines())
     assert n_lines < max_lines, f"{estimator}: {n_lines} lines"
 

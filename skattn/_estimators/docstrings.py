@@ -271,8 +271,9 @@ layers_ : list of dict of str to ndarray
     names: ``"query"``, ``"key"``, ``"value"`` (the blocks of torch's
     ``self_attn.in_proj_weight``, transposed) and ``"output"``; with layer
     norms ``"norm1_weight"``, ``"norm1_bias"``; with ``ff_dim``
-    ``"linear1"``, ``"linear1_bias"``, ``"linear2"``, ``"linear2_bias"``,
-    ``"norm2_weight"``, ``"norm2_bias"``.
+    ``"linear1"``, ``"linear1_bias"``, ``"linear2"``, ``"linear2_bias"``
+    (``feed_forward="swiglu"``: ``"linear1"``, ``"linear3"``,
+    ``"linear2"``), ``"norm2_weight"``, ``"norm2_bias"``.
 
 input_weights_, token_embeddings_, token_mean_, token_scale_, \
         position_embeddings_, cls_token_, pooling_query_, final_norm_weight_, \

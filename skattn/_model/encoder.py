@@ -149,7 +149,7 @@ class SelfAttention(Unit):
     def param_specs(self):
         shape = (self.d_model, self.d_model)
         return {
-            name: ParamSpec(shape, "glorot", True)
+            name: ParamSpec(shape, "glorot", penalized=True)
             for name in ("query", "key", "value", "output")
         }
 
@@ -211,10 +211,10 @@ class FeedForward(Unit):
     def param_specs(self):
         d_model, ff_dim = self.d_model, self.ff_dim
         return {
-            "linear1": ParamSpec((d_model, ff_dim), "glorot", True),
-            "linear1_bias": ParamSpec((ff_dim,), "zeros", False),
-            "linear2": ParamSpec((ff_dim, d_model), "glorot", True),
-            "linear2_bias": ParamSpec((d_model,), "zeros", False),
+            "linear1": ParamSpec((d_model, ff_dim), "glorot", penalized=True),
+            "linear1_bias": ParamSpec((ff_dim,), "zeros", penalized=False),
+            "linear2": ParamSpec((ff_dim, d_model), "glorot", penalized=True),
+            "linear2_bias": ParamSpec((d_model,), "zeros", penalized=False),
         }
 
     def forward(self, params, x, context):

@@ -41,10 +41,16 @@ class LinearHead(Unit):
     def param_specs(self):
         return {
             "head_coef": ParamSpec(
-                (self.n_features, self.n_outputs), "glorot", True, "head_coef_"
+                (self.n_features, self.n_outputs),
+                "glorot",
+                penalized=True,
+                attribute="head_coef_",
             ),
             "head_intercept": ParamSpec(
-                (self.n_outputs,), "zeros", False, "head_intercept_"
+                (self.n_outputs,),
+                "zeros",
+                penalized=False,
+                attribute="head_intercept_",
             ),
         }
 

@@ -447,7 +447,9 @@ class AttentionPooling(Pooling):
     pool_backward = staticmethod(backward_attention)
 
     def param_specs(self):
-        spec = ParamSpec((self.d_model,), "normal", True, "pooling_query_")
+        spec = ParamSpec(
+            (self.d_model,), "normal", penalized=True, attribute="pooling_query_"
+        )
         return {"pooling_query": spec}
 
     def token_attention(self, model, params, x, lengths):

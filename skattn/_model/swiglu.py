@@ -40,9 +40,9 @@ class SwiGLUFeedForward(Unit):
     def param_specs(self):
         d_model, ff_dim = self.d_model, self.ff_dim
         return {
-            "linear1": ParamSpec((d_model, ff_dim), "glorot", True),
-            "linear3": ParamSpec((d_model, ff_dim), "glorot", True),
-            "linear2": ParamSpec((ff_dim, d_model), "glorot", True),
+            "linear1": ParamSpec((d_model, ff_dim), "glorot", penalized=True),
+            "linear3": ParamSpec((d_model, ff_dim), "glorot", penalized=True),
+            "linear2": ParamSpec((ff_dim, d_model), "glorot", penalized=True),
         }
 
     def forward(self, params, x, context):

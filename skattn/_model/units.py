@@ -29,7 +29,7 @@ Shape legend: N samples, T tokens (padded length), D token width, E model width
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 import numpy as np
 
@@ -64,6 +64,7 @@ class ParamSpec:
 
     shape: tuple
     init: str
+    _: KW_ONLY
     penalized: bool
     attribute: str | None = None
     trainable: bool = True
@@ -362,8 +363,20 @@ class TokenScaler(Unit):
 
     def param_specs(self):
         return {
-            "token_mean": ParamSpec(self.shape, "zeros", False, "token_mean_", False),
-            "token_scale": ParamSpec(self.shape, "ones", False, "token_scale_", False),
+            "token_mean": ParamSpec(
+                self.shape,
+                "zeros",
+                penalized=False,
+                attribute="token_mean_",
+                trainable=False,
+            ),
+            "token_scale": ParamSpec(
+                self.shape,
+                "ones",
+                penalized=False,
+                attribute="token_scale_",
+                trainable=False,
+            ),
         }
 
     def forward(self, params, x, context):
@@ -459,7 +472,13 @@ class Embedding(Unit):
 
     def param_specs(self):
         shape = (self.vocabulary_size, self.d_model)
-        spec = ParamSpec(shape, "embedding", False, "token_embeddings_", sparse=True)
+        spec = ParamSpec(
+            shape,
+            "embedding",
+            penalized=False,
+            attribute="token_embeddings_",
+            sparse=True,
+        )
         return {"embeddings": spec}
 
     def forward(self, params, x, context):
@@ -489,7 +508,11 @@ class InputProjection(Unit):
 
     def param_specs(self):
         shape = (self.n_features, self.d_model)
-        return {"input": ParamSpec(shape, "glorot", True, "input_weights_")}
+        return {
+            "input": ParamSpec(
+                shape, "glorot", penalized=True, attribute="input_weights_"
+            )
+        }
 
     def forward(self, params, x, context):
         return project(x, params["input"]), x  # (N, T, E): one matrix product
@@ -566,7 +589,9 @@ class LearnedPositions(PositionalEncoding):
 
     def param_specs(self):
         shape = (self.n_positions, self.d_model)
-        spec = ParamSpec(shape, "sinusoidal", False, "position_embeddings_")
+        spec = ParamSpec(
+            shape, "sinusoidal", penalized=False, attribute="position_embeddings_"
+        )
         return {"position_embeddings": spec}
 
     def forward(self, params, x, context):
@@ -597,7 +622,9 @@ class ClassToken(Unit):
         self.d_model = d_model
 
     def param_specs(self):
-        spec = ParamSpec((self.d_model,), "normal", True, "cls_token_")
+        spec = ParamSpec(
+            (self.d_model,), "normal", penalized=True, attribute="cls_token_"
+        )
         return {"cls_token": spec}
 
     def forward(self, params, x, context):
@@ -645,7 +672,10 @@ class LayerNorm(Unit):
         names = (f"{self.name}_weight", f"{self.name}_bias")
         return {
             name: ParamSpec(
-                (self.d_model,), init, False, f"{name}_" if self.attributes else None
+                (self.d_model,),
+                init,
+                penalized=False,
+                attribute=f"{name}_" if self.attributes else None,
             )
             for name, init in zip(names, ("ones", "zeros"), strict=True)
         }

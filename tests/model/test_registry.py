@@ -110,3 +110,36 @@ def test_a_positional_encoding_is_trainable_when_training_changes_it(kind):
     unit = POSITIONAL_ENCODINGS.get(kind)(3, 4, 2)
     specs = unit.param_specs().values()
     assert unit.trainable == any(spec.trainable for spec in specs)
+
+
+def test_every_parameter_outside_the_layers_is_a_documented_fitted_attribute():
+    """A unit's parameter that lives outside ``layers_`` (``ParamSpec.attribute``)
+    is a fitted attribute of the estimators, in their documentation; every
+    parameter of a layer is named in the documentation of ``layers_``."""
+    from skattn._estimators.attributes import PARAMETER_ATTRIBUTES
+
+    base = ModelConfig(
+        n_features=3, d_model=4, n_heads=2, ff_dim=5, n_positions=3, n_outputs=2,
+        token_scale_shape=(3,), token_statistics=("mean",),
+    )  # fmt: skip
+    configs = [base, base.replace(vocabulary_size=5, token_scale_shape=None)]
+    configs += [
+        base.replace(**{option: name})
+        for option, registry in REGISTRIES.items()
+        for name in registry.names()
+    ]
+    specs = {
+        name: spec
+        for config in configs
+        for name, spec in build_model(config).param_specs().items()
+    }
+    attributes = {spec.attribute for spec in specs.values()} - {None}
+    layer_names = {
+        name.split(".", 2)[2] for name, spec in specs.items() if spec.attribute is None
+    }
+    doc = AttentionClassifier.__doc__
+    assert attributes <= set(PARAMETER_ATTRIBUTES)
+    assert all(attribute in doc for attribute in attributes)
+    assert all(f'``"{name}"``' in doc for name in layer_names)
+    # every attribute of PARAMETER_ATTRIBUTES but layers_ is some unit's
+    assert set(PARAMETER_ATTRIBUTES) - {"layers_"} <= attributes
