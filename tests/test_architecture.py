@@ -189,3 +189,19 @@ def test_the_map_of_each_private_package_names_its_modules(package):
     modules = [path.stem for path in package.glob("*.py") if path.stem != "__init__"]
     missing = [name for name in modules if f"``{name}``" not in doc]
     assert not missing, f"{package.name}'s docstring does not name {missing}"
+
+
+def test_private_scikit_learn_apis_are_imported_by_one_module():
+    """Only ``_input/validation.py`` imports scikit-learn's private names."""
+    importers = set()
+    for name, path in modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "sklearn"
+            ):
+                private = node.module.split(".")[-1].startswith("_") or any(
+                    alias.name.startswith("_") for alias in node.names
+                )
+                if private:
+                    importers.add(name)
+    assert importers == {"_input.validation"}

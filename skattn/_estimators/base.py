@@ -47,7 +47,7 @@ from .._model.model import build_model
 from .._model.options import REGISTRIES
 from .._model.sequences import (
     SERIES_MAX_FEATURES,
-    compute_dtype,
+    model_dtype,
     sequence_lengths,
     token_moments,
     token_width,
@@ -292,7 +292,7 @@ class BaseAttention(VersionedState, FittedAttributes, *CALLBACK_BASES, BaseEstim
         """
         if objective is None and sample_weight is None:
             return None, None
-        dtype = compute_dtype(sequences)
+        dtype = model_dtype(sequences)
         # checked even when unused, so that a wrong one is never silent;
         # normalised: the user's weights are sample_weight * 2**weight_exponent
         user_weight, weight_exponent = check_sample_weight(
@@ -352,7 +352,7 @@ class BaseAttention(VersionedState, FittedAttributes, *CALLBACK_BASES, BaseEstim
             self._target_encoding(train.objective),
             class_weight=self.class_weight,
             alpha=self.alpha,
-            dtype=training_dtype(self.solver, compute_dtype(sequences)),
+            dtype=training_dtype(self.solver, model_dtype(sequences)),
         )
 
     def _uses_early_stopping(self, objective, incremental, validation, sequences):
@@ -414,7 +414,7 @@ class BaseAttention(VersionedState, FittedAttributes, *CALLBACK_BASES, BaseEstim
         self.max_tokens_ = int(lengths.max())
         model = build_model(config)
         flat, _ = model.flat_init(init)
-        params = model.init_params(self._random_state, compute_dtype(sequences), flat)
+        params = model.init_params(self._random_state, model_dtype(sequences), flat)
         if config.token_scale_shape is not None:
             weight = user_weight if train is None else train.sample_weight
             params["token_mean"], params["token_scale"] = token_moments(
@@ -437,7 +437,7 @@ class BaseAttention(VersionedState, FittedAttributes, *CALLBACK_BASES, BaseEstim
         """
         fitted = self._fitted
         model = fitted.model.pooled_head_only()  # the model as it trains
-        input_dtype = compute_dtype(train.sequences)
+        input_dtype = model_dtype(train.sequences)
         dtype = training_dtype(self.solver, input_dtype)
         fitted_train, train = train, train.astype(dtype)
         if validation is not None:
@@ -562,7 +562,7 @@ class BaseAttention(VersionedState, FittedAttributes, *CALLBACK_BASES, BaseEstim
         statistics (see :func:`~skattn._training.head.fit_linear_head`)."""
         fitted = self._fitted
         model = fitted.model
-        params = fitted.cast(compute_dtype(train.sequences))
+        params = fitted.cast(model_dtype(train.sequences))
         features = np.empty((len(train), model.head.n_features))
         with single_threaded_blas():
             for rows, _, pooled in forward_batches(
@@ -616,7 +616,7 @@ class BaseAttention(VersionedState, FittedAttributes, *CALLBACK_BASES, BaseEstim
         """The fitted model on batches within ``working_memory``: ``(rows,
         tokens, pooled)`` of each (see
         :func:`~skattn._model.evaluate.forward_batches`)."""
-        params = self._fitted.cast(compute_dtype(sequences))
+        params = self._fitted.cast(model_dtype(sequences))
         return forward_batches(self._fitted.model, params, sequences, batch_budget())
 
     def _per_token(self, X, layer=None, max_bytes=None):
@@ -625,7 +625,7 @@ class BaseAttention(VersionedState, FittedAttributes, *CALLBACK_BASES, BaseEstim
         check_max_bytes(max_bytes)
         sequences = self._check_sequences(X)
         model = self._fitted.model
-        dtype = compute_dtype(sequences)
+        dtype = model_dtype(sequences)
         if layer is not None:
             n_tokens = model.token_lengths(sequence_lengths(sequences))
             self._check_weights_bytes(n_tokens, dtype, max_bytes)

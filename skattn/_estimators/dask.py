@@ -40,6 +40,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
+from .._input.validation import _get_output_config
 from .._training.adam import resolve_patience, warn_if_diverged
 from .._training.state import History
 
@@ -147,8 +148,6 @@ def _check_default_output(est, method):
     pandas or polars holds its data in memory."""
     if method != "transform":
         return
-    from sklearn.utils._set_output import _get_output_config
-
     container = _get_output_config("transform", est)["dense"]
     if container != "default":
         raise ValueError(

@@ -18,7 +18,7 @@ from sklearn.utils.metaestimators import available_if
 
 from .._input.validation import _fit_context, batch_budget, check_finite_output
 from .._model.evaluate import forward_batches
-from .._model.sequences import compute_dtype
+from .._model.sequences import model_dtype
 from .._parallel import single_threaded_blas
 from .base import BaseAttention
 from .dask import blocked_outputs, is_dask_collection
@@ -42,7 +42,7 @@ def head_outputs(estimator, X):
     """
     sequences = estimator._check_sequences(X)
     model = estimator._fitted.model
-    dtype = compute_dtype(sequences)
+    dtype = model_dtype(sequences)
     params = estimator._fitted.cast(dtype)
     out = np.empty((len(sequences), model.config.n_outputs), dtype=dtype)
     with single_threaded_blas():

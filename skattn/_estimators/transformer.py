@@ -9,7 +9,7 @@ from sklearn.utils.metaestimators import available_if
 
 from .._input.validation import StrOptions, _fit_context, check_finite_output
 from .._model.pooling import TABLE_STATISTIC, token_statistics_width
-from .._model.sequences import compute_dtype
+from .._model.sequences import model_dtype
 from .._parallel import single_threaded_blas
 from .base import BaseAttention
 from .dask import blocked_outputs, is_dask_collection
@@ -334,7 +334,7 @@ class AttentionTransformer(
             return blocked_outputs(self, "transform", X)
         sequences = self._check_sequences(X)
         X_new = np.empty(
-            (len(sequences), self._n_features_out), dtype=compute_dtype(sequences)
+            (len(sequences), self._n_features_out), dtype=model_dtype(sequences)
         )
         with single_threaded_blas():  # once, not per batch
             for rows, _, pooled in self._forward_batches(sequences):

@@ -18,9 +18,8 @@ from scipy import sparse
 from sklearn.utils import check_array
 from sklearn.utils.validation import validate_data
 
-from .validation import check_array_like
+from .validation import FLOAT_DTYPES, check_array_like
 
-FLOAT_DTYPES = (np.float64, np.float32)
 INT64_MAX = np.iinfo(np.int64).max  # the largest token id: ids are read as int64
 TABLE, SEQUENCES, IDS = "table", "sequences", "ids"
 CHANNELS_LAST, CHANNELS_FIRST = "channels_last", "channels_first"

@@ -23,7 +23,7 @@ from sklearn.utils import check_array
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 
-from .._model.sequences import compute_dtype, sequences_dtype
+from .._model.sequences import model_dtype, sequences_dtype
 from .validation import check_array_like, normalize_weights
 
 
@@ -49,7 +49,7 @@ class TrainingSet:
         The dtype the loss reads floating sequences in, each batch cast as it
         is made (a cast copy of all the sequences would take memory in
         proportion to X); token ids stay integers. None at construction: the
-        sequences' :func:`compute_dtype`.
+        sequences' :func:`model_dtype`.
     weight_exponent : int
         The weights as given (times the class weights) are
         ``sample_weight * 2**weight_exponent``.
@@ -66,7 +66,7 @@ class TrainingSet:
 
     def __post_init__(self):
         if self.dtype is None:
-            self.dtype = compute_dtype(self.sequences)
+            self.dtype = model_dtype(self.sequences)
         self.dtype = np.dtype(self.dtype)
 
     def __len__(self):
@@ -126,7 +126,7 @@ class TargetEncoding:
             raise ValueError(
                 f"{name} has {y.shape[1]} outputs, but {fitted} has {len(self.mean)}."
             )
-        return standardise(y, self.mean, self.scale)
+        return standardise_targets(y, self.mean, self.scale)
 
 
 def training_set(
@@ -223,7 +223,7 @@ def validation_set(sequences, lengths, y_val, train, encoding, *, class_weight,
         y_val = encoding.encode(y_val, name="y_val", fitted="y")
     weights, exponent = normalize_weights(weights)
     alpha = penalty(alpha, weights, exponent, dtype)
-    weights = weights.astype(compute_dtype(sequences))
+    weights = weights.astype(model_dtype(sequences))
     return TrainingSet(
         sequences, lengths, y_val, weights, alpha, encoding.objective,
         weight_exponent=exponent,
@@ -335,7 +335,7 @@ def fit_scaling(y, sample_weight):
     return np.ldexp(mean, exponent), np.where(scale > 0, np.ldexp(scale, exponent), 1.0)
 
 
-def standardise(y, mean, scale):
+def standardise_targets(y, mean, scale):
     """``(y - mean) / scale``, each divided by a power of two near the scale
     first: ``y - mean`` overflows for targets of either sign near 1.8e308."""
     exponent = np.frexp(scale)[1]

@@ -1,10 +1,13 @@
 """Validation of parameters, targets, weights and outputs, with clear errors.
 
-The only module that imports private scikit-learn APIs, the two without a
+The only module that imports private scikit-learn APIs, those without a
 public equivalent: ``_fit_context`` (parameter validation, and the callbacks'
-set-up and tear-down around a fit) and ``_param_validation`` (``Interval``,
-``StrOptions``, ``HasMethods``). When scikit-learn moves them, this is the one
-file to change. Feature names and ``n_features_in_`` go through the public
+set-up and tear-down around a fit), ``_param_validation`` (``Interval``,
+``StrOptions``, ``HasMethods``), ``_safe_indexing`` (the rows of a scoring
+set, for the callbacks) and ``_get_output_config`` (the ``set_output``
+container, which a lazy dask transform refuses); the other modules import
+them from here. When scikit-learn moves them, this is the one file to
+change. Feature names and ``n_features_in_`` go through the public
 ``validate_data`` (scikit-learn 1.6).
 """
 
@@ -18,8 +21,9 @@ import numpy as np
 from scipy import sparse
 from sklearn import get_config
 from sklearn.base import _fit_context
-from sklearn.utils import _param_validation, check_array
+from sklearn.utils import _param_validation, _safe_indexing, check_array
 from sklearn.utils._param_validation import HasMethods, StrOptions
+from sklearn.utils._set_output import _get_output_config
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_non_negative
 
@@ -28,6 +32,8 @@ __all__ = [
     "Interval",
     "StrOptions",
     "_fit_context",
+    "_get_output_config",
+    "_safe_indexing",
     "check_array_like",
     "check_finite_output",
     "check_sample_weight",

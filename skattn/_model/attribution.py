@@ -25,7 +25,7 @@ import numpy as np
 from .._kernels.multi_head import project
 from .model import _local
 from .pooling import POOLINGS, backward_max, token_statistics_width
-from .sequences import compute_dtype
+from .sequences import model_dtype
 from .units import Embedding, InputProjection, Patches, TokenScaler, token_mask
 
 
@@ -85,9 +85,7 @@ def input_gradient(model, params, x, lengths, d_out):
     _, pooled, trace = model.forward(params, x, lengths, training=True)
     caches = trace["caches"]
     head_params = _local(params, "", model.head.param_specs())
-    d_pooled, _ = model.head.backward(
-        head_params, d_out.astype(compute_dtype(x)), pooled
-    )
+    d_pooled, _ = model.head.backward(head_params, d_out.astype(model_dtype(x)), pooled)
     n_pooled = model.pooling.n_features_out
     d, _ = model.pooling.backward(
         _local(params, "", model.pooling.param_specs()),

@@ -15,8 +15,8 @@ import numpy as np
 
 from .._parallel import single_threaded_blas
 from .sequences import (
-    compute_dtype,
     map_batches,
+    model_dtype,
     sequence_lengths,
     token_width,
 )
@@ -25,9 +25,9 @@ from .sequences import (
 def model_row_bytes(model, sequences, *, training, dtype=None):
     """``row_bytes(n_tokens)`` of the model on these sequences (see
     ``Model.row_bytes``), computed in ``dtype`` (None: their
-    :func:`~skattn._model.sequences.compute_dtype`)."""
+    :func:`~skattn._model.sequences.model_dtype`)."""
     n_features = token_width(sequences)
-    itemsize = np.dtype(compute_dtype(sequences) if dtype is None else dtype).itemsize
+    itemsize = np.dtype(model_dtype(sequences) if dtype is None else dtype).itemsize
 
     def row_bytes(n_tokens):
         return model.row_bytes(
@@ -111,7 +111,7 @@ def per_token_outputs(model, params, sequences, budget_bytes, *, layer=None):
         (n_samples, H, T', T')); for a list, one array per sequence of its own
         tokens (``T'_i`` from ``Model.token_lengths``).
     """
-    dtype = compute_dtype(sequences)
+    dtype = model_dtype(sequences)
     config = model.config
     n_tokens = model.token_lengths(sequence_lengths(sequences))
     if layer is None:

@@ -20,7 +20,7 @@ from .._kernels import compiled
 from .._kernels.attention import attention_forward
 from .._kernels.attention_backward import attention_backward
 from .registry import Registry
-from .sequences import compute_dtype
+from .sequences import model_dtype
 from .units import ParamSpec, Unit, token_mask
 
 
@@ -428,9 +428,7 @@ class ClassTokenPooling(LastPooling):
         on itself is left out: a row sums to 1 minus it."""
         config = model.config
         n_model = int(model.token_lengths(x.shape[1]))  # with the class token
-        out = np.empty(
-            (len(x), config.n_heads, n_model, n_model), dtype=compute_dtype(x)
-        )
+        out = np.empty((len(x), config.n_heads, n_model, n_model), dtype=model_dtype(x))
         model.forward(params, x, lengths, layer=config.n_layers - 1, weights_out=out)
         class_rows = model.token_lengths(lengths) - 1  # the class token of each row
         rows = out[np.arange(len(x)), :, class_rows]  # (N, H, T' + 1)

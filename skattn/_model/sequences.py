@@ -98,7 +98,7 @@ def sequences_dtype(sequences):
     )
 
 
-def compute_dtype(sequences):
+def model_dtype(sequences):
     """The floating dtype the model computes sequences in: theirs, and
     float64 for integer token ids."""
     dtype = sequences_dtype(sequences)

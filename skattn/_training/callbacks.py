@@ -22,12 +22,12 @@ On scikit-learn 1.6 to 1.8, which have no callbacks, the estimators have no
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-from sklearn.utils import _safe_indexing
-
 try:  # scikit-learn >= 1.9
     from sklearn.callback import CallbackSupportMixin
 except ImportError:  # pragma: no cover - exercised on the lowest versions
     CallbackSupportMixin = None
+
+from .._input.validation import _safe_indexing
 
 __all__ = ["CALLBACK_BASES", "FitTasks"]
 

@@ -10,7 +10,7 @@ import numpy as np
 from sklearn.base import is_classifier, is_regressor
 
 from .._model.attribution import pooling_attention, token_attributions
-from .._model.sequences import compute_dtype
+from .._model.sequences import model_dtype
 from ._common import (
     attention_step,
     check_index,
@@ -404,7 +404,7 @@ class TokenAttributionDisplay:
             estimator, X, sample, sources, token_labels, tokens
         )
         sequences = estimator._check_sequences(x_sample)
-        params = estimator._fitted.cast(compute_dtype(sequences))
+        params = estimator._fitted.cast(model_dtype(sequences))
         x = np.asarray(sequences[0])[np.newaxis]  # the sample alone, unpadded
         lengths = np.array([x.shape[1]])
         if method == "attention":
