@@ -48,6 +48,7 @@ from threadpoolctl import threadpool_limits
 from skattn._kernels import _numba_attention, _numba_short, compiled
 from skattn._kernels._numba_attention import exp_inplace
 from skattn._kernels._numba_products import product_add, product_set
+from skattn._kernels.blocks import KEYS, ROWS
 
 SCORES_LIMIT = 512 * 2**20  # bytes of torch's unfused scores
 
@@ -129,7 +130,7 @@ def kernel_cases(q, k, v):
         if loops:
             rows, keys = _numba_attention.FORWARD_ROWS, _numba_attention.FORWARD_KEYS
         else:
-            rows, keys = compiled.ROWS, compiled.KEYS
+            rows, keys = ROWS, KEYS
         n_blocks = n_attentions * -(-n_tokens // rows) * -(-n_tokens // keys)
         args = (q, k, v, lengths, False, scale, 0, n_attentions, 0, n_tokens)
 

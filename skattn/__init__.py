@@ -5,7 +5,7 @@
 
 from ._estimators.predictors import AttentionClassifier, AttentionRegressor
 from ._estimators.transformer import AttentionTransformer
-from ._kernels.attention import scaled_dot_product_attention
+from ._kernels.functional import scaled_dot_product_attention
 from ._kernels.multi_head import multi_head_attention
 from ._random_features import RandomAttentionFeatures
 from ._version import __version__

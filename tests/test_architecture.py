@@ -205,3 +205,40 @@ def test_private_scikit_learn_apis_are_imported_by_one_module():
                 if private:
                     importers.add(name)
     assert importers == {"_input.validation"}
+
+
+def kernel_imports():
+    """``{module: modules of skattn._kernels it imports}``, at any level of
+    the module (a function's import counts)."""
+    graph = {}
+    folder = PACKAGE / "_kernels"
+    for path in folder.glob("*.py"):
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                if node.module:
+                    targets.add(node.module.split(".")[0])
+                else:  # from . import a, b
+                    targets.update(alias.name for alias in node.names)
+        graph[path.stem] = targets - {path.stem}
+    return graph
+
+
+def test_the_kernels_import_each_other_without_a_circle():
+    """No module of skattn._kernels imports, even within a function, one
+    that imports it back: shared constants and helpers live in a module both
+    import."""
+    graph = kernel_imports()
+    state = {}
+
+    def visit(module, path):
+        if state.get(module) == "done":
+            return
+        assert state.get(module) != "open", f"import circle: {' -> '.join(path)}"
+        state[module] = "open"
+        for target in sorted(graph.get(module, ())):
+            visit(target, [*path, target])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        visit(module, [module])

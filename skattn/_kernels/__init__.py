@@ -2,7 +2,9 @@
 
 - ``attention``: scaled dot-product attention in query tiles, the plain exact
   tile first, then the tile that folds the softmax shift and the row sums into
-  its matrix products; the public :func:`~skattn.scaled_dot_product_attention`.
+  its matrix products.
+- ``functional``: the public :func:`~skattn.scaled_dot_product_attention`,
+  full or banded.
 - ``attention_backward``: its backward pass, recomputing the probabilities
   tile by tile from the kept log-sum-exp.
 - ``multi_head``: projections, heads, multi-head self-attention forward and
@@ -21,7 +23,8 @@
   it is installed (the ``[fast]`` extra), for the cases the model computes, and
   the model's layer norm; the numpy path is the reference, and runs everything
   else.
-- ``checks``: the checks of the public kernels' arguments.
+- ``checks``: the checks of the public kernels' arguments; ``blocks``: the
+  block sizes the compiled kernels and their numba loops share.
 
 Nothing here imports scikit-learn, the model or an estimator; the kernels take
 arrays (and tile or chunk sizes) and use only the thread pool of

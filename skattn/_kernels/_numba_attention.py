@@ -25,7 +25,7 @@ from numba.core import types
 from numba.extending import intrinsic, overload
 
 from ._numba_products import JIT, product_add, product_set
-from .compiled import KEYS, ROWS, SUM_FLOOR
+from .blocks import KEYS, ROWS, SUM_FLOOR
 
 # The blocks of the forward pass's compiled loops: 256 query rows by 32 keys
 # (32 KiB of float32 scores), the rows the vectorised dimension of its loops

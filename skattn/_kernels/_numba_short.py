@@ -43,7 +43,7 @@ from ._numba_attention import (
     gradient_terms,
 )
 from ._numba_products import JIT, copy_rows, product_add, product_set
-from .compiled import SUM_FLOOR
+from .blocks import SUM_FLOOR
 
 # Queries of one block: its scores are SHORT_ROWS times the number of keys
 # (below compiled.SHORT_MAX_KEYS, 128, where compiled.forward_kernel chooses

@@ -68,23 +68,13 @@ it fails to compile them, the numpy path computes instead, with one warning.
 # SPDX-License-Identifier: BSD-3-Clause
 
 import functools
-import math
 import os
 import threading
 import warnings
 
 import numpy as np
 
-# Query rows and keys of one block: ROWS * KEYS float32 scores are 32 KiB,
-# an L1 cache; among 16 to 128 rows by 128 to 512 keys, blocks of 32 to 64 KiB
-# are the fastest (user guide, "Performance").
-ROWS = 32
-KEYS = 256
-
-# A row sum of exponentials below this may have lost precision to underflow:
-# the row is computed again, shifted by its largest score (the numpy path's
-# FOLDED_SUM_FLOOR).
-SUM_FLOOR = math.exp(-60.0)
+from .blocks import ROWS
 
 # The fused kernel pays off where the work on each score (its exponential and
 # row sum, which the numpy path makes in passes over memory) outweighs the
