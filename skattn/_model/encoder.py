@@ -198,6 +198,18 @@ class SelfAttention(Unit):
         )
 
 
+def drop_hidden(hidden, context, layer):
+    """Dropout of a feed-forward sublayer's hidden layer, in place, at its
+    site of layer ``layer``; returns the multipliers (None without
+    dropout), which the backward pass applies to the gradient."""
+    if context.dropout is None:
+        return None
+    site = layer * N_DROPOUT_SITES + FEED_FORWARD_HIDDEN
+    scale = context.dropout.multipliers(site, hidden.shape, hidden.dtype)
+    hidden *= scale
+    return scale
+
+
 class FeedForward(Unit):
     """``linear2(dropout(activation(linear1(x))))``, with biases.
 
@@ -221,11 +233,7 @@ class FeedForward(Unit):
         pre = project(x, params["linear1"])  # (N, T, F)
         pre += params["linear1_bias"]
         hidden = self.activation.function(pre)  # (N, T, F)
-        scale = None
-        if context.dropout is not None:
-            site = self.layer * N_DROPOUT_SITES + FEED_FORWARD_HIDDEN
-            scale = context.dropout.multipliers(site, hidden.shape, hidden.dtype)
-            hidden *= scale
+        scale = drop_hidden(hidden, context, self.layer)
         out = project(hidden, params["linear2"])  # (N, T, E)
         out += params["linear2_bias"]
         return out, (x, pre, hidden, scale)

@@ -13,7 +13,7 @@ Shape legend: N samples, T tokens, E model width, F feed-forward width.
 from scipy.special import expit
 
 from .._kernels.multi_head import project
-from .encoder import FEED_FORWARD_HIDDEN, N_DROPOUT_SITES
+from .encoder import drop_hidden
 from .units import ParamSpec, Unit
 
 
@@ -50,11 +50,7 @@ class SwiGLUFeedForward(Unit):
         up = project(x, params["linear3"])  # (N, T, F)
         sigmoid = expit(gate_pre)
         hidden = gate_pre * sigmoid * up  # (N, T, F)
-        scale = None
-        if context.dropout is not None:
-            site = self.layer * N_DROPOUT_SITES + FEED_FORWARD_HIDDEN
-            scale = context.dropout.multipliers(site, hidden.shape, hidden.dtype)
-            hidden *= scale
+        scale = drop_hidden(hidden, context, self.layer)
         out = project(hidden, params["linear2"])  # (N, T, E)
         return out, (x, gate_pre, up, hidden, scale)
 
