@@ -30,6 +30,7 @@ LAYERS = [
             "_estimators.docstrings",
             "_estimators.dask",
             "_estimators.attributes",
+            "_estimators.forward",
         },
     ),
     ("datasets", {"datasets"}),
@@ -70,6 +71,8 @@ NUMPY_ONLY = (
     "_model",
     "_random_features.configs",
     "_random_features.runner",
+    "_random_features.models",
+    "_random_features.columns",
 )
 
 

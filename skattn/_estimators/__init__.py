@@ -3,7 +3,8 @@
 ``resolve`` turns an estimator's parameters into the model's description,
 ``dask`` fits and transforms dask collections block by block, ``docstrings``
 shares the parameters' text, ``base`` holds fitting and the fitted state,
-``attributes`` the fitted attributes read from it, ``transformer`` and
+``attributes`` the fitted attributes read from it, ``forward`` the fitted
+model run on new sequences (the per-token methods), ``transformer`` and
 ``predictors`` the public classes.
 
 Pickles of development versions recording no version name the classifier and

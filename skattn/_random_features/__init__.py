@@ -3,8 +3,13 @@
 - ``estimator``: :class:`~skattn.RandomAttentionFeatures`.
 - ``configs``: the candidates each model draws its configuration from, their
   ``"auto"`` values resolved from the data.
+- ``models``: each model's configuration, weights and threshold levels drawn
+  from its seed, the models built again from ``models_`` and ``weights_``,
+  and their thresholds (quantiles of their outputs on a sample).
 - ``runner``: the fitted models run over padded batches, and the quantiles of
   their outputs (the thresholds of the PPV and LSPV).
+- ``columns``: the output columns, their blocks (and names) and their values
+  a padded batch at a time.
 
 The models are those of ``skattn._model``, one ``ModelConfig`` each.
 """

@@ -39,44 +39,31 @@ from .._input.validation import (
     check_sample_weight,
     check_token_statistics,
 )
-from .._model.model import ModelConfig, build_model
 from .._model.pooling import STATISTICS
 from .._model.sequences import (
     SERIES_MAX_FEATURES,
-    map_batches,
     sequence_lengths,
     sequences_dtype,
     series_median_length,
     token_moments,
     token_width,
 )
-from .._parallel import single_threaded_blas
 from .._persistence import VersionedState
 from .._training.callbacks import CALLBACK_BASES, FitTasks
+from .columns import column_blocks, output_columns
 from .configs import (
-    MODEL_POOLING,
     RANDOM_POSITIONAL_ENCODINGS,
     THRESHOLDED,
     band_candidates,
     differences,
-    draw_band,
     drawn_candidates,
     patch_sizes,
     patch_strides,
     positional_encodings,
     statistic_names,
-    stride_of,
 )
-from .runner import COMPUTE_DTYPE, ModelRunner, model_width, output_quantiles
-
-# "ppv" and "lspv" (THRESHOLDED): each feature of a model is compared with
-# thresholds, quantiles of its outputs on training data at levels drawn
-# uniformly from THRESHOLD_LEVELS (MiniRocket's range for its biases), over
-# THRESHOLD_SAMPLES training sequences and at most THRESHOLD_TOKENS of their
-# tokens each on average.
-THRESHOLD_LEVELS = (0.25, 0.75)
-THRESHOLD_SAMPLES = 16
-THRESHOLD_TOKENS = 32
+from .models import build_models, draw_models, thresholds
+from .runner import ModelRunner
 
 
 class RandomAttentionFeatures(
@@ -467,36 +454,16 @@ class RandomAttentionFeatures(
         windows, dilations = band_candidates(
             self.attention_window, self.attention_dilation, median
         )
-        rng = check_random_state(self.random_state)
-        seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_models)
-        self.models_, self.weights_ = [], []
-        levels = []  # of the thresholds of each model
-        for seed in seeds:
-            model_rng = np.random.RandomState(seed)
-            config = {
-                name: values[model_rng.randint(len(values))]
-                for name, values in candidates.items()
-            }
-            config["patch_stride"] = stride_of(config, median)
-            model = build_model(_model_config(config, n_features, n_tokens))
-            params = model.init_params(model_rng, COMPUTE_DTYPE)
-            # variance 1 / n_features instead of Glorot's 2 / (n_features + E):
-            # a standardised token's projection has unit variance, as large as
-            # the positions (0.5); with Glorot's, a scalar token (n_features=1)
-            # drowned in them
-            n_features_in = params["input"].shape[0]
-            d_model = config["n_heads"] * config["head_dim"]
-            params["input"] *= np.sqrt((n_features_in + d_model) / (2 * n_features_in))
-            self.models_.append(config)
-            self.weights_.append(model.nest(params))
-            # drawn after the weights: the weights do not depend on the statistics
-            levels.append(
-                model_rng.uniform(*THRESHOLD_LEVELS, size=(self.n_thresholds, d_model))
-            )
-            if windows != [None]:  # the band last: full models draw as ever
-                config.update(
-                    draw_band(model_rng, windows, dilations, config, median, n_tokens)
-                )
+        self.models_, self.weights_, levels = draw_models(
+            check_random_state(self.random_state),
+            self.n_models,
+            candidates,
+            (windows, dilations),
+            n_features,
+            n_tokens,
+            median,
+            self.n_thresholds,
+        )
         self.token_mean_ = self.token_scale_ = None
         self.difference_mean_ = self.difference_scale_ = None
         budget = batch_budget()
@@ -551,46 +518,15 @@ class RandomAttentionFeatures(
             return blocked_outputs(self, "transform", X)
         check_is_fitted(self)
         sequences = check_input(self, X, reset=False)
-        dtype = sequences_dtype(sequences)
-        statistics = self.statistics_
-        runner = self._runner(sequences)
-        thresholds = self.thresholds_
-        token_statistics = self.token_statistics_
-        lengths = sequence_lengths(sequences)
-        n_out = self.n_features_out_
-
-        def row_bytes(n_tokens):
-            return runner.row_bytes(n_tokens) + n_out * 8
-
-        def run(rows, x):
-            """Every model on one padded batch: its statistics side by side."""
-            inputs = runner.inputs(x)
-            out = np.empty((len(rows), n_out), dtype=COMPUTE_DTYPE)
-            batch_lengths = lengths[rows]
-            start = 0
-            outputs = runner.outputs(inputs, batch_lengths)
-            for index, (tokens, pooled, token_lengths) in enumerate(outputs):
-                for name in statistics:
-                    if name == MODEL_POOLING:  # the model's own pooling
-                        values = pooled
-                    else:
-                        params = thresholds[index] if name in THRESHOLDED else None
-                        values = STATISTICS[name](tokens, token_lengths, params)[0]
-                    out[:, start : start + values.shape[1]] = values
-                    start += values.shape[1]
-            for name in token_statistics:
-                values = STATISTICS[name](inputs[False], batch_lengths, None)[0]
-                out[:, start : start + values.shape[1]] = values
-                start += values.shape[1]
-            return rows, out
-
-        X_new = np.empty((len(sequences), n_out), dtype=dtype)
-        rows = np.arange(len(sequences))
-        with single_threaded_blas():  # once, not per batch
-            for batch, out in map_batches(
-                run, sequences, lengths, rows, row_bytes, batch_budget()
-            ):
-                X_new[batch] = out
+        X_new = output_columns(
+            self._runner(sequences),
+            sequences,
+            self.statistics_,
+            self.thresholds_,
+            self.token_statistics_,
+            self.n_features_out_,
+            batch_budget(),
+        )
         check_finite_output(self, X_new, sequences, self.token_mean_ is not None)
         return X_new
 
@@ -633,25 +569,16 @@ class RandomAttentionFeatures(
         return self.n_features_in_
 
     def _column_blocks(self):
-        """Each block of output columns in order: its name (``m{index}`` or
-        ``tokens``), its width and the labels of its statistics, ``ppv0``,
-        ``ppv1``, ... for a model's PPV (or LSPV) at several thresholds."""
-        n_thresholds = 1 if self.thresholds_ is None else len(self.thresholds_[0])
-
-        def labels(thresholds):
-            return [
-                f"{name}{t}" if name in THRESHOLDED and thresholds > 1 else name
-                for name in self.statistics_
-                for t in range(thresholds if name in THRESHOLDED else 1)
-            ]
-
-        blocks = [
-            (f"m{index}", config["n_heads"] * config["head_dim"], labels(n_thresholds))
-            for index, config in enumerate(self.models_)
-        ]
-        if self.token_statistics_:
-            blocks.append(("tokens", self._token_width(), list(self.token_statistics_)))
-        return blocks
+        """Each block of output columns in order (see
+        :func:`~.columns.column_blocks`)."""
+        token_width = self._token_width() if self.token_statistics_ else None
+        return column_blocks(
+            self.models_,
+            self.statistics_,
+            self.thresholds_,
+            self.token_statistics_,
+            token_width,
+        )
 
     def _runner(self, sequences):
         """The fitted models, ready to run on padded batches of ``sequences``."""
@@ -664,11 +591,7 @@ class RandomAttentionFeatures(
             tuple(None if m is None else m.astype(dtype, copy=False) for m in pair)
             for pair in (token_stats, difference_stats)
         )
-        models = []
-        for config, weights in zip(self.models_, self.weights_, strict=True):
-            model = build_model(_model_config(config, n_features, n_tokens))
-            params, _ = model.flat_init(weights)
-            models.append((model, params, config["difference"]))
+        models = build_models(self.models_, self.weights_, n_features, n_tokens)
         return ModelRunner(models, token_stats, difference_stats, n_features, dtype)
 
     def _token_statistics(self, statistics):
@@ -684,18 +607,10 @@ class RandomAttentionFeatures(
         """Each model's thresholds (see ``thresholds_``): threshold ``k`` of
         feature ``j`` of model ``m`` at quantile ``levels[m][k, j]`` of its
         outputs."""
-        candidates = np.arange(len(sequences))
-        if sample_weight is not None:
-            candidates = np.flatnonzero(sample_weight > 0)
-        n_picks = min(len(candidates), THRESHOLD_SAMPLES)
-        picks = np.linspace(0, len(candidates) - 1, n_picks)
-        rows = candidates[np.unique(picks.round().astype(int))]
         runner = self._runner(sequences)
-        thresholds = output_quantiles(
-            runner, sequences, rows, levels, THRESHOLD_TOKENS, batch_budget()
-        )
-        check_finite_output(self, thresholds, sequences, self.scale_tokens)
-        return thresholds
+        out = thresholds(runner, sequences, levels, sample_weight, batch_budget())
+        check_finite_output(self, out, sequences, self.scale_tokens)
+        return out
 
     def _any_difference(self):
         """Whether a fitted model reads the differences of the tokens."""
@@ -711,33 +626,3 @@ class RandomAttentionFeatures(
         tags.input_tags.three_d_array = True
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
-
-
-def _model_config(config, n_features, n_tokens):
-    """The :class:`ModelConfig` of a model's drawn configuration.
-
-    The models read tokens standardised by :class:`ModelRunner` (in the dtype
-    of X), so they have no token standardisation of their own.
-
-    Parameters
-    ----------
-    config : dict
-        An entry of ``models_``.
-    n_features : int
-        Features of a token of X.
-    n_tokens : int
-        Tokens of a table (1 for sequences): a learned table's rows.
-    """
-    return ModelConfig(
-        n_features=model_width(config, n_features),
-        n_heads=config["n_heads"],
-        d_model=config["n_heads"] * config["head_dim"],
-        causal=config["causal"],
-        positional_encoding=config["positional_encoding"],
-        pooling=MODEL_POOLING,
-        n_positions=n_tokens,
-        patch_size=config["patch_size"],
-        patch_stride=config["patch_stride"],
-        attention_window=config.get("attention_window"),
-        attention_dilation=config.get("attention_dilation", 1),
-    )

@@ -798,7 +798,7 @@ def test_thresholds_are_quantiles_of_the_models_outputs(monkeypatch):
     """Each feature's threshold is the quantile, at its level, of the model's
     valid per-token outputs on the training sequences (all of them up to 16):
     the median at level 0.5; between the quartiles at the default levels."""
-    import skattn._random_features.estimator as random_features
+    import skattn._random_features.models as random_features
 
     X = [x.astype(np.float32) for x in make_ragged(lengths=(9, 2, 5, 13, 4, 7))]
     kwargs = dict(n_models=3, n_heads=2, head_dim=4, statistics="ppv", random_state=0)
