@@ -331,8 +331,9 @@ def read_sample(estimator, X, sample, sources, token_labels, tokens):
 def word_scores(scores, labels, words):
     """The scores of the words and their labels: each the sum of the scores
     of its tokens, for ``words`` (see :func:`read_sample`) of one score per
-    token; else ``scores`` and ``labels`` as they are."""
-    if words is None or len(scores) != len(words[1]):
+    token; without ``words`` (the caller's choice for patches), ``scores``
+    and ``labels`` as they are."""
+    if words is None:
         return scores, labels
     word_labels, index = words
     summed = np.bincount(index, weights=scores, minlength=len(word_labels))
@@ -349,8 +350,8 @@ def word_weights(weights, labels, words):
     words and their labels: a word attends to another with the sum of its
     tokens' weights on the other's tokens, averaged over its own tokens (each
     row still sums to 1). A class token after the tokens (``pooling="cls"``)
-    is a word alone. Without ``words``, or for weights of another number of
-    tokens (patches), ``weights`` and ``labels`` as they are."""
+    is a word alone. Without ``words`` (the caller's choice for patches),
+    ``weights`` and ``labels`` as they are."""
     if words is None:
         return weights, labels
     word_labels, index = words
@@ -359,8 +360,6 @@ def word_weights(weights, labels, words):
         index = np.append(index, n_words)
         word_labels = [*word_labels, CLS_LABEL]
         n_words += 1
-    if n_tokens != len(index):
-        return weights, labels
     members = np.zeros((n_tokens, n_words), dtype=weights.dtype)
     members[np.arange(n_tokens), index] = 1.0
     summed = np.einsum("tu,htk,kv->huv", members, weights, members)

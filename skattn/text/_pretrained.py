@@ -194,9 +194,7 @@ class TokenEmbeddings(_TextTransformer):
         if self.long_texts == "windows":
             _check_window_length(self.model_, self.max_length_)
         _check_evaluation_mode(self.model_)
-        # modules after the transformer may change the token states' width
-        (states,) = _token_states(self.model_, [""], self.max_length_)
-        self.n_features_out_ = states.shape[1]
+        self.n_features_out_ = _state_width(self.model_, self.max_length_)
         return self
 
     def transform(self, X):
@@ -417,13 +415,13 @@ class TokenEmbeddings(_TextTransformer):
             return model
         source = _source(self.model, self.device)
         model = self.model if source is None else self._load(source)
-        (states,) = _token_states(model, [""], self.max_length_)
-        if states.shape[1] != self.n_features_out_:
+        width = _state_width(model, self.max_length_)
+        if width != self.n_features_out_:
             given = type(model).__name__ if source is None else repr(source[0])
             raise ValueError(
                 f"TokenEmbeddings was fitted on an encoder of {self.n_features_out_}"
                 f"-wide token states and its model parameter ({given}) puts out "
-                f"{states.shape[1]}-wide ones: give the place of the encoder it was "
+                f"{width}-wide ones: give the place of the encoder it was "
                 "fitted on (set_params(model=<path>)), or fit the pipeline again on "
                 "this encoder."
             )
@@ -469,6 +467,13 @@ def _check_unicode(texts):
                 "encoding (open(path, encoding=...)), or with errors='replace'."
             ) from None
     return texts
+
+
+def _state_width(model, max_length):
+    """The width of the encoder's token states, read from those of an empty
+    text: modules after the transformer may change it."""
+    (states,) = _token_states(model, [""], max_length)
+    return states.shape[1]
 
 
 def _token_states(model, texts, max_length):
