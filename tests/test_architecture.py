@@ -38,7 +38,13 @@ LAYERS = [
     ("attention estimators", {"_estimators.base"}),
     (
         "public estimators",
-        {"_estimators.transformer", "_estimators.predictors", "text", "compose"},
+        {
+            "_estimators.transformer",
+            "_estimators.predictors",
+            "text",
+            "compose",
+            "patterns",
+        },
     ),
     ("displays", {"plotting"}),
     # and the paths that pickles of development versions recording no version

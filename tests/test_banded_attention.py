@@ -12,6 +12,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 from skattn import AttentionClassifier, AttentionTransformer
 from skattn._kernels.band import band_mask
+from skattn.patterns import BandedAttention
 
 SMALL = dict(n_heads=2, head_dim=3, random_state=0)
 
@@ -60,14 +61,17 @@ def test_the_class_token_attends_and_is_attended_globally():
 @pytest.mark.parametrize("window, n_keys", [(4, 5), (5, 5), (6, 7)])
 def test_a_token_reads_half_the_window_on_each_side_as_documented(window, n_keys):
     """An even window reads one token more than its width: ``window // 2`` on
-    each side and the token itself, as the parameter's docstring says."""
+    each side and the token itself, as the pattern's docstring says, which
+    the parameter's names."""
     X = make_3d(n=2, n_tokens=15, width=3)
     est = AttentionTransformer(attention_window=window, **SMALL).fit(X)
     middle = est.attention_weights(X)[:, :, 7]  # (2, 2, 15)
     assert np.all(np.count_nonzero(middle, axis=-1) == n_keys)
     doc = " ".join(AttentionTransformer.__doc__.split())
-    assert "``|i - j| <= (attention_window // 2) * attention_dilation``" in doc
+    assert "``attention_pattern=BandedAttention(attention_window," in doc
     assert 'of ``pooling="cls"`` is global (:ref:`banded_attention`)' in doc
+    pattern_doc = " ".join(BandedAttention.__doc__.split())
+    assert "``|i - j| <= (window // 2) * dilation``" in pattern_doc
 
 
 def test_with_causal_the_class_token_reads_every_token_and_none_reads_it():

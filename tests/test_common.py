@@ -10,6 +10,7 @@ from sklearn.utils.estimator_checks import (
 from skattn import AttentionClassifier, AttentionRegressor, AttentionTransformer
 from skattn._model.options import REGISTRIES
 from skattn._model.pooling import needs_fixed_length
+from skattn.patterns import BigBirdAttention
 
 CONFIGURATIONS = [
     AttentionTransformer(max_iter=5),
@@ -53,6 +54,13 @@ CONFIGURATIONS = [
     # banded attention, its class token global
     AttentionTransformer(
         attention_window=3, attention_dilation=2, pooling="cls", max_iter=3
+    ),
+    # BigBird's blocks, its random layout drawn in fit, its class token global
+    AttentionTransformer(
+        attention_pattern=BigBirdAttention(block_size=2, window_blocks=1),
+        pooling="cls",
+        patch_size=None,
+        max_iter=3,
     ),
 ]
 # every pooling in at least one configuration ("first" and "last" go through

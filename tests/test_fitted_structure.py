@@ -19,6 +19,7 @@ from threadpoolctl import threadpool_limits
 from skattn import AttentionTransformer, RandomAttentionFeatures
 from skattn._model.options import REGISTRIES
 from skattn._model.pooling import POOLINGS
+from skattn.patterns import BigBirdAttention, FullAttention
 
 # Parameters that fix the model's structure, each with a value that differs from
 # the one fitted in the tests below.
@@ -38,8 +39,7 @@ STRUCTURAL_CHANGES = {
     "residual": False,
     "layer_norm": "pre",
     "causal": True,
-    "attention_window": 3,
-    "attention_dilation": 2,
+    "attention_pattern": BigBirdAttention(block_size=2, n_random_blocks=1, seed=0),
     "token_statistics": ["mean"],  # of AttentionTransformer: the columns of transform
 }
 PER_TOKEN = ("transform", "transform_sequences", "attention_weights")
@@ -129,6 +129,7 @@ def test_continued_training_refuses_a_changed_structural_parameter(name, method)
         "patch_size": est.patch_size_,
         "pooling": est.pooling_,
         "token_statistics": None,
+        "attention_pattern": FullAttention(),
     }
     fitted_value = resolved.get(name, fitted_value)
     value = STRUCTURAL_CHANGES[name]
@@ -156,6 +157,23 @@ def test_continued_training_refuses_a_changed_structural_parameter(name, method)
         est.fit(X, y)
     if name == "n_heads":
         assert est.n_heads_ == value and est.d_model_ == value * est.head_dim_
+
+
+def test_continued_training_names_the_shorthand_as_given_and_its_remedy():
+    # the band given by its shorthand is named by it; the remedy sets the
+    # fitted pattern back and the shorthand to its default, and works
+    est, X, y = _fitted()
+    est.set_params(attention_window=3)
+    message = (
+        r"with attention_window=3, attention_dilation=1 \(attention_pattern="
+        r"BandedAttention\(window=3, dilation=1\)\).*fitted with "
+        r"attention_pattern=FullAttention\(\).*set_params\(attention_pattern="
+        r"FullAttention\(\), attention_window=None\)"
+    )
+    with pytest.raises(ValueError, match=message):
+        est.partial_fit(X, y)
+    est.set_params(attention_pattern=FullAttention(), attention_window=None)
+    est.partial_fit(X, y)
 
 
 @pytest.mark.parametrize("method", ["partial_fit", "warm_start"])

@@ -42,7 +42,7 @@ from .._input.validation import (
 )
 from .._model.evaluate import forward_batches
 from .._model.model import build_model
-from .._model.options import REGISTRIES
+from .._model.options import ATTENTION_PATTERNS, REGISTRIES
 from .._model.sequences import (
     SERIES_MAX_FEATURES,
     model_dtype,
@@ -70,7 +70,9 @@ from .forward import ForwardPass
 from .resolve import (
     check_lengths,
     check_structure,
+    continued_pattern,
     fitted_structure,
+    pattern_as_given,
     reads_table_row,
     resolve_config,
 )
@@ -105,6 +107,7 @@ class BaseAttention(
         "causal": ["boolean"],
         "attention_window": [Interval(Integral, 1, None, closed="left"), None],
         "attention_dilation": [Interval(Integral, 1, None, closed="left")],
+        "attention_pattern": [*ATTENTION_PATTERNS.values(), None],
         **{name: option_constraint(each) for name, each in REGISTRIES.items()},
         "pooling": [StrOptions({*REGISTRIES["pooling"].names(), "auto"})],
         "vocabulary_size": [
@@ -187,7 +190,11 @@ class BaseAttention(
             self._check_validation_request(X_val, y_val)
         if not first_pass:  # from here on, the model is the fitted one
             structure = fitted_structure(self._fitted.config, input_format(self))
-            check_structure(self.get_params(), structure, incremental)
+            params = self.get_params()
+            fitted_pattern = structure["attention_pattern"]
+            given = {"attention_pattern": pattern_as_given(params, fitted_pattern)}
+            params["attention_pattern"] = continued_pattern(params, fitted_pattern)
+            check_structure(params, structure, incremental, given)
         role = "partial_fit" if incremental else "warm_start"
         sequences = check_input(self, X, reset=first_pass, role=role)
         lengths = sequence_lengths(sequences)
@@ -398,7 +405,15 @@ class BaseAttention(
             n_outputs = train.y.shape[1]
         kind, params = input_format(self)["kind"], self.get_params()
         config = resolve_config(
-            params, kind, sequences, lengths, user_weight, init, n_outputs, objective
+            params,
+            kind,
+            sequences,
+            lengths,
+            user_weight,
+            init,
+            n_outputs,
+            objective,
+            self._random_state,
         )
         self.max_tokens_ = int(lengths.max())
         model = build_model(config)

@@ -15,7 +15,7 @@ vector is for in that class.
 import inspect
 import textwrap
 
-from .._model.options import REGISTRIES
+from .._model.options import ATTENTION_PATTERNS, REGISTRIES
 
 
 def option_entry(option, default, summary, auto=None):
@@ -33,6 +33,27 @@ def option_entry(option, default, summary, auto=None):
     text = " ".join([summary, *registry.descriptions(), *([auto] if auto else [])])
     body = textwrap.indent(textwrap.fill(text, 76, break_on_hyphens=False), "    ")
     return f"\n{option} : {choices}, default={default}\n{body}\n"
+
+
+def pattern_entry():
+    """The entry of ``attention_pattern``: its type and each registered
+    pattern class with its description."""
+    text = " ".join(
+        [
+            "Which tokens each token attends to, in every layer, an object of",
+            ":mod:`skattn.patterns`:",
+            *(
+                f":class:`~skattn.patterns.{value.__name__}`, {description}"
+                for _, value, description in ATTENTION_PATTERNS.items()
+            ),
+            "None: full attention, or the band of ``attention_window``; give",
+            "one or the other. A random layout with ``seed=None`` is drawn",
+            "from ``random_state`` in fit and kept. The class token of",
+            '``pooling="cls"`` is global (:ref:`banded_attention`).',
+        ]
+    )
+    body = textwrap.indent(textwrap.fill(text, 76, break_on_hyphens=False), "    ")
+    return f"\nattention_pattern : attention pattern or None, default=None\n{body}\n"
 
 
 PARAMETERS = {
@@ -77,19 +98,15 @@ causal : bool, default=False
 """,
     "attention_window": """
 attention_window : int or None, default=None
-    Banded attention (Longformer's sliding window), linear in the length:
-    token ``i`` attends to token ``j`` when ``i - j`` is a multiple of
-    ``attention_dilation`` and ``|i - j| <= (attention_window // 2) *
-    attention_dilation`` (``causal``: ``0 <= i - j <= (attention_window - 1)
-    * attention_dilation``); None: every token. The class token of
-    ``pooling="cls"`` is global (:ref:`banded_attention`).
+    The shorthand of ``attention_pattern=BandedAttention(attention_window,
+    attention_dilation)``: Longformer's sliding window, linear in the length
+    (:ref:`banded_attention`). None: the pattern of ``attention_pattern``.
 """,
     "attention_dilation": """
 attention_dilation : int, default=1
-    The step between the tokens of a band (see ``attention_window``): a
-    window of ``w`` reads ``w`` tokens spread over ``(w - 1) *
-    attention_dilation + 1``, at the cost of ``w``.
+    The step between the tokens of the band of ``attention_window``.
 """,
+    "attention_pattern": pattern_entry(),
     "positional_encoding": option_entry(
         "positional_encoding", "sinusoidal", "Token positions:"
     ),

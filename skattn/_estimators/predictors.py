@@ -123,6 +123,7 @@ class AttentionClassifier(ClassifierMixin, BaseAttention):
         causal=False,
         attention_window=None,
         attention_dilation=1,
+        attention_pattern=None,
         positional_encoding="sinusoidal",
         pooling="auto",
         vocabulary_size=None,
@@ -162,6 +163,7 @@ class AttentionClassifier(ClassifierMixin, BaseAttention):
         self.causal = causal
         self.attention_window = attention_window
         self.attention_dilation = attention_dilation
+        self.attention_pattern = attention_pattern
         self.positional_encoding = positional_encoding
         self.pooling = pooling
         self.vocabulary_size = vocabulary_size
@@ -409,6 +411,7 @@ class AttentionRegressor(RegressorMixin, BaseAttention):
         causal=False,
         attention_window=None,
         attention_dilation=1,
+        attention_pattern=None,
         positional_encoding="sinusoidal",
         pooling="auto",
         vocabulary_size=None,
@@ -448,6 +451,7 @@ class AttentionRegressor(RegressorMixin, BaseAttention):
         self.causal = causal
         self.attention_window = attention_window
         self.attention_dilation = attention_dilation
+        self.attention_pattern = attention_pattern
         self.positional_encoding = positional_encoding
         self.pooling = pooling
         self.vocabulary_size = vocabulary_size

@@ -19,8 +19,10 @@ import numpy as np
 
 from .._input.formats import IDS, TABLE
 from .._input.validation import check_token_statistics
+from .._kernels.patterns import BandedAttention, FullAttention
 from .._model.model import ModelConfig
-from .._model.options import REGISTRIES
+from .._model.options import ATTENTION_PATTERNS, REGISTRIES
+from .._model.patterns import pattern_config, pattern_from_config
 from .._model.pooling import TABLE_STATISTIC, TOKEN_STATISTICS, needs_fixed_length
 from .._model.sequences import SERIES_MAX_FEATURES, series_median_length, token_width
 from .._model.units import patch_count
@@ -54,7 +56,15 @@ RESOLVED = {
 
 
 def resolve_config(
-    params, kind, sequences, lengths, user_weight, init, n_outputs, objective
+    params,
+    kind,
+    sequences,
+    lengths,
+    user_weight,
+    init,
+    n_outputs,
+    objective,
+    random_state,
 ):
     """The model a fit builds, its ``"auto"`` values resolved.
 
@@ -74,6 +84,8 @@ def resolve_config(
         Outputs of the training head; 0 for none.
     objective : {"classification", "regression"} or None
         What the fit trains for (None: nothing).
+    random_state : numpy.random.RandomState
+        Draws the seed of a pattern's random layout left to the fit.
 
     Returns
     -------
@@ -103,8 +115,7 @@ def resolve_config(
         layer_norm=params["layer_norm"],
         residual=params["residual"],
         causal=params["causal"],
-        attention_window=params["attention_window"],
-        attention_dilation=params["attention_dilation"],
+        attention_pattern=_pattern_config(params, random_state),
         positional_encoding=params["positional_encoding"],
         pooling=_pooling(params["pooling"], kind, patch_size),
         n_positions=n_positions,
@@ -117,6 +128,71 @@ def resolve_config(
             params["token_statistics"], kind, n_features, patch_size, objective
         ),
     )
+
+
+def estimator_pattern(params):
+    """The attention pattern ``params`` ask for: ``attention_pattern``, or
+    the band of its shorthand ``attention_window`` and ``attention_dilation``,
+    or full attention.
+
+    Raises
+    ------
+    ValueError
+        For a pattern given with its shorthand, or of parameters it cannot
+        take.
+    """
+    pattern = params["attention_pattern"]
+    window, dilation = params["attention_window"], params["attention_dilation"]
+    if pattern is None:
+        if window is None:
+            return FullAttention()
+        return BandedAttention(window, dilation)
+    if window is not None or dilation != 1:
+        raise ValueError(
+            f"attention_pattern={pattern!r} is given with attention_window="
+            f"{window!r} and attention_dilation={dilation!r}: those two are the "
+            "shorthand of attention_pattern=BandedAttention(window, dilation). "
+            "Set attention_window=None and attention_dilation=1, or "
+            "attention_pattern=None."
+        )
+    return pattern.check()
+
+
+def _pattern_config(params, random_state):
+    """The pattern of a fit as its configuration holds it; a seed left to
+    the fit (None) drawn from ``random_state``."""
+    config = pattern_config(ATTENTION_PATTERNS, estimator_pattern(params))
+    if "seed" in config and config["seed"] is None:
+        config["seed"] = int(random_state.randint(np.iinfo(np.int64).max))
+    return config
+
+
+def pattern_as_given(params, fitted):
+    """How ``params`` give their pattern, as the messages of
+    :func:`check_structure` show it: the text of its shorthand (None where
+    the pattern is given as itself), and the arguments of ``set_params`` that
+    set the ``fitted`` pattern back."""
+    names = ("attention_window", "attention_dilation")
+    shown = None
+    if params["attention_pattern"] is None and params["attention_window"] is not None:
+        shown = ", ".join(f"{name}={params[name]!r}" for name in names)
+    remedy = [f"attention_pattern={fitted!r}"]
+    remedy += [
+        f"{name}={default!r}"
+        for name, default in zip(names, (None, 1), strict=True)
+        if params[name] != default
+    ]
+    return shown, ", ".join(remedy)
+
+
+def continued_pattern(params, fitted):
+    """The pattern ``params`` ask for, a seed left to the fit (None) taken as
+    the ``fitted`` pattern's: what continuing training compares with it."""
+    pattern = estimator_pattern(params)
+    changes = pattern.get_params()
+    if changes.get("seed", 0) is None and type(fitted) is type(pattern):
+        changes["seed"] = fitted.seed
+    return type(pattern)(**changes)
 
 
 def reads_table_row(params, kind, objective):
@@ -289,8 +365,9 @@ def fitted_structure(config, input_format):
         "ff_dim": config.ff_dim,
         "residual": config.residual,
         "causal": config.causal,
-        "attention_window": config.attention_window,
-        "attention_dilation": config.attention_dilation,
+        "attention_pattern": pattern_from_config(
+            ATTENTION_PATTERNS, config.attention_pattern
+        ),
         # every option of a registry: its values are units of the model
         **{name: getattr(config, name) for name in REGISTRIES},
         "vocabulary_size": config.vocabulary_size,
@@ -304,11 +381,25 @@ def fitted_structure(config, input_format):
     return structure
 
 
-def check_structure(params, structure, incremental):
+def check_structure(params, structure, incremental, given=None):
     """Refuse to continue training a model whose structure a parameter changed.
 
     A parameter continues the fitted model when it has the fitted value, or is
     the ``"auto"`` (or None) that resolved to it.
+
+    Parameters
+    ----------
+    params : dict
+        The estimator's parameters, ``attention_pattern`` as
+        :func:`continued_pattern` resolves it.
+    structure : dict
+        :func:`fitted_structure` of the fitted model.
+    incremental : bool
+        Whether the call is ``partial_fit``.
+    given : dict, default=None
+        For a parameter that others may give (``attention_pattern`` and its
+        shorthand), ``(shown, remedy)``: how the caller gave it (None: as
+        itself) and the arguments of ``set_params`` that set it back.
 
     Raises
     ------
@@ -325,11 +416,15 @@ def check_structure(params, structure, incremental):
         if _is_value(value, fitted):
             continue
         call = "partial_fit" if incremental else "fit with warm_start=True"
+        shown, remedy = f"{name}={value!r}", f"{name}={fitted!r}"
+        if given and name in given:
+            as_given, remedy = given[name]
+            shown = shown if as_given is None else f"{as_given} ({shown})"
         raise ValueError(
-            f"Cannot continue training ({call}) with {name}={value!r}: the "
+            f"Cannot continue training ({call}) with {shown}: the "
             f"model was fitted with {name}={fitted!r}, which fixes its "
             "structure. Call fit with warm_start=False to fit a new model, "
-            f"or set it back with set_params({name}={fitted!r})."
+            f"or set it back with set_params({remedy})."
         )
 
 

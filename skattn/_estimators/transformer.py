@@ -132,6 +132,7 @@ class AttentionTransformer(
         causal=False,
         attention_window=None,
         attention_dilation=1,
+        attention_pattern=None,
         positional_encoding="sinusoidal",
         pooling="auto",
         vocabulary_size=None,
@@ -172,6 +173,7 @@ class AttentionTransformer(
         self.causal = causal
         self.attention_window = attention_window
         self.attention_dilation = attention_dilation
+        self.attention_pattern = attention_pattern
         self.positional_encoding = positional_encoding
         self.pooling = pooling
         self.vocabulary_size = vocabulary_size

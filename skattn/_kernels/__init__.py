@@ -4,7 +4,9 @@
   tile first, then the tile that folds the softmax shift and the row sums into
   its matrix products.
 - ``functional``: the public :func:`~skattn.scaled_dot_product_attention`,
-  full or banded.
+  full or with an attention pattern.
+- ``patterns``: the attention patterns as objects (full, banded), the public
+  :mod:`skattn.patterns`; each gives the kernels of one call.
 - ``attention_backward``: its backward pass, recomputing the probabilities
   tile by tile from the kept log-sum-exp.
 - ``multi_head``: projections, heads, multi-head self-attention forward and
@@ -14,6 +16,10 @@
   where they outnumber its span, and the numpy passes over its columns; the
   forward and backward passes (``compiled_banded`` and ``_numba_banded``
   compile them).
+- ``sparse``: the numpy passes of sparse attention over any layout of each
+  query's keys (the band's, BigBird's blocks'), a global token included.
+- ``block_sparse``: BigBird's block-sparse attention with random blocks, its
+  layout and its pattern object.
 - ``folded``: the attention tile whose matrix products also compute the
   softmax's shift and row sums.
 - ``dropout``: counter-based dropout masks, the same whatever the tiles.

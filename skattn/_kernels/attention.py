@@ -68,6 +68,13 @@ def default_scale(n_dims):
     return 1.0 / math.sqrt(n_dims) if n_dims > 0 else 1.0
 
 
+def mask_with_head_axis(mask):
+    """Insert the head axis into a mask broadcastable to ``(..., Tq, Tk)``."""
+    if mask is None or mask.ndim < 2:
+        return mask
+    return np.expand_dims(mask, -3)  # (..., 1, Tq, Tk)
+
+
 def causal_tile(q_start, q_stop, n_keys):
     """Boolean causal mask for queries ``q_start:q_stop`` against ``n_keys`` keys.
 

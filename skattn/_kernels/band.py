@@ -17,18 +17,7 @@ K offsets of the band, D head width.
 
 import numpy as np
 
-from .dropout import INDEX_BITS, keep_scale
-
-# The numpy path loops over the band's columns a block of rows at a time, each
-# block about BLOCK_BYTES of each operand (its rows of every attention): the
-# block stays in the CPU's caches from one column to the next, and each
-# product lands in one buffer of that size, where a fresh (B, T, D) product
-# per column is paged in anew from about 32 MiB on (131,072 tokens, 4 heads
-# of 16, window 65: forward and backward in 2.3 s, 5.4 s in whole columns;
-# blocks of 256 KiB or 4 MiB no faster). Each element sums its columns in the
-# same order, whatever the block.
-BLOCK_BYTES = 2**20
-
+from .sparse import SparseLayout
 
 # The offsets of a band are int64: a band reaching further than this is
 # clipped to the sequence before any array is made (it adds to row indices).
@@ -132,7 +121,7 @@ def band_mask(n_queries, n_keys, window, dilation=1, causal=False):
     return np.isin(offset, offsets)
 
 
-class Band:
+class Band(SparseLayout):
     """One banded attention call on flattened batches.
 
     Parameters
@@ -166,12 +155,7 @@ class Band:
             allowed = allowed & gathered
         self.glob = glob
         if glob is not None:
-            n_batch = len(glob)
-            allowed = np.broadcast_to(allowed, (n_batch, *inside.shape)).copy()
-            allowed &= keys[None] != glob[:, None, None]  # its own column
-            self.global_rows = np.flatnonzero(glob < n_queries)
-            allowed[self.global_rows, glob[self.global_rows]] = False  # whole rows
-            allowed = np.concatenate([allowed, self._global_column()], axis=-1)
+            allowed = self._global_allowed(allowed, keys[None])
         self.allowed = allowed  # (B or 1, Tq, K [+ 1])
 
     def key_index(self):
@@ -179,29 +163,6 @@ class Band:
         (8 bytes a score: computed where a call needs it, not kept)."""
         keys = np.arange(self.n_queries, dtype=np.int64)[:, None] + self.offsets
         return np.clip(keys, 0, max(self.n_keys - 1, 0), out=keys)
-
-    def _global_column(self):
-        """Whether each query may read its attention's global key."""
-        glob, rows = self.glob, np.arange(self.n_queries)
-        column = (glob[:, None] < self.n_keys) & (rows != glob[:, None])  # (B, Tq)
-        if self.causal:
-            column &= rows >= glob[:, None]
-        if self.mask is not None:
-            key = np.minimum(glob, self.n_keys - 1)
-            column &= self.mask[np.arange(len(glob)), :, key]  # (B, 1 or Tq)
-        return column[..., None]
-
-    def _global_key(self, array):
-        """Each attention's global row of ``array`` (B, T, D): (B, D)."""
-        index = np.minimum(self.glob, array.shape[1] - 1)
-        return array[np.arange(len(array)), index]
-
-    def _blocks(self, n_rows, operand):
-        """``(start, stop)`` of the blocks of ``n_rows`` rows that hold about
-        BLOCK_BYTES of ``operand`` (B, T, D) each."""
-        row_bytes = operand.shape[0] * operand.shape[-1] * operand.itemsize
-        size = max(1, BLOCK_BYTES // max(row_bytes, 1))
-        return [(r, min(r + size, n_rows)) for r in range(0, n_rows, size)]
 
     def dots(self, a, b, scale=1.0):
         """``scale * a_i . b_{i + offset}`` of each query and allowed key, -inf
@@ -274,29 +235,9 @@ class Band:
             out[rows, self.glob[rows]] += total[rows]
         return out
 
-    def row_dots(self, a, b):
-        """``sum(a * b, axis=-1)`` of (B, Tq, D) arrays, a block of rows at a
-        time: (B, Tq)."""
-        out = np.empty(a.shape[:-1], np.result_type(a, b))
-        for r0, r1 in self._blocks(a.shape[1], a):
-            out[:, r0:r1] = np.sum(a[:, r0:r1] * b[:, r0:r1], axis=-1)
-        return out
-
     def multipliers(self, dropout, n_batch, dtype):
         """The dense kernel's dropout multipliers of the band's pairs."""
-        p, stream = dropout
-        keys = self.key_index()
-        keys = np.broadcast_to(keys, (n_batch, *keys.shape))
-        if self.glob is not None:
-            glob = np.broadcast_to(
-                self.glob[:, None, None], (n_batch, self.n_queries, 1)
-            )
-            keys = np.concatenate([keys, glob], axis=-1)
-        rows = np.arange(self.n_queries, dtype=np.uint64)[:, None] << np.uint64(
-            INDEX_BITS
-        )
-        index = rows | keys.astype(np.uint64)
-        return keep_scale(stream[:, None, None], index, p, dtype)
+        return self.key_multipliers(self.key_index()[None], dropout, dtype)
 
     def dense(self, weights):
         """The band's weights as a dense (B, Tq, Tk) array (zero elsewhere)."""
@@ -310,29 +251,3 @@ class Band:
             batch, rows = np.nonzero(allowed[..., -1])
             dense[batch, rows, self.glob[batch]] = weights[batch, rows, -1]
         return dense
-
-    # The global tokens' rows: every allowed key
-    # -------------------------------------------
-
-    def global_scores(self, q, k, scale):
-        """Scores of the global queries against every key, -inf where not
-        allowed: (G, Tk), for the attentions ``self.global_rows``."""
-        index = self.global_rows
-        query = q[index, self.glob[index]]  # (G, D)
-        scores = np.einsum("gd,gtd->gt", query, k[index]) * scale
-        allowed = np.ones(scores.shape, dtype=bool)
-        if self.mask is not None:
-            row = self.glob[index] if self.mask.shape[1] > 1 else 0
-            allowed &= self.mask[index, row]
-        if self.causal:
-            allowed &= np.arange(self.n_keys) <= self.glob[index][:, None]
-        np.copyto(scores, -np.inf, where=~allowed)
-        return scores
-
-    def global_multipliers(self, dropout, dtype):
-        """The dense kernel's dropout multipliers of the global rows: (G, Tk)."""
-        p, stream = dropout
-        index = self.global_rows
-        rows = self.glob[index].astype(np.uint64)[:, None] << np.uint64(INDEX_BITS)
-        grid = rows | np.arange(self.n_keys, dtype=np.uint64)
-        return keep_scale(stream[index][:, None], grid, p, dtype)

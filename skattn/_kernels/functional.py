@@ -1,6 +1,7 @@
 """The public :func:`~skattn.scaled_dot_product_attention`: full attention
-(``attention.py``) or, with a window, banded attention (``banded.py``), on
-arrays of any leading dimensions, with the checks of its arguments.
+(``attention.py``) or the kernels of an attention pattern (``patterns.py``:
+banded, BigBird's blocks), on arrays of any leading dimensions, with the
+checks of its arguments.
 
 Like ``torch.nn.functional.scaled_dot_product_attention``: pure functions on
 arrays, nothing here imports scikit-learn or knows about an estimator.
@@ -9,10 +10,7 @@ arrays, nothing here imports scikit-learn or knows about an estimator.
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-from functools import partial
-
 from .attention import attention_forward, compute_dtype, output_dtype
-from .banded import banded_forward
 from .checks import (
     as_mask,
     check_band,
@@ -22,6 +20,7 @@ from .checks import (
     check_kernel_array,
     check_scale,
 )
+from .patterns import resolve_pattern
 
 
 def scaled_dot_product_attention(
@@ -35,13 +34,14 @@ def scaled_dot_product_attention(
     return_weights=False,
     window=None,
     dilation=1,
+    pattern=None,
 ):
     """Scaled dot-product attention, ``softmax(Q K^T * scale) V``.
 
     Works like ``torch.nn.functional.scaled_dot_product_attention`` on numpy
     arrays. Scores are computed in query tiles of about a million scores, so
     memory is linear in the sequence length unless ``return_weights=True``;
-    with ``window``, time is linear too.
+    with a sparse ``pattern`` (or ``window``), time is linear too.
 
     Parameters
     ----------
@@ -69,6 +69,13 @@ def scaled_dot_product_attention(
         ``O(T_q * window)``. None: every key.
     dilation : int, default=1
         Gap between the keys of the band.
+    pattern : attention pattern or None, default=None
+        Which keys each query reads, an object of :mod:`skattn.patterns`
+        (:class:`~skattn.patterns.BandedAttention`,
+        :class:`~skattn.patterns.BigBirdAttention`: self-attention only, as
+        many queries as keys), combined with ``mask``. ``window`` and
+        ``dilation`` are the shorthand of ``BandedAttention(window,
+        dilation)``: give one or the other. None: every key.
 
     Returns
     -------
@@ -79,7 +86,7 @@ def scaled_dot_product_attention(
         gives zeros, and so does every row when ``T_k = 0``.
     weights : ndarray of shape (..., T_q, T_k)
         Only when ``return_weights=True``. Each row sums to 1 over the allowed
-        keys (0 for a row with no allowed key), zero outside the band.
+        keys (0 for a row with no allowed key), zero outside the pattern.
 
     Examples
     --------
@@ -111,6 +118,7 @@ def scaled_dot_product_attention(
     )
     scale, causal = check_scale(scale), check_causal(causal)
     window, dilation = check_band(window, dilation)
+    pattern = resolve_pattern(pattern, window, dilation)
     return_weights = check_bool(return_weights, "return_weights")
     if query.shape[-1] != key.shape[-1]:
         raise ValueError(
@@ -132,9 +140,7 @@ def scaled_dot_product_attention(
     dtype = compute_dtype(query, key, value)
     result_dtype = output_dtype(query, key, value)
     query, key, value = (a.astype(dtype, copy=False) for a in (query, key, value))
-    kernel = attention_forward
-    if window is not None:
-        kernel = partial(banded_forward, window=window, dilation=dilation)
+    kernel = attention_forward if pattern is None else pattern.kernels().forward
     out, _, weights = kernel(
         query,
         key,
@@ -143,6 +149,7 @@ def scaled_dot_product_attention(
         causal=causal,
         scale=scale,
         return_weights=return_weights,
+        dropout=None,
     )
     out = out.astype(result_dtype, copy=False)
     if return_weights:

@@ -17,9 +17,13 @@ import math
 import numpy as np
 
 from .._parallel import CACHE_BYTES, even_chunks, map_parallel
-from .attention import attention_forward, compute_dtype, output_dtype
+from .attention import (
+    attention_forward,
+    compute_dtype,
+    mask_with_head_axis,
+    output_dtype,
+)
 from .attention_backward import attention_backward
-from .banded import BandedKernels
 from .checks import (
     as_mask,
     check_band,
@@ -28,6 +32,7 @@ from .checks import (
     check_causal,
     check_kernel_array,
 )
+from .patterns import resolve_pattern
 
 
 def project(x, w):
@@ -148,13 +153,6 @@ def layer_bytes(n_tokens, *, n_features, width, n_heads, itemsize, return_weight
     return n_tokens * (n_features + LAYER_ARRAYS * width + scores) * itemsize
 
 
-def mask_with_head_axis(mask):
-    """Insert the head axis into a mask broadcastable to ``(..., Tq, Tk)``."""
-    if mask is None or mask.ndim < 2:
-        return mask
-    return np.expand_dims(mask, -3)  # (..., 1, Tq, Tk)
-
-
 def multi_head_forward(
     x,
     w_query,
@@ -248,6 +246,7 @@ def multi_head_attention(
     return_weights=False,
     window=None,
     dilation=1,
+    pattern=None,
 ):
     """Multi-head self-attention: the bare layer, without biases or residual.
 
@@ -283,6 +282,12 @@ def multi_head_attention(
         ``T``. None: every token.
     dilation : int, default=1
         Gap between the tokens of the band.
+    pattern : attention pattern or None, default=None
+        Which tokens each token attends to, an object of
+        :mod:`skattn.patterns` (see :func:`scaled_dot_product_attention`);
+        ``window`` and ``dilation`` are the shorthand of
+        ``BandedAttention(window, dilation)``: give one or the other. None:
+        every token.
 
     Returns
     -------
@@ -319,7 +324,8 @@ def multi_head_attention(
     causal = check_causal(causal)
     return_weights = check_bool(return_weights, "return_weights")
     window, dilation = check_band(window, dilation)
-    pattern = None if window is None else BandedKernels(window, dilation)
+    pattern = resolve_pattern(pattern, window, dilation)
+    pattern = None if pattern is None else pattern.kernels()
     if (
         isinstance(n_heads, (bool, np.bool_))
         or not isinstance(n_heads, (int, np.integer))

@@ -7,8 +7,9 @@
 - ``encoder``: the encoder layer, ``torch.nn.TransformerEncoderLayer``'s
   self-attention and feed-forward sublayers, and their dropout; ``swiglu``:
   the gated feed-forward sublayer.
-- ``patterns``: the attention patterns of the self-attention (full, banded):
-  which keys each query reads, and the kernels for it.
+- ``patterns``: the attention pattern of a layer's self-attention (an
+  object of :mod:`skattn.patterns`, described in the configuration by its
+  name and parameters) as the unit that gives each batch its kernels.
 - ``rotary``: rotary positions, which rotate each attention's queries and
   keys.
 - ``pooling``: poolings of the per-token outputs, the units of the model's

@@ -26,7 +26,8 @@ from .._kernels.multi_head import (
     multi_head_forward,
     project,
 )
-from .patterns import FullAttention
+from .._kernels.patterns import FullAttention
+from .patterns import PatternUnit
 from .units import LayerNorm, ParamSpec, Unit
 
 # Dropout sites of one encoder layer (torch's places): the attention weights,
@@ -135,8 +136,8 @@ class SelfAttention(Unit):
 
     The projections, then ``query_key`` (the transform of the queries and keys
     of a positional encoding, or None), the attention of each head with the
-    kernels of ``pattern`` (an attention pattern of ``patterns.py``: which
-    keys each query reads) and the output projection
+    kernels of ``pattern`` (a :class:`~skattn._model.patterns.PatternUnit`:
+    which keys each query reads) and the output projection
     (:func:`multi_head_forward`). Padded keys are masked; with dropout, the
     attention weights are dropped as in ``torch.nn.MultiheadAttention``.
     """
@@ -144,7 +145,7 @@ class SelfAttention(Unit):
     def __init__(self, d_model, n_heads, layer, query_key=None, pattern=None):
         self.d_model, self.n_heads, self.layer = d_model, n_heads, layer
         self.query_key = query_key
-        self.pattern = FullAttention() if pattern is None else pattern
+        self.pattern = PatternUnit(FullAttention()) if pattern is None else pattern
 
     def param_specs(self):
         shape = (self.d_model, self.d_model)
@@ -354,7 +355,7 @@ class EncoderLayer(Unit):
     query_key : object or None, default=None
         The transform of the attention's queries and keys (see
         :class:`SelfAttention`).
-    pattern : object or None, default=None
+    pattern : PatternUnit or None, default=None
         The attention pattern (see :class:`SelfAttention`); None: full.
     """
 
@@ -374,7 +375,7 @@ class EncoderLayer(Unit):
     ):
         self.d_model, self.n_heads, self.ff_dim = d_model, n_heads, ff_dim
         feed_forward = FeedForward if feed_forward is None else feed_forward
-        self.pattern = FullAttention() if pattern is None else pattern
+        self.pattern = PatternUnit(FullAttention()) if pattern is None else pattern
         norm_first = layer_norm is not None and layer_norm.first
         options = dict(residual=residual, norm_first=norm_first)
         site = index * N_DROPOUT_SITES

@@ -42,7 +42,8 @@ import numpy as np
 
 from .encoder import EncoderLayer
 from .head import LinearHead
-from .options import ATTENTION_PATTERNS, REGISTRIES
+from .options import ATTENTION_PATTERNS, REGISTRIES, band_config
+from .patterns import PatternUnit, pattern_from_config
 from .pooling import pool_statistics, token_statistics_width
 from .units import (
     ClassToken,
@@ -102,8 +103,11 @@ class ModelConfig:
         Statistics (of ``TOKEN_STATISTICS``, or ``TABLE_STATISTIC`` for a
         table's ``n_positions`` tokens) of the standardised input tokens put
         after the pooled outputs, which the head reads with them.
-    attention_window, attention_dilation : int or None, int
-        The band of every layer's attention (None: full attention).
+    attention_pattern : dict
+        The attention pattern of every layer, as plain values: the name of
+        its class in ``ATTENTION_PATTERNS`` and its parameters
+        (:func:`~skattn._model.patterns.pattern_config`), BigBird's seed
+        drawn.
     """
 
     n_features: int
@@ -126,8 +130,7 @@ class ModelConfig:
     n_outputs: int = 0
     vocabulary_size: int | None = None
     token_statistics: tuple = ()
-    attention_window: int | None = None
-    attention_dilation: int = 1
+    attention_pattern: dict = dataclasses.field(default_factory=band_config)
 
     def __post_init__(self):
         # Python ints: sizes given as numpy integers (n_heads=np.int32(4))
@@ -140,6 +143,11 @@ class ModelConfig:
             shape = tuple(int(n) for n in self.token_scale_shape)
             object.__setattr__(self, "token_scale_shape", shape)
         object.__setattr__(self, "token_statistics", tuple(self.token_statistics))
+        pattern = {
+            key: int(value) if isinstance(value, int | np.integer) else value
+            for key, value in self.attention_pattern.items()
+        }
+        object.__setattr__(self, "attention_pattern", pattern)
 
     def replace(self, **changes):
         """A copy with ``changes``."""
@@ -195,14 +203,10 @@ def build_model(config):
     pooling = option["pooling"](config.n_positions, config.d_model)
     if pooling.appends_class_token:
         add(ClassToken(config.d_model))
-    if config.attention_window is None:
-        pattern = ATTENTION_PATTERNS.get("full")()
-    else:  # the class token, if any, is global
-        pattern = ATTENTION_PATTERNS.get("banded")(
-            config.attention_window,
-            config.attention_dilation,
-            global_token=pooling.appends_class_token,
-        )
+    pattern = PatternUnit(  # the class token, if any, is global
+        pattern_from_config(ATTENTION_PATTERNS, config.attention_pattern),
+        global_token=pooling.appends_class_token,
+    )
     for index in range(config.n_layers):
         layer = EncoderLayer(
             index,

@@ -7,14 +7,20 @@ function) and one line here, or for a pooling a subclass of
 :class:`~skattn._model.pooling.Pooling` and one line of
 :data:`~skattn._model.pooling.POOLINGS`; the parameter constraints, the
 documentation of the parameter, the check of a fitted model's structure and
-the tests read :data:`REGISTRIES`.
+the tests read :data:`REGISTRIES`. The attention patterns are objects, not
+names: :data:`ATTENTION_PATTERNS` lists their classes (a new pattern is its
+class, with its kernels, and one line there), which the estimators'
+constraint, the documentation of ``attention_pattern``, the configuration
+(a pattern's name and parameters) and the tests read.
 """
 
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+from .._kernels.block_sparse import BigBirdAttention
+from .._kernels.patterns import BandedAttention, FullAttention
 from .encoder import GELU, POST_NORM, PRE_NORM, RELU, FeedForward
-from .patterns import BandedAttention, FullAttention
+from .patterns import pattern_config
 from .pooling import POOLINGS
 from .registry import Registry
 from .rotary import RotaryPositions
@@ -77,17 +83,35 @@ LAYER_NORMS = (
     .add(None, None, "none.")
 )
 
-# The attention patterns of SelfAttention. Not an estimator parameter of its
-# own: build_model picks the pattern from the model's description.
+# The attention patterns of SelfAttention: classes whose objects the
+# estimators take as attention_pattern (a model's configuration holds a
+# pattern as its name here and its parameters: _model/patterns.py).
 ATTENTION_PATTERNS = (
     Registry("attention_pattern")
-    .add("full", FullAttention, "every token attends to every token;")
+    .add(
+        "full",
+        FullAttention,
+        "every token reads every token;",
+    )
     .add(
         "banded",
         BandedAttention,
-        "each token attends to a window of tokens around it (dilated).",
+        "a window around each token, dilated (Longformer);",
+    )
+    .add(
+        "bigbird",
+        BigBirdAttention,
+        "a window of blocks and random blocks (BigBird), linear in the length.",
     )
 )
+
+
+def band_config(window=None, dilation=1):
+    """A configuration's description of the band of ``window`` and
+    ``dilation``, or of full attention for a window of None."""
+    pattern = FullAttention() if window is None else BandedAttention(window, dilation)
+    return pattern_config(ATTENTION_PATTERNS, pattern)
+
 
 # Every registry of an option of ModelConfig, by the option's name.
 REGISTRIES = {

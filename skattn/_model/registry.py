@@ -71,6 +71,27 @@ class Registry:
             )
         return self._entries[name][0]
 
+    def name_of(self, value):
+        """The name ``value`` is registered under.
+
+        Raises
+        ------
+        ValueError
+            For an unregistered ``value``.
+        """
+        for name, (registered, _) in self._entries.items():
+            if registered is value:
+                return name
+        raise ValueError(f"{value!r} is not a registered {self.option}.")
+
+    def values(self):
+        """The registered values, in order (that of None excluded)."""
+        return [self._entries[name][0] for name in self.names()]
+
+    def items(self):
+        """``(name, value, description)`` of each entry, in order."""
+        return [(name, *entry) for name, entry in self._entries.items()]
+
     def choices(self):
         """The values as a numpydoc type: ``{"a", "b"} or None``."""
         text = "{" + ", ".join(f'"{name}"' for name in self.names()) + "}"

@@ -17,6 +17,7 @@ Values and arrays in, lists and arrays out: the estimator is in
 import numpy as np
 
 from .._model.model import ModelConfig, build_model
+from .._model.options import band_config
 from .configs import MODEL_POOLING, draw_band, stride_of
 from .runner import COMPUTE_DTYPE, model_width, output_quantiles
 
@@ -165,6 +166,7 @@ def model_config(config, n_features, n_tokens):
         n_positions=n_tokens,
         patch_size=config["patch_size"],
         patch_stride=config["patch_stride"],
-        attention_window=config.get("attention_window"),
-        attention_dilation=config.get("attention_dilation", 1),
+        attention_pattern=band_config(
+            config.get("attention_window"), config.get("attention_dilation", 1)
+        ),
     )

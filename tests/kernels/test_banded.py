@@ -267,7 +267,7 @@ def test_numpy_path_in_blocks_of_rows_computes_what_it_computes_whole(
     """The numpy path walks the band a block of rows at a time (BLOCK_BYTES
     of each operand): blocks of a few rows, crossing every column's edges,
     give the results of one block, to the bit."""
-    from skattn._kernels import band as band_module
+    from skattn._kernels import sparse as band_module
 
     q, k, v, d_out, mask, glob = ragged_band_inputs(rng, np.float64, 29, 29)
     band = dict(window=5, dilation=3, causal=causal, mask=mask)

@@ -20,7 +20,7 @@ from skattn._kernels import compiled
 from skattn._model.encoder import DropoutStreams, FeedForward, SelfAttention, Sublayer
 from skattn._model.model import ModelConfig, build_model
 from skattn._model.options import ACTIVATIONS, FEED_FORWARDS, POSITIONAL_ENCODINGS
-from skattn._model.patterns import BandedAttention
+from skattn._model.patterns import PatternUnit
 from skattn._model.pooling import POOLINGS
 from skattn._model.units import (
     ClassToken,
@@ -29,6 +29,7 @@ from skattn._model.units import (
     InputProjection,
     LayerNorm,
 )
+from skattn.patterns import BandedAttention, BigBirdAttention
 
 
 @pytest.fixture
@@ -109,8 +110,24 @@ def test_self_attention_backward(rng, batch, causal):
 def test_banded_self_attention_backward(rng, batch, causal, global_token):
     """A band of 3 keys, every second token; the last valid token global."""
     x, lengths = batch
-    pattern = BandedAttention(3, dilation=2, global_token=global_token)
+    pattern = PatternUnit(BandedAttention(3, dilation=2), global_token=global_token)
     unit = SelfAttention(4, 2, layer=0, pattern=pattern)
+    dropout = DropoutStreams(0.2, 3, np.arange(len(x)))
+    params = seeded_params(unit, rng)
+    check_unit(unit, params, x, lengths, rng, causal=causal, dropout=dropout)
+
+
+@pytest.mark.parametrize("global_token", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+def test_bigbird_self_attention_backward(rng, causal, global_token):
+    """Blocks of 2 tokens, a window of one block and one random block: each
+    query reads 4 of up to 13 keys; padded sequences of several lengths, the
+    last valid token global, dropout."""
+    lengths = np.array([13, 9, 4])
+    x = rng.standard_normal((3, 13, 4))
+    x[np.arange(13) >= lengths[:, None]] = 0.0
+    pattern = BigBirdAttention(2, window_blocks=1, n_random_blocks=1, seed=5)
+    unit = SelfAttention(4, 2, layer=0, pattern=PatternUnit(pattern, global_token))
     dropout = DropoutStreams(0.2, 3, np.arange(len(x)))
     params = seeded_params(unit, rng)
     check_unit(unit, params, x, lengths, rng, causal=causal, dropout=dropout)

@@ -10,7 +10,12 @@ from skattn import AttentionClassifier, AttentionTransformer
 from skattn._estimators.resolve import fitted_structure
 from skattn._model.attribution import pooling_attention
 from skattn._model.model import ModelConfig, build_model
-from skattn._model.options import POSITIONAL_ENCODINGS, REGISTRIES
+from skattn._model.options import (
+    ATTENTION_PATTERNS,
+    POSITIONAL_ENCODINGS,
+    REGISTRIES,
+)
+from skattn._model.patterns import pattern_config
 from skattn._model.pooling import POOLINGS, needs_fixed_length
 from skattn._model.registry import Registry
 
@@ -143,3 +148,48 @@ def test_every_parameter_outside_the_layers_is_a_documented_fitted_attribute():
     assert all(f'``"{name}"``' in doc for name in layer_names)
     # every attribute of PARAMETER_ATTRIBUTES but layers_ is some unit's
     assert set(PARAMETER_ATTRIBUTES) - {"layers_"} <= attributes
+
+
+# The attention patterns: a registry of classes, whose objects the estimators
+# take as attention_pattern
+# -------------------------------------------------------------------------
+
+
+def test_the_pattern_constraint_and_docstring_list_every_registered_class():
+    for estimator in (AttentionTransformer, AttentionClassifier):
+        constraint = estimator._parameter_constraints["attention_pattern"]
+        assert set(constraint) == {*ATTENTION_PATTERNS.values(), None}
+        doc = " ".join(estimator.__doc__.split())
+        for _, value, description in ATTENTION_PATTERNS.items():
+            assert f":class:`~skattn.patterns.{value.__name__}`, {description}" in doc
+
+
+@pytest.mark.parametrize("name", ATTENTION_PATTERNS.names())
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_every_registered_pattern_builds_a_model_that_runs(name, pooling):
+    # the pattern of its defaults (a band of 3), described as a plain dict in
+    # the configuration, rebuilt as an equal object; its structure fixed
+    cls = ATTENTION_PATTERNS.get(name)
+    pattern = cls(3) if name == "banded" else cls()
+    config = ModelConfig(
+        n_features=3,
+        d_model=4,
+        n_heads=2,
+        n_positions=200,
+        pooling=pooling,
+        attention_pattern=pattern_config(ATTENTION_PATTERNS, pattern),
+    )
+    assert all(
+        isinstance(value, (str, int, type(None)))
+        for value in config.attention_pattern.values()
+    )
+    model = build_model(config)
+    unit = model.units[-1][1].pattern  # the last layer's
+    assert unit.pattern == pattern
+    assert unit.global_token == (pooling == "cls")
+    structure = fitted_structure(config, {"features_per_token": 1, "data_format": 0})
+    assert structure["attention_pattern"] == pattern
+    params = model.init_params(np.random.RandomState(0), np.float64)
+    x = np.random.default_rng(0).standard_normal((2, 200, 3))
+    _, pooled, _ = model.forward(params, x, np.array([200, 150]))
+    assert np.isfinite(pooled).all()
