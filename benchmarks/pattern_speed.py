@@ -2,7 +2,7 @@
 of as many keys a query and full attention, time and peak memory.
 
 The attention kernels alone (no projections), through the patterns' kernels
-(``pattern.kernels()``, as the model calls them): one sequence of ``T``
+(``pattern._kernels_of()``, as the model calls them): one sequence of ``T``
 tokens, 4 heads of 16 features, float32, no mask, at one thread, at T =
 1,024 to 65,536 (``--lengths``). The patterns:
 
@@ -50,7 +50,7 @@ PATTERNS = {
 
 def forward_backward(pattern, q, k, v, numpy_path=False):
     """One forward and backward call of the pattern's kernels."""
-    kernels = pattern.kernels()
+    kernels = pattern._kernels_of()
     call = dict(mask=None, causal=False, dropout=None)
     previous = compiled._DISABLED
     compiled._DISABLED = numpy_path or previous

@@ -155,7 +155,7 @@ def estimator_pattern(params):
             "Set attention_window=None and attention_dilation=1, or "
             "attention_pattern=None."
         )
-    return pattern.check()
+    return pattern._check()
 
 
 def _pattern_config(params, random_state):

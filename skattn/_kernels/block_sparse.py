@@ -41,7 +41,7 @@ import numpy as np
 from .attention import attention_forward, default_scale, score_exponents, value_exponent
 from .attention_backward import attention_backward
 from .dropout import mix64
-from .patterns import AttentionPattern, FullAttention, check_int
+from .patterns import AttentionPattern, check_int
 from .sparse import (
     BLOCK_BYTES,
     SparseKernels,
@@ -608,7 +608,7 @@ class BigBirdAttention(AttentionPattern):
         self.n_random_blocks = n_random_blocks
         self.seed = seed
 
-    def check(self):
+    def _check(self):
         """Raise unless the sizes are ints (``block_size`` and
         ``window_blocks`` >= 1, ``n_random_blocks`` >= 0) and ``seed`` is
         None or an int in ``[0, 2**63)``."""
@@ -631,12 +631,12 @@ class BigBirdAttention(AttentionPattern):
             int(seed),
         )
 
-    def kernels(self, *, lengths=None, global_index=None):
+    def _kernels_of(self, *, lengths=None, global_index=None):
         """The block-sparse kernels of one call, with each sequence's length
         and global token."""
         return BlockSparseKernels(self._layout(), lengths, global_index)
 
-    def score_floats(self, n_heads, causal, n_tokens, global_token):
+    def _score_floats(self, n_heads, causal, n_tokens, global_token):
         """Numbers per token of the scores, their companions and the keys'
         indices while a layer runs on sequences of ``n_tokens``, and the
         copies of the queries, keys and values (in units of the model width):
@@ -648,17 +648,15 @@ class BigBirdAttention(AttentionPattern):
         n_keys = (before + after + 1 + n_random) * block_size
         return 4 * n_heads * (n_keys + global_token), 4
 
-    def mask(self, n_tokens, *, causal=False):
-        """The pairs the pattern allows in a sequence of ``n_tokens``,
-        ``(n_tokens, n_tokens)`` bool."""
+    def _allowed(self, n_tokens, causal):
+        """The pairs of :meth:`mask`, before ``causal``."""
         layout = self._layout()
         block_size = layout[0]
         if reads_whole(n_tokens, *layout[:3], causal):
-            return FullAttention().mask(n_tokens, causal=causal)
+            return np.ones((n_tokens, n_tokens), dtype=bool)
         n_blocks = -(-n_tokens // block_size)
         blocks = key_blocks(n_blocks, np.array([n_tokens]), layout, causal)[0]
         allowed = np.zeros((n_blocks, n_blocks + 1), dtype=bool)
         np.put_along_axis(allowed, np.where(blocks >= 0, blocks, n_blocks), True, 1)
         allowed = allowed[:, :n_blocks].repeat(block_size, 0).repeat(block_size, 1)
-        allowed = allowed[:n_tokens, :n_tokens]
-        return np.tril(allowed) if causal else allowed
+        return allowed[:n_tokens, :n_tokens]

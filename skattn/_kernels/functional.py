@@ -140,7 +140,7 @@ def scaled_dot_product_attention(
     dtype = compute_dtype(query, key, value)
     result_dtype = output_dtype(query, key, value)
     query, key, value = (a.astype(dtype, copy=False) for a in (query, key, value))
-    kernel = attention_forward if pattern is None else pattern.kernels().forward
+    kernel = attention_forward if pattern is None else pattern._kernels_of().forward
     out, _, weights = kernel(
         query,
         key,

@@ -325,7 +325,7 @@ def multi_head_attention(
     return_weights = check_bool(return_weights, "return_weights")
     window, dilation = check_band(window, dilation)
     pattern = resolve_pattern(pattern, window, dilation)
-    pattern = None if pattern is None else pattern.kernels()
+    pattern = None if pattern is None else pattern._kernels_of()
     if (
         isinstance(n_heads, (bool, np.bool_))
         or not isinstance(n_heads, (int, np.integer))

@@ -5,7 +5,7 @@ A pattern is plain data, its constructor's parameters, with the
 :func:`sklearn.base.clone`, grid searches and the check of a fitted model's
 structure need (as scikit-learn's Gaussian-process kernels are). The
 estimators take one as ``attention_pattern``, the public kernels as
-``pattern``. :meth:`AttentionPattern.kernels` gives the kernels of one call:
+``pattern``. A pattern's ``_kernels_of`` gives the kernels of one call:
 ``forward``, ``backward`` and ``write_weights``, pure functions on arrays, as
 :func:`~skattn._kernels.attention.attention_forward` and
 :func:`~skattn._kernels.attention_backward.attention_backward`.
@@ -34,7 +34,12 @@ class AttentionPattern:
     """Base of the attention patterns: a pattern is its parameters.
 
     A subclass lists its constructor's parameters in ``_param_names`` and
-    implements ``kernels``, ``score_floats``, ``mask`` and ``check``.
+    implements ``_allowed(n_tokens, causal)`` (the pairs of :meth:`mask`)
+    and, for the model and the kernels, ``_kernels_of(*, lengths,
+    global_index)`` (the kernels of one call: its sequences' lengths and
+    global tokens), ``_score_floats(n_heads, causal, n_tokens,
+    global_token)`` (the numbers a layer holds per token, for the memory
+    estimate) and ``_check()`` (the errors of its parameters).
     """
 
     _param_names = ()
@@ -54,7 +59,17 @@ class AttentionPattern:
         return {name: getattr(self, name) for name in self._param_names}
 
     def set_params(self, **params):
-        """Set the pattern's parameters; returns the pattern.
+        """Set the pattern's parameters.
+
+        Parameters
+        ----------
+        **params : dict
+            New values of the pattern's parameters, by name.
+
+        Returns
+        -------
+        self : AttentionPattern
+            The pattern.
 
         Raises
         ------
@@ -80,10 +95,30 @@ class AttentionPattern:
     def __hash__(self):
         return hash((type(self).__name__, tuple(self.get_params().items())))
 
-    def check(self):
+    def _check(self):
         """Raise a ``TypeError`` or ``ValueError`` naming a parameter of a
         value the pattern cannot take; returns the pattern."""
         return self
+
+    def mask(self, n_tokens, *, causal=False):
+        """The pairs the pattern allows in a sequence, as a boolean mask.
+
+        Parameters
+        ----------
+        n_tokens : int
+            Tokens of the sequence.
+        causal : bool, default=False
+            Whether a token attends only to itself and the tokens before it.
+
+        Returns
+        -------
+        mask : ndarray of bool of shape (n_tokens, n_tokens)
+            True where query ``i`` may read key ``j``: the mask the full
+            kernel would need to compute what the pattern computes (the
+            estimators' global class token aside).
+        """
+        allowed = self._allowed(int(n_tokens), bool(causal))
+        return np.tril(allowed) if causal else allowed
 
 
 def check_int(value, name, minimum):
@@ -109,23 +144,21 @@ class FullAttention(AttentionPattern):
            [ True,  True,  True]])
     """
 
-    def kernels(self, *, lengths=None, global_index=None):
+    def _kernels_of(self, *, lengths=None, global_index=None):
         """The kernels of one call (every key reads every key: the lengths
         and the global token change nothing the mask does not)."""
         return FullKernels()
 
-    def score_floats(self, n_heads, causal, n_tokens, global_token):
+    def _score_floats(self, n_heads, causal, n_tokens, global_token):
         """Numbers per token of the scores while a layer runs on sequences of
         ``n_tokens`` (one row per head: the kernels run in tiles), and the
         extra copies of the queries, keys and values (in units of the model
         width)."""
         return n_heads, 0
 
-    def mask(self, n_tokens, *, causal=False):
-        """The pairs the pattern allows, ``(n_tokens, n_tokens)`` bool: query
-        ``i`` may read key ``j``."""
-        allowed = np.ones((n_tokens, n_tokens), dtype=bool)
-        return np.tril(allowed) if causal else allowed
+    def _allowed(self, n_tokens, causal):
+        """The pairs of :meth:`mask`, before ``causal``."""
+        return np.ones((n_tokens, n_tokens), dtype=bool)
 
 
 class FullKernels:
@@ -240,20 +273,20 @@ class BandedAttention(AttentionPattern):
         self.window = window
         self.dilation = dilation
 
-    def check(self):
+    def _check(self):
         """Raise unless ``window`` and ``dilation`` are ints >= 1."""
         check_int(self.window, "window", 1)
         check_int(self.dilation, "dilation", 1)
         return self
 
-    def kernels(self, *, lengths=None, global_index=None):
+    def _kernels_of(self, *, lengths=None, global_index=None):
         """The banded kernels of one call, with its global tokens (the key
         padding mask holds the lengths)."""
         return BandedKernels(
             int(self.window), int(self.dilation), global_index=global_index
         )
 
-    def score_floats(self, n_heads, causal, n_tokens, global_token):
+    def _score_floats(self, n_heads, causal, n_tokens, global_token):
         """Numbers per token of the scores and their companions (multipliers,
         gradients) while a layer runs on sequences of ``n_tokens``, and the
         flattened queries, keys and values (in units of the model width,
@@ -261,13 +294,13 @@ class BandedAttention(AttentionPattern):
         sequence, which the dense kernel computes."""
         band = (self.window, self.dilation, causal, n_tokens, n_tokens)
         if band_covers(*band):
-            return FullAttention().score_floats(n_heads, causal, n_tokens, False)
+            return FullAttention()._score_floats(n_heads, causal, n_tokens, False)
         before, after, _ = band_sides(*band)
         n_keys = before + after + 1
         return 3 * n_heads * (n_keys + global_token), 3
 
-    def mask(self, n_tokens, *, causal=False):
-        """The pairs the band allows, ``(n_tokens, n_tokens)`` bool."""
+    def _allowed(self, n_tokens, causal):
+        """The pairs of :meth:`mask` (the causal band with ``causal``)."""
         return band_mask(n_tokens, n_tokens, self.window, self.dilation, causal)
 
 
@@ -285,7 +318,7 @@ def resolve_pattern(pattern, window, dilation):
     if pattern is None:
         if window is None:
             return None
-        return BandedAttention(window, dilation).check()
+        return BandedAttention(window, dilation)._check()
     if not isinstance(pattern, AttentionPattern):
         raise TypeError(
             "pattern must be an attention pattern of skattn.patterns (such as "
@@ -297,4 +330,4 @@ def resolve_pattern(pattern, window, dilation):
             f"dilation={dilation!r}: window and dilation are the shorthand of "
             "BandedAttention(window, dilation); pass one or the other."
         )
-    return pattern.check()
+    return pattern._check()

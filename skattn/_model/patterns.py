@@ -53,10 +53,10 @@ class PatternUnit:
         and, with ``global_token``, their class tokens' positions."""
         lengths = np.asarray(context.lengths)[:, None]  # (N, 1): every head
         glob = lengths - 1 if self.global_token else None
-        return self.pattern.kernels(lengths=lengths, global_index=glob)
+        return self.pattern._kernels_of(lengths=lengths, global_index=glob)
 
     def score_floats(self, n_heads, causal, n_tokens):
         """Numbers per token of the scores while a layer runs on sequences of
         ``n_tokens``, and the extra copies of the queries, keys and values
         (in units of the model width)."""
-        return self.pattern.score_floats(n_heads, causal, n_tokens, self.global_token)
+        return self.pattern._score_floats(n_heads, causal, n_tokens, self.global_token)
