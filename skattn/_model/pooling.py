@@ -218,6 +218,13 @@ def backward_max(d_pooled, tokens, lengths, params, cache):
     return d_tokens, {}
 
 
+def backward_min(d_pooled, tokens, lengths, params, cache):
+    """The gradient goes to the (first) minimal valid token of each feature
+    (the maximum of the negated tokens, as :func:`pool_min` computes it)."""
+    d_negated, grads = backward_max(-d_pooled, -tokens, lengths, params, cache)
+    return -d_negated, grads
+
+
 def _backward_pick(d_pooled, tokens, positions):
     d_tokens = np.zeros_like(tokens)
     d_tokens[np.arange(tokens.shape[0]), positions] = d_pooled
@@ -283,21 +290,6 @@ def token_statistics_width(names, n_tokens, n_features):
         n_tokens * n_features if name == TABLE_STATISTIC else n_features
         for name in names
     )
-
-
-# Statistics without parameters: of the tokens (pool_statistics), and of
-# RandomAttentionFeatures' models (with its PPV and LSPV). "min" is no pooling
-# of the trained model.
-STATISTIC_POOLINGS = {
-    "mean": pool_mean,
-    "max": pool_max,
-    "min": pool_min,
-    "first": pool_first,
-    "last": pool_last,
-}
-
-# The statistics RandomAttentionFeatures pools each model's outputs into.
-STATISTICS = {**STATISTIC_POOLINGS, "ppv": pool_ppv, "lspv": pool_lspv}
 
 
 class Pooling(Unit):
@@ -398,6 +390,13 @@ class MaxPooling(Pooling):
     pool_backward = staticmethod(backward_max)
 
 
+class MinPooling(Pooling):
+    """The feature-wise minimum of the valid tokens (:func:`pool_min`)."""
+
+    pool = staticmethod(pool_min)
+    pool_backward = staticmethod(backward_min)
+
+
 class FirstPooling(Pooling):
     """The first token (:func:`pool_first`)."""
 
@@ -487,12 +486,28 @@ POOLINGS = (
     Registry("pooling")
     .add("mean", MeanPooling, "their mean;")
     .add("max", MaxPooling, "feature-wise maximum;")
+    .add("min", MinPooling, "feature-wise minimum;")
     .add("first", FirstPooling, "the first token;")
     .add("last", LastPooling, "the last;")
     .add("cls", ClassTokenPooling, "a learned class token appended after the last;")
     .add("attention", AttentionPooling, "a learned query attending over them;")
     .add("flatten", FlattenPooling, "all side by side (one length: fit's).")
 )
+
+
+# Statistics: the poolings without parameters that read sequences of any
+# length, without a class token (mean, max, min, first, last): of the tokens
+# (pool_statistics), and of RandomAttentionFeatures' models.
+STATISTIC_POOLINGS = {
+    name: unit.pool
+    for name, unit in zip(POOLINGS.names(), POOLINGS.values(), strict=True)
+    if not (unit.appends_class_token or unit.needs_fixed_length)
+    and not unit(1, 1).param_specs()
+}
+
+# The statistics RandomAttentionFeatures pools each model's outputs into:
+# those, and the proportion and the longest stretch of positive values.
+STATISTICS = {**STATISTIC_POOLINGS, "ppv": pool_ppv, "lspv": pool_lspv}
 
 
 def needs_fixed_length(pooling):
