@@ -32,7 +32,7 @@ from ._version import __version__
 
 # The format of the estimators' pickled state: incremented by a change to
 # what an estimator pickles, so that pickles of the earlier format are refused.
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 VERSION_KEY = "_skattn_version"
 STATE_VERSION_KEY = "_skattn_state_version"
@@ -178,3 +178,24 @@ def _refusing_class(module, name):
             "__setstate__": refuse,
         },
     )
+
+
+class PlainFittedState:
+    """Mixin of an estimator whose fitted object is ``_fitted``: pickled as
+    the plain dicts, lists, numbers and arrays of its ``to_state()``, and
+    rebuilt by ``_fitted_type.from_state`` (so that loading trusts no
+    private type)."""
+
+    _fitted_type = None
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        if "_fitted" in state:
+            state["_fitted"] = state["_fitted"].to_state()
+        return state
+
+    def __setstate__(self, state):
+        if "_fitted" in state:
+            fitted = type(self)._fitted_type.from_state(state["_fitted"])
+            state = {**state, "_fitted": fitted}
+        super().__setstate__(state)

@@ -64,7 +64,8 @@ def test_regressor_agrees_with_transformer_head(solver, n_outputs, width):
     att = AttentionTransformer(objective="regression", solver=solver, **PARAMS).fit(
         X, y
     )
-    expected = head(att, X) * att._target_scale + att._target_mean
+    mean, scale = att._target_scaling()
+    expected = head(att, X) * scale + mean
     y_pred = reg.predict(X)
     assert y_pred.shape == y.shape  # 1-D for a 1-D y
     np.testing.assert_allclose(y_pred, expected.reshape(y.shape), rtol=1e-12, atol=0)

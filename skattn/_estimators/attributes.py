@@ -6,13 +6,15 @@ fitted attributes are properties that read it: the parameters (``layers_``,
 ``head_coef_``, ...; assigning one gives the estimator a fitted model with
 that parameter replaced, so a shallow copy's assignment leaves the original
 alone), the training record (``n_iter_``, ``loss_curve_``, ...) and the
-model's sizes (``n_heads_``, ``d_model_``, ...). Pickles and skops files hold
-the fitted model as plain dicts and arrays.
+model's sizes (``n_heads_``, ``d_model_``, ...) and the target
+(``objective_``, ``classes_``). Pickles and skops files hold the fitted model
+as plain dicts and arrays.
 """
 
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+from .._persistence import PlainFittedState
 from .._training.state import FittedModel
 
 # The fitted attributes of the parameters: layers_ for the encoder layers,
@@ -45,7 +47,7 @@ HISTORY_ATTRIBUTES = {
 }
 
 
-def _fitted(estimator, attribute):
+def fitted_object(estimator, attribute):
     """The fitted model; an AttributeError naming ``attribute`` before fit."""
     try:
         return vars(estimator)["_fitted"]
@@ -58,10 +60,10 @@ def _fitted(estimator, attribute):
 
 def _parameter(attribute):
     def read(self):
-        return _fitted(self, attribute).attribute(attribute)
+        return fitted_object(self, attribute).attribute(attribute)
 
     def write(self, value):
-        self._fitted = _fitted(self, attribute).with_attribute(attribute, value)
+        self._fitted = fitted_object(self, attribute).with_attribute(attribute, value)
 
     return property(read, write)
 
@@ -70,21 +72,23 @@ def _history(attribute):
     field = HISTORY_ATTRIBUTES[attribute]
 
     def read(self):
-        return getattr(_fitted(self, attribute).history, field)
+        return getattr(fitted_object(self, attribute).history, field)
 
     return property(read)
 
 
 def _size(attribute, read_config):
     def read(self):
-        return read_config(_fitted(self, attribute).config)
+        return read_config(fitted_object(self, attribute).config)
 
     return property(read)
 
 
-class FittedAttributes:
+class FittedAttributes(PlainFittedState):
     """Mixin of the attention estimators: their fitted attributes as
     properties of ``_fitted``, and its plain-typed pickled state."""
+
+    _fitted_type = FittedModel
 
     n_heads_ = _size("n_heads_", lambda config: config.n_heads)
     head_dim_ = _size("head_dim_", lambda config: config.d_model // config.n_heads)
@@ -95,16 +99,26 @@ class FittedAttributes:
         "token_statistics_", lambda config: config.token_statistics
     )
 
-    def __getstate__(self):
-        state = dict(super().__getstate__())
-        if "_fitted" in state:
-            state["_fitted"] = state["_fitted"].to_state()
-        return state
+    @property
+    def objective_(self):
+        target = fitted_object(self, "objective_").target
+        return None if target is None else target.objective
 
-    def __setstate__(self, state):
-        if "_fitted" in state:
-            state = {**state, "_fitted": FittedModel.from_state(state["_fitted"])}
-        super().__setstate__(state)
+    @property
+    def classes_(self):
+        target = fitted_object(self, "classes_").target
+        if target is None:  # nothing learned: no classes
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute 'classes_' "
+                "(it is set by a fit that learns classes)."
+            )
+        return target.classes
+
+    def _target_scaling(self):
+        """The regression target's mean and scale: predictions are the
+        head's outputs times the scale plus the mean."""
+        target = fitted_object(self, "predict").target
+        return target.mean, target.scale
 
 
 for _name in PARAMETER_ATTRIBUTES:

@@ -298,29 +298,20 @@ class BaseAttention(
             return None, user_weight
         if first_pass:
             encoding = TargetEncoding.fit(y, objective, classes, user_weight)
-            self.classes_ = encoding.classes
-            if objective == "regression":
-                self._target_mean, self._target_scale = encoding.mean, encoding.scale
+        else:  # the fitted model's
+            encoding = self._fitted.target
         train = training_set(
             sequences,
             lengths,
             y,
             user_weight,
             weight_exponent,
-            self._target_encoding(objective),
+            encoding,
             class_weight=self.class_weight,
             alpha=self.alpha,
             dtype=training_dtype(self.solver, dtype),
         )
         return train, user_weight
-
-    def _target_encoding(self, objective):
-        """The fitted target encoding of ``objective``."""
-        if objective == "classification":
-            return TargetEncoding(objective, classes=self.classes_)
-        return TargetEncoding(
-            objective, mean=self._target_mean, scale=self._target_scale
-        )
 
     def _validation_set(self, X_val, y_val, train, first_pass):
         """``X_val`` checked as X, ``y_val`` encoded as y."""
@@ -345,7 +336,7 @@ class BaseAttention(
             lengths,
             y_val,
             train,
-            self._target_encoding(train.objective),
+            train.encoding,
             class_weight=self.class_weight,
             alpha=self.alpha,
             dtype=training_dtype(self.solver, model_dtype(sequences)),
@@ -392,15 +383,12 @@ class BaseAttention(
     def _initialize(self, sequences, lengths, train, user_weight):
         """Resolve the model, seed its parameters, reset the training state."""
         objective = None if train is None else train.objective
-        self.objective_ = objective
-        if objective == "regression":
-            self.classes_ = None
         init = {}
         if not isinstance(self.init, str):
             init = check_init(self.init, self.n_layers)
         n_outputs = 0
         if objective == "classification":
-            n_outputs = len(self.classes_)
+            n_outputs = len(train.encoding.classes)
         elif objective == "regression":
             n_outputs = train.y.shape[1]
         kind, params = input_format(self)["kind"], self.get_params()
@@ -430,7 +418,13 @@ class BaseAttention(
         history = History()
         if self.early_stopping_:
             history.start_validation()
-        self._fitted = FittedModel.of(model, params, history)
+        self._fitted = FittedModel.of(
+            model,
+            params,
+            history,
+            target=None if train is None else train.encoding,
+            input_format=vars(self).pop("_input_format"),
+        )
 
     def _train(self, train, validation, incremental, tasks):
         """Train the fitted model on ``train`` with the solver.

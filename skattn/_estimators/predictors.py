@@ -557,7 +557,9 @@ class AttentionRegressor(RegressorMixin, BaseAttention):
         """
         if is_dask_collection(X):  # lazy, block by block (skattn._estimators.dask)
             return blocked_outputs(self, "predict", X)
-        y_pred = head_outputs(self, X) * self._target_scale + self._target_mean
+        outputs = head_outputs(self, X)  # checks that the regressor is fitted
+        mean, scale = self._target_scaling()
+        y_pred = outputs * scale + mean
         if y_pred.shape[1] == 1:
             return y_pred[:, 0]
         return y_pred

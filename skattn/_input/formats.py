@@ -200,7 +200,8 @@ def _check_n_features_per_token(estimator, n_features, reset, data_format):
 
 
 def input_format(estimator):
-    """How a fitted estimator reads X, as :func:`check_input` recorded it in fit.
+    """How a fitted estimator reads X, as :func:`check_input` recorded it in fit
+    and the estimator's fitted object (``_fitted``) keeps it.
 
     Returns
     -------
@@ -208,7 +209,10 @@ def input_format(estimator):
         ``"kind"`` (table or sequences), ``"features_per_token"`` and
         ``"data_format"`` (the estimator's parameters at fit).
     """
-    return estimator._input_format
+    state = vars(estimator)
+    if "_input_format" in state:  # read by this fit, its model not yet built
+        return state["_input_format"]
+    return state["_fitted"].input_format
 
 
 def check_input(estimator, X, *, reset, role="transform"):

@@ -53,6 +53,8 @@ class TrainingSet:
     weight_exponent : int
         The weights as given (times the class weights) are
         ``sample_weight * 2**weight_exponent``.
+    encoding : TargetEncoding
+        How ``y`` was encoded.
     """
 
     sequences: object
@@ -63,6 +65,7 @@ class TrainingSet:
     objective: str
     dtype: np.dtype | None = None
     weight_exponent: int = 0
+    encoding: object = None
 
     def __post_init__(self):
         if self.dtype is None:
@@ -171,7 +174,7 @@ def training_set(
     alpha = penalty(alpha, sample_weight, weight_exponent, dtype)
     return TrainingSet(
         sequences, lengths, y, sample_weight, alpha, encoding.objective,
-        weight_exponent=weight_exponent,
+        weight_exponent=weight_exponent, encoding=encoding,
     )  # fmt: skip
 
 
@@ -226,7 +229,7 @@ def validation_set(sequences, lengths, y_val, train, encoding, *, class_weight,
     weights = weights.astype(model_dtype(sequences))
     return TrainingSet(
         sequences, lengths, y_val, weights, alpha, encoding.objective,
-        weight_exponent=exponent,
+        weight_exponent=exponent, encoding=encoding,
     )  # fmt: skip
 
 

@@ -4,8 +4,10 @@
 - ``configs``: the candidates each model draws its configuration from, their
   ``"auto"`` values resolved from the data.
 - ``models``: each model's configuration, weights and threshold levels drawn
-  from its seed, the models built again from ``models_`` and ``weights_``,
-  and their thresholds (quantiles of their outputs on a sample).
+  from its seed, the models built from ``models_`` and ``weights_``, and
+  their thresholds (quantiles of their outputs on a sample).
+- ``fitted``: the fitted object (``_fitted``) that holds the drawn models,
+  how X is read and the models built from them, once per fit.
 - ``runner``: the fitted models run over padded batches, and the quantiles of
   their outputs (the thresholds of the PPV and LSPV).
 - ``columns``: the output columns, their blocks (and names) and their values

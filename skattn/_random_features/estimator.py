@@ -22,6 +22,7 @@ from sklearn.base import (
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from .._estimators.attributes import fitted_object
 from .._estimators.dask import blocked_outputs, is_dask_collection
 from .._input.formats import (
     CHANNELS_FIRST,
@@ -48,7 +49,7 @@ from .._model.sequences import (
     token_moments,
     token_width,
 )
-from .._persistence import VersionedState
+from .._persistence import PlainFittedState, VersionedState
 from .._training.callbacks import CALLBACK_BASES, FitTasks
 from .columns import column_blocks, output_columns
 from .configs import (
@@ -62,12 +63,14 @@ from .configs import (
     positional_encodings,
     statistic_names,
 )
-from .models import build_models, draw_models, thresholds
+from .fitted import FittedFeatures
+from .models import draw_models, thresholds
 from .runner import ModelRunner
 
 
 class RandomAttentionFeatures(
     VersionedState,
+    PlainFittedState,
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
     *CALLBACK_BASES,
@@ -163,7 +166,8 @@ class RandomAttentionFeatures(
             of them, or "auto", default="auto"
         The statistics each model's per-token outputs are pooled into, feature
         by feature over the valid tokens, in the order of the list: the mean,
-        maximum and minimum; the first and last token (patch); ``"ppv"``,
+        maximum and minimum; the first and last token (patch) (the poolings of
+        those names of :class:`AttentionTransformer`); ``"ppv"``,
         ROCKET's proportion of the tokens above a threshold; ``"lspv"``,
         MultiRocket's longest stretch of consecutive tokens above it, divided
         by the number of tokens. The thresholds are quantiles of each feature's
@@ -346,6 +350,20 @@ class RandomAttentionFeatures(
         "random_state": ["random_state"],
     }
 
+    _fitted_type = FittedFeatures
+
+    @property
+    def models_(self):
+        return fitted_object(self, "models_").configs
+
+    @property
+    def weights_(self):
+        return fitted_object(self, "weights_").params
+
+    @weights_.setter
+    def weights_(self, weights):
+        self._fitted = fitted_object(self, "weights_").with_params(weights)
+
     def __init__(
         self,
         n_models=16,
@@ -454,7 +472,7 @@ class RandomAttentionFeatures(
         windows, dilations = band_candidates(
             self.attention_window, self.attention_dilation, median
         )
-        self.models_, self.weights_, levels = draw_models(
+        models, weights, levels = draw_models(
             check_random_state(self.random_state),
             self.n_models,
             candidates,
@@ -463,6 +481,9 @@ class RandomAttentionFeatures(
             n_tokens,
             median,
             self.n_thresholds,
+        )
+        self._fitted = FittedFeatures(
+            models, weights, n_features, n_tokens, vars(self).pop("_input_format")
         )
         self.token_mean_ = self.token_scale_ = None
         self.difference_mean_ = self.difference_scale_ = None
@@ -584,14 +605,13 @@ class RandomAttentionFeatures(
         """The fitted models, ready to run on padded batches of ``sequences``."""
         dtype = sequences_dtype(sequences)
         n_features = token_width(sequences)
-        n_tokens = sequences.shape[1] if input_format(self)["kind"] == TABLE else 1
         token_stats = (self.token_mean_, self.token_scale_)
         difference_stats = (self.difference_mean_, self.difference_scale_)
         token_stats, difference_stats = (
             tuple(None if m is None else m.astype(dtype, copy=False) for m in pair)
             for pair in (token_stats, difference_stats)
         )
-        models = build_models(self.models_, self.weights_, n_features, n_tokens)
+        models = self._fitted.built
         return ModelRunner(models, token_stats, difference_stats, n_features, dtype)
 
     def _token_statistics(self, statistics):

@@ -1,11 +1,11 @@
-"""The models of RandomAttentionFeatures: drawn from their seeds, built again.
+"""The models of RandomAttentionFeatures: drawn from their seeds, and built.
 
 Each model draws from a seed of its own its configuration (one value of each
 parameter's candidates, ``configs.py``), its seeded weights and the levels of
 its thresholds (:func:`draw_models`); a configuration and its weights, an
-entry of ``models_`` and ``weights_``, build the model again
-(:func:`build_models`, through its :class:`~skattn._model.model.ModelConfig`,
-:func:`model_config`); the thresholds of the PPV and LSPV are quantiles of the
+entry of ``models_`` and ``weights_``, build the model (:func:`build_models`,
+through its :class:`~skattn._model.model.ModelConfig`, :func:`model_config`;
+once per fit, ``fitted.py``); the thresholds of the PPV and LSPV are quantiles of the
 models' outputs on a sample of the training sequences (:func:`thresholds`).
 Values and arrays in, lists and arrays out: the estimator is in
 ``estimator.py``.

@@ -3,7 +3,9 @@
 
 An attention estimator holds one :class:`FittedModel` (as
 ``HistGradientBoostingClassifier`` holds its predictors): the model's
-description, its parameters, what training has done and Adam's state. It is
+description, its parameters, what training has done, Adam's state, the
+target's encoding and how X is read: everything ``predict`` and
+``transform`` need. It is
 built once per fit; the solvers receive its parameters and history and return
 them; the estimator's public fitted attributes (``layers_``, ``head_coef_``,
 ``n_iter_``, ...) read it.
@@ -18,6 +20,7 @@ import math
 
 import numpy as np
 
+from .._input.targets import TargetEncoding
 from .._model.model import LAYER_PREFIX, ModelConfig, build_model
 
 
@@ -111,17 +114,28 @@ class FittedModel:
         What training has done so far.
     optimizer_state : dict or None
         Adam's state that ``partial_fit`` continues from (None: none kept).
+    target : TargetEncoding or None
+        How the outputs read as the target: the classes, or the target's
+        standardisation (None: nothing learned).
+    input_format : dict
+        How X is read: ``"kind"`` (table, sequences or ids),
+        ``"features_per_token"`` and ``"data_format"`` (see
+        :func:`~skattn._input.formats.input_format`).
     """
 
     config: ModelConfig
     params: dict
     history: History = dataclasses.field(default_factory=History)
     optimizer_state: dict | None = None
+    target: TargetEncoding | None = None
+    input_format: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def of(cls, model, params, history):
+    def of(cls, model, params, history, *, target, input_format):
         """The fitted model of a built ``model`` (kept, not built again)."""
-        fitted = cls(model.config, params, history)
+        fitted = cls(
+            model.config, params, history, target=target, input_format=input_format
+        )
         vars(fitted)["model"] = model
         return fitted
 
@@ -197,19 +211,25 @@ class FittedModel:
     def to_state(self):
         """The fitted model as dicts, lists, numbers and arrays (what a pickle
         or a skops file holds, so that loading trusts no private type)."""
+        target = None if self.target is None else dataclasses.asdict(self.target)
         return {
             "config": self.config.as_dict(),
             "params": dict(self.params),
             "history": dataclasses.asdict(self.history),
             "optimizer_state": self.optimizer_state,
+            "target": target,
+            "input_format": dict(self.input_format),
         }
 
     @classmethod
     def from_state(cls, state):
         """The fitted model of :meth:`to_state`'s dict."""
+        target = state["target"]
         return cls(
             config=ModelConfig(**state["config"]),
             params=dict(state["params"]),
             history=History(**state["history"]),
             optimizer_state=state["optimizer_state"],
+            target=None if target is None else TargetEncoding(**target),
+            input_format=dict(state["input_format"]),
         )

@@ -494,7 +494,7 @@ def _output_weights(estimator, x_sample, target):
             )
         target = 0
     index = check_index(target, n_outputs, "target", f"{n_outputs} output(s)")
-    weights[index] = np.asarray(estimator._target_scale).ravel()[index]
+    weights[index] = np.asarray(estimator._target_scaling()[1]).ravel()[index]
     output = f", output {index}" if n_outputs > 1 else ""
     return weights, f"gradient \N{MULTIPLICATION SIGN} input, prediction{output}"
 
