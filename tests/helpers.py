@@ -269,3 +269,25 @@ def compile_kernels(dtype):
     thresholds = np.zeros((3, 8), dtype)
     for longest_stretch in (False, True):
         compiled.threshold_statistics(q, band_lengths, thresholds, longest_stretch)
+
+
+def assert_equals_the_dense_kernel(result, q, k, v, allowed, dropout):
+    """A sparse kernel's ``(out, lse, weights)`` against the dense kernel
+    given the pattern as its mask ``allowed``: outputs, weights (zero outside
+    the pattern), log-sum-exp (inf for the same empty rows). Returns the dense
+    kernel's output and log-sum-exp, for the gradients."""
+    from numpy.testing import assert_allclose, assert_array_equal
+
+    from skattn._kernels.attention import attention_forward
+
+    out, lse, weights = result
+    expected, expected_lse, expected_weights = attention_forward(
+        q, k, v, mask=allowed, return_weights=True, dropout=dropout
+    )
+    assert_allclose(out, expected, rtol=0, atol=1e-14)
+    assert_allclose(weights, expected_weights, rtol=0, atol=1e-14)
+    assert_array_equal(np.isinf(lse), np.isinf(expected_lse))
+    finite = np.isfinite(expected_lse)
+    assert_allclose(lse[finite], expected_lse[finite], rtol=0, atol=1e-13)
+    assert np.all(weights[~np.broadcast_to(allowed, weights.shape)] == 0)
+    return expected, expected_lse

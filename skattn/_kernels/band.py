@@ -181,7 +181,7 @@ class Band(SparseLayout):
                         out=out[:, start:stop, column],
                     )
         if self.glob is not None:
-            out[..., -1] = np.einsum("btd,bd->bt", a, self._global_key(b))
+            self._global_dots(out, a, b)
         out *= scale
         return out
 
@@ -206,7 +206,7 @@ class Band(SparseLayout):
                     )
                     out[:, start:stop] += product[:, : stop - start]
         if self.glob is not None:
-            out += weights[..., -1, None] * self._global_key(b)[:, None, :]
+            self._global_weighted_sum(out, weights, b)
         return out
 
     def scatter_sum(self, weights, a, n_keys):
@@ -230,24 +230,5 @@ class Band(SparseLayout):
                     )
                     out[:, first:last] += product[:, : last - first]
         if self.glob is not None:
-            total = np.einsum("bt,btd->bd", weights[..., -1], a)
-            rows = np.flatnonzero(self.glob < n_keys)
-            out[rows, self.glob[rows]] += total[rows]
+            self._global_scatter_sum(out, weights, a, n_keys)
         return out
-
-    def multipliers(self, dropout, n_batch, dtype):
-        """The dense kernel's dropout multipliers of the band's pairs."""
-        return self.key_multipliers(self.key_index()[None], dropout, dtype)
-
-    def dense(self, weights):
-        """The band's weights as a dense (B, Tq, Tk) array (zero elsewhere)."""
-        n_batch = len(weights)
-        dense = np.zeros((n_batch, self.n_queries, self.n_keys), weights.dtype)
-        allowed = np.broadcast_to(self.allowed, weights.shape)
-        batch, rows, columns = np.nonzero(allowed[..., : len(self.offsets)])
-        keys = self.key_index()
-        dense[batch, rows, keys[rows, columns]] = weights[batch, rows, columns]
-        if self.glob is not None:
-            batch, rows = np.nonzero(allowed[..., -1])
-            dense[batch, rows, self.glob[batch]] = weights[batch, rows, -1]
-        return dense

@@ -297,40 +297,15 @@ class BandedKernels(SparseKernels):
     """
 
     per_sequence = ("global_index",)
+    _forward = staticmethod(banded_forward)
+    _backward = staticmethod(banded_backward)
 
     def __init__(self, window, dilation=1, global_index=None):
         self.window, self.dilation = window, dilation
         self.global_index = global_index
 
-    def forward(self, q, k, v, *, mask, causal, return_weights, dropout, scale=None):
-        """:func:`banded_forward` of this band."""
-        return banded_forward(
-            q,
-            k,
-            v,
-            window=self.window,
-            dilation=self.dilation,
-            mask=mask,
-            causal=causal,
-            scale=scale,
-            return_weights=return_weights,
-            dropout=dropout,
-            global_index=self.global_index,
-        )
-
-    def backward(self, d_context, q, k, v, context, lse, *, mask, causal, dropout):
-        """:func:`banded_backward` of this band."""
-        return banded_backward(
-            d_context,
-            q,
-            k,
-            v,
-            context,
-            lse,
-            window=self.window,
-            dilation=self.dilation,
-            mask=mask,
-            causal=causal,
-            dropout=dropout,
-            global_index=self.global_index,
+    def arguments(self):
+        """``window``, ``dilation`` and ``global_index``."""
+        return dict(
+            window=self.window, dilation=self.dilation, global_index=self.global_index
         )

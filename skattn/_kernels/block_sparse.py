@@ -241,7 +241,7 @@ class BlockLayout(SparseLayout):
             products = self._rows(a, n0, n1) @ keys.swapaxes(-1, -2)  # (B, c, b, K)
             self._put_rows(out, products, n0, n1)
         if self.glob is not None:
-            out[..., -1] = np.einsum("btd,bd->bt", a, self._global_key(b))
+            self._global_dots(out, a, b)
         out *= scale
         return out
 
@@ -256,7 +256,7 @@ class BlockLayout(SparseLayout):
             rows = self._rows(weights[..., :n_keys], n0, n1)  # (B, c, b, K)
             self._put_rows(out, rows @ values, n0, n1)
         if self.glob is not None:
-            out += weights[..., -1, None] * self._global_key(b)[:, None, :]
+            self._global_weighted_sum(out, weights, b)
         return out
 
     def scatter_sum(self, weights, a, n_keys):
@@ -277,26 +277,8 @@ class BlockLayout(SparseLayout):
                 np.add.at(out, (batch, self.blocks[:, n0:n1, slot]), sums[:, :, slot])
         out = out.reshape(n_batch, (n_blocks + 1) * size, width)[:, :n_keys]
         if self.glob is not None:
-            total = np.einsum("bt,btd->bd", weights[..., -1], a)
-            rows = np.flatnonzero(self.glob < n_keys)
-            out[rows, self.glob[rows]] += total[rows]
+            self._global_scatter_sum(out, weights, a, n_keys)
         return out
-
-    def multipliers(self, dropout, n_batch, dtype):
-        """The dense kernel's dropout multipliers of each query's keys."""
-        return self.key_multipliers(self.key_index(), dropout, dtype)
-
-    def dense(self, weights):
-        """The weights as a dense (B, T, Tk) array (zero elsewhere)."""
-        n_read = self.blocks.shape[-1] * self.block_size
-        dense = np.zeros((len(weights), self.n_queries, self.n_keys), weights.dtype)
-        batch, rows, columns = np.nonzero(self.allowed[..., :n_read])
-        keys = self.key_index()
-        dense[batch, rows, keys[batch, rows, columns]] = weights[batch, rows, columns]
-        if self.glob is not None:
-            batch, rows = np.nonzero(self.allowed[..., -1])
-            dense[batch, rows, self.glob[batch]] = weights[batch, rows, -1]
-        return dense
 
 
 def block_sparse_forward(
@@ -511,42 +493,17 @@ class BlockSparseKernels(SparseKernels):
     """
 
     per_sequence = ("lengths", "global_index")
+    _forward = staticmethod(block_sparse_forward)
+    _backward = staticmethod(block_sparse_backward)
 
     def __init__(self, layout, lengths=None, global_index=None):
         self.layout = layout
         self.lengths, self.global_index = lengths, global_index
 
-    def forward(self, q, k, v, *, mask, causal, return_weights, dropout, scale=None):
-        """:func:`block_sparse_forward` of this layout."""
-        return block_sparse_forward(
-            q,
-            k,
-            v,
-            layout=self.layout,
-            lengths=self.lengths,
-            mask=mask,
-            causal=causal,
-            scale=scale,
-            return_weights=return_weights,
-            dropout=dropout,
-            global_index=self.global_index,
-        )
-
-    def backward(self, d_context, q, k, v, context, lse, *, mask, causal, dropout):
-        """:func:`block_sparse_backward` of this layout."""
-        return block_sparse_backward(
-            d_context,
-            q,
-            k,
-            v,
-            context,
-            lse,
-            layout=self.layout,
-            lengths=self.lengths,
-            mask=mask,
-            causal=causal,
-            dropout=dropout,
-            global_index=self.global_index,
+    def arguments(self):
+        """``layout``, ``lengths`` and ``global_index``."""
+        return dict(
+            layout=self.layout, lengths=self.lengths, global_index=self.global_index
         )
 
 

@@ -82,9 +82,10 @@ class SparseLayout:
     shape (B, 1 or Tq, Tk), or None), ``glob`` (the global token of each
     attention, int of shape (B,), an index past the keys for none; or None)
     and ``allowed`` (bool of shape (B or 1, Tq, K [+ 1]), the global key's
-    column last), and computes the products of each query with its keys:
-    ``dots``, ``weighted_sum``, ``scatter_sum``, ``multipliers`` and
-    ``dense``. The global token's row and column are computed here.
+    column last), gives each query's keys (``key_index``: (B or 1, Tq, K))
+    and computes the products of each query with its keys: ``dots``,
+    ``weighted_sum`` and ``scatter_sum``. The dropout multipliers, the dense
+    weights and the global token's row and column are computed here.
     """
 
     glob = None
@@ -154,12 +155,13 @@ class SparseLayout:
         grid = rows | np.arange(self.n_keys, dtype=np.uint64)
         return keep_scale(stream[index][:, None], grid, p, dtype)
 
-    def key_multipliers(self, keys, dropout, dtype):
+    def multipliers(self, dropout, dtype):
         """The dense kernel's dropout multipliers of each query and its keys
-        ``keys`` (B or 1, Tq, K), the global key's column last where there is
-        one: (B, Tq, K [+ 1])."""
+        (those of :meth:`key_index`), the global key's column last where
+        there is one: (B, Tq, K [+ 1])."""
         p, stream = dropout
-        keys = np.broadcast_to(keys, (len(stream), *keys.shape[1:]))
+        keys = self.key_index()
+        keys = np.broadcast_to(keys, (len(stream), self.n_queries, keys.shape[-1]))
         if self.glob is not None:
             glob = np.broadcast_to(
                 self.glob[:, None, None], (len(stream), self.n_queries, 1)
@@ -170,6 +172,39 @@ class SparseLayout:
         )
         index = rows | keys.astype(np.uint64)
         return keep_scale(stream[:, None, None], index, p, dtype)
+
+    def dense(self, weights):
+        """The weights of the layout's pairs as a dense (B, Tq, Tk) array
+        (zero elsewhere)."""
+        n_batch = len(weights)
+        dense = np.zeros((n_batch, self.n_queries, self.n_keys), weights.dtype)
+        allowed = np.broadcast_to(self.allowed, weights.shape)
+        n_read = allowed.shape[-1] - (self.glob is not None)
+        batch, rows, columns = np.nonzero(allowed[..., :n_read])
+        keys = np.broadcast_to(self.key_index(), (n_batch, self.n_queries, n_read))
+        dense[batch, rows, keys[batch, rows, columns]] = weights[batch, rows, columns]
+        if self.glob is not None:
+            batch, rows = np.nonzero(allowed[..., -1])
+            dense[batch, rows, self.glob[batch]] = weights[batch, rows, -1]
+        return dense
+
+    # The global key's column of dots, weighted_sum and scatter_sum
+    # --------------------------------------------------------------
+
+    def _global_dots(self, out, a, b):
+        """Write ``a_i . b_glob`` into the last column of ``out``."""
+        out[..., -1] = np.einsum("btd,bd->bt", a, self._global_key(b))
+
+    def _global_weighted_sum(self, out, weights, b):
+        """Add the global key's column of ``weights`` times its row of ``b``."""
+        out += weights[..., -1, None] * self._global_key(b)[:, None, :]
+
+    def _global_scatter_sum(self, out, weights, a, n_keys):
+        """Add to the global key's row of ``out`` the sum of ``a`` weighted by
+        the global key's column of ``weights``."""
+        total = np.einsum("bt,btd->bd", weights[..., -1], a)
+        rows = np.flatnonzero(self.glob < n_keys)
+        out[rows, self.glob[rows]] += total[rows]
 
 
 def sparse_forward(layout, q, k, v, *, scale, dropout, exponent, v_exponent, weights):
@@ -204,7 +239,7 @@ def sparse_forward(layout, q, k, v, *, scale, dropout, exponent, v_exponent, wei
     # scores: exp, in place; row_max multiplied back by 2**exponent
     row_max, empty, row_sum = exp_minus_row_max(scores, exponent)
     if dropout is not None:
-        scores *= layout.multipliers(dropout, len(q), q.dtype)
+        scores *= layout.multipliers(dropout, q.dtype)
     out = layout.weighted_sum(scores, v)
     np.divide(out, row_sum, out=out, where=~empty)
     with np.errstate(divide="ignore"):
@@ -294,7 +329,7 @@ def sparse_backward(
         del own
     multipliers = None
     if dropout is not None:
-        multipliers = layout.multipliers(dropout, len(q), q.dtype)
+        multipliers = layout.multipliers(dropout, q.dtype)
     dropped = probabilities if multipliers is None else probabilities * multipliers
     d_v = layout.scatter_sum(dropped, d_out, n_keys)
     d_scores = layout.dots(d_out, v)  # d_out_i . v_j
@@ -368,10 +403,48 @@ class SparseKernels:
     """The forward and backward kernels of a sparse pattern with its layout's
     arguments fixed: the ``pattern`` that
     :func:`~skattn._kernels.multi_head.multi_head_forward` and its backward
-    pass take. A subclass sets ``per_sequence``, the names of its arguments
-    with one value per sequence, and ``forward`` and ``backward``."""
+    pass take. A subclass sets ``_forward`` and ``_backward`` (the kernels,
+    as static methods), ``arguments()`` (their keyword arguments of the
+    layout) and ``per_sequence`` (the names of those with one value per
+    sequence)."""
 
     per_sequence = ()
+    _forward = _backward = None
+
+    def arguments(self):
+        """The keyword arguments of the layout, by name."""
+        raise NotImplementedError
+
+    def forward(self, q, k, v, *, mask, causal, return_weights, dropout, scale=None):
+        """The forward kernel of this layout (see
+        :func:`~skattn._kernels.attention.attention_forward`)."""
+        return self._forward(
+            q,
+            k,
+            v,
+            mask=mask,
+            causal=causal,
+            scale=scale,
+            return_weights=return_weights,
+            dropout=dropout,
+            **self.arguments(),
+        )
+
+    def backward(self, d_context, q, k, v, context, lse, *, mask, causal, dropout):
+        """The backward kernel of this layout (see
+        :func:`~skattn._kernels.attention_backward.attention_backward`)."""
+        return self._backward(
+            d_context,
+            q,
+            k,
+            v,
+            context,
+            lse,
+            mask=mask,
+            causal=causal,
+            dropout=dropout,
+            **self.arguments(),
+        )
 
     def write_weights(self, q, k, mask, causal, out):
         """The dense weights (zero outside the pattern), one sequence at a
