@@ -19,6 +19,12 @@ one process (the old one copied under the name ``skattn_old``) and:
   shapes of ``speed.py`` (S1-S4, float32) and three epochs of the default
   learned transformer on (256, 32, 64).
 
+``--new-params`` gives the new version's estimators the parameters of the
+old version's defaults where a default changed between the two (JSON:
+``{"attention": {"pooling": "mean"}, "features": {"attention_window":
+null}}``), so that what the refactor changed is told from what the new
+defaults compute.
+
 How to run (``OLD`` a checkout or worktree of the older commit)::
 
     git worktree add /tmp/skattn-old <commit>
@@ -31,6 +37,7 @@ How to run (``OLD`` a checkout or worktree of the older commit)::
 # SPDX-License-Identifier: BSD-3-Clause
 
 import argparse
+import json
 import shutil
 import statistics
 import sys
@@ -95,22 +102,28 @@ def datasets():
         yield name, X, y_class, first
 
 
-def outputs(module, X, y_class, y_value):
-    """Every default output of one version on one data set, by name."""
+def outputs(module, X, y_class, y_value, attention=None, features=None):
+    """Every default output of one version on one data set, by name; the
+    attention estimators and the random features with the parameters
+    ``attention`` and ``features`` (dicts; None: their defaults)."""
     results = {}
-    seeded = module.AttentionTransformer(random_state=0).fit(X)
+    attention, features = attention or {}, features or {}
+    seeded = module.AttentionTransformer(random_state=0, **attention).fit(X)
     results["transformer (seeded) transform"] = seeded.transform(X)
     results["transformer (seeded) transform_sequences"] = seeded.transform_sequences(X)
     results["transformer (seeded) attention_weights"] = seeded.attention_weights(X)
-    learned = module.AttentionTransformer(random_state=0).fit(X, y_class)
+    learned = module.AttentionTransformer(random_state=0, **attention)
+    learned.fit(X, y_class)
     results["transformer (learned) transform"] = learned.transform(X)
-    classifier = module.AttentionClassifier(random_state=0).fit(X, y_class)
+    classifier = module.AttentionClassifier(random_state=0, **attention)
+    classifier.fit(X, y_class)
     results["classifier predict_proba"] = classifier.predict_proba(X)
     results["classifier predict"] = classifier.predict(X)
-    regressor = module.AttentionRegressor(random_state=0).fit(X, y_value)
+    regressor = module.AttentionRegressor(random_state=0, **attention)
+    regressor.fit(X, y_value)
     results["regressor predict"] = regressor.predict(X)
-    features = module.RandomAttentionFeatures(random_state=0).fit(X)
-    results["random features transform"] = features.transform(X)
+    random_features = module.RandomAttentionFeatures(random_state=0, **features)
+    results["random features transform"] = random_features.fit(X).transform(X)
     return results
 
 
@@ -125,11 +138,11 @@ def difference(old, new):
     return float(np.max(np.abs(old.astype(float) - new.astype(float))))
 
 
-def compare_outputs(versions):
+def compare_outputs(versions, new_params):
     print("| data | output | identical | largest difference |\n|---|---|---|---:|")
     for name, X, y_class, y_value in datasets():
         old = outputs(versions["old"], X, y_class, y_value)
-        new = outputs(versions["new"], X, y_class, y_value)
+        new = outputs(versions["new"], X, y_class, y_value, **new_params)
         for output, old_values in old.items():
             gap = difference(old_values, new[output])
             print(f"| {name} | {output} | {gap == 0.0} | {gap:.3g} |")
@@ -142,13 +155,20 @@ def main():
     parser.add_argument(
         "--outputs", action="store_true", help="compare outputs, not CPU time"
     )
+    parser.add_argument(
+        "--new-params",
+        default="{}",
+        help="JSON of the new version's parameters with --outputs: "
+        '{"attention": {...}, "features": {...}} (the old version\'s defaults, '
+        "where a default changed)",
+    )
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     import skattn
 
     versions = {"old": import_old(args.old), "new": skattn}
     if args.outputs:
-        compare_outputs(versions)
+        compare_outputs(versions, json.loads(args.new_params))
         return
     rng = np.random.default_rng(0)
     print(
