@@ -39,8 +39,6 @@ Long-Document Transformer", 2020.
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-import numpy as np
-
 from . import compiled_banded
 from .attention import (
     attention_forward,
@@ -48,10 +46,10 @@ from .attention import (
     score_exponents,
     value_exponent,
 )
-from .attention_backward import attention_backward
 from .band import Band, band_covers, band_offsets
 from .sparse import (
     SparseKernels,
+    dense_backward,
     prepare,
     renormalised_rows,
     sparse_backward,
@@ -212,10 +210,7 @@ def banded_backward(
     dtype = q.dtype
     n_queries, n_keys = q.shape[-2], k.shape[-2]
     if band_covers(window, dilation, causal, n_queries, n_keys):
-        # full attention, of the gradients' batch shape (lse's): none summed
-        batch = lse.shape[:-1]
-        q, k, v = (np.broadcast_to(a, batch + a.shape[-2:]) for a in (q, k, v))
-        return attention_backward(
+        return dense_backward(  # full attention
             d_out,
             q,
             k,

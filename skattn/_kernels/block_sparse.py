@@ -39,13 +39,13 @@ import math
 import numpy as np
 
 from .attention import attention_forward, default_scale, score_exponents, value_exponent
-from .attention_backward import attention_backward
 from .dropout import mix64
 from .patterns import AttentionPattern, check_int
 from .sparse import (
     BLOCK_BYTES,
     SparseKernels,
     SparseLayout,
+    dense_backward,
     prepare,
     renormalised_rows,
     sparse_backward,
@@ -397,9 +397,7 @@ def block_sparse_backward(
     extra = (d_out, out, lse[..., None])
     call = _Call(q, k, v, extra, layout, lengths, mask, causal, dropout, global_index)
     if call.whole:
-        batch = lse.shape[:-1]
-        q, k, v = (np.broadcast_to(a, batch + a.shape[-2:]) for a in (q, k, v))
-        return attention_backward(
+        return dense_backward(
             d_out,
             q,
             k,

@@ -25,7 +25,11 @@ import math
 import numpy as np
 
 from .attention import exp_minus_row_max, mask_with_head_axis
-from .attention_backward import RECOMPUTE_ERROR_MAX, recompute_error_bound
+from .attention_backward import (
+    RECOMPUTE_ERROR_MAX,
+    attention_backward,
+    recompute_error_bound,
+)
 from .dropout import INDEX_BITS, check_dropout, keep_scale
 
 # The numpy passes loop over a layout's columns a block of rows at a time, each
@@ -346,6 +350,17 @@ def sparse_backward(
             layout, d_out, q, k, v, out, lse, scale, dropout, scaled, (d_q, d_k, d_v)
         )
     return d_q, d_k, d_v
+
+
+def dense_backward(d_out, q, k, v, out, lse, *, mask, causal, scale, dropout):
+    """The dense kernel's gradients where a sparse pattern holds every pair,
+    of the gradients' batch shape (``lse``'s: none summed over a broadcast
+    axis)."""
+    batch = lse.shape[:-1]
+    q, k, v = (np.broadcast_to(a, batch + a.shape[-2:]) for a in (q, k, v))
+    return attention_backward(
+        d_out, q, k, v, out, lse, mask=mask, causal=causal, scale=scale, dropout=dropout
+    )
 
 
 def renormalised_rows(q, k, lse, scale, exponent):
