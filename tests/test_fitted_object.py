@@ -105,3 +105,23 @@ def test_assigned_weights_are_the_weights_transform_reads():
     n_first = width * len(labels)  # the first model's columns
     assert not np.allclose(after[:, :n_first], before[:, :n_first])
     assert_array_equal(after[:, n_first:], before[:, n_first:])
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [AttentionTransformer(max_iter=1, random_state=0), RandomAttentionFeatures()],
+    ids=["attention", "random features"],
+)
+def test_a_failed_fit_leaves_the_fitted_input_format_in_force(estimator):
+    # a fit that reads X and then fails keeps no format of its own beside the
+    # fitted object's
+    X_table = make_table(n=12, n_features=8)
+    estimator.fit(X_table, np.arange(12) % 2)
+    with pytest.raises(ValueError, match="sample_weight"):  # after X is read
+        estimator.fit(
+            make_3d(n=12, n_tokens=5, width=8),
+            np.arange(12) % 2,
+            sample_weight=np.ones(11),
+        )
+    assert "_input_format" not in vars(estimator)
+    assert estimator._fitted.input_format["kind"] == "table"

@@ -182,45 +182,50 @@ class BaseAttention(
                 y_val=y_val,
             )
             return self._adopt(fitted, fresh)
-        tasks = FitTasks(self, X, y, sample_weight, X_val, y_val)
-        first_pass = not hasattr(self, "_fitted") or not (
-            self.warm_start or incremental
-        )
-        if X_val is not None or y_val is not None:
-            self._check_validation_request(X_val, y_val)
-        if not first_pass:  # from here on, the model is the fitted one
-            structure = fitted_structure(self._fitted.config, input_format(self))
-            params = self.get_params()
-            fitted_pattern = structure["attention_pattern"]
-            given = {"attention_pattern": pattern_as_given(params, fitted_pattern)}
-            params["attention_pattern"] = continued_pattern(params, fitted_pattern)
-            check_structure(params, structure, incremental, given)
-        role = "partial_fit" if incremental else "warm_start"
-        sequences = check_input(self, X, reset=first_pass, role=role)
-        lengths = sequence_lengths(sequences)
-        self._check_lengths(lengths, reset=first_pass)
-        objective, y = check_target(self, y, len(sequences))
-        self._check_objective(objective, first_pass, classes)
-        train, user_weight = self._training_set(
-            sequences, lengths, y, sample_weight, objective, first_pass, classes
-        )
-        validation = None
-        if X_val is not None:
-            validation = self._validation_set(X_val, y_val, train, first_pass)
-        self.early_stopping_ = self._uses_early_stopping(
-            objective, incremental, validation, sequences
-        )
-        tasks.start(
-            "partial_fit" if incremental else "fit",
-            max_subtasks=self._max_subtasks(objective, incremental),
-        )
-        if first_pass:
-            self._random_state = check_random_state(self.random_state)
-            self._initialize(sequences, lengths, train, user_weight)
-        if objective is not None:
-            self._train(train, validation, incremental, tasks)
-        tasks.finish()
-        return self
+        # the input format a first pass reads goes into the fitted model;
+        # a call that fails before leaves the fitted model's in force
+        try:
+            tasks = FitTasks(self, X, y, sample_weight, X_val, y_val)
+            first_pass = not hasattr(self, "_fitted") or not (
+                self.warm_start or incremental
+            )
+            if X_val is not None or y_val is not None:
+                self._check_validation_request(X_val, y_val)
+            if not first_pass:  # from here on, the model is the fitted one
+                structure = fitted_structure(self._fitted.config, input_format(self))
+                params = self.get_params()
+                fitted_pattern = structure["attention_pattern"]
+                given = {"attention_pattern": pattern_as_given(params, fitted_pattern)}
+                params["attention_pattern"] = continued_pattern(params, fitted_pattern)
+                check_structure(params, structure, incremental, given)
+            role = "partial_fit" if incremental else "warm_start"
+            sequences = check_input(self, X, reset=first_pass, role=role)
+            lengths = sequence_lengths(sequences)
+            self._check_lengths(lengths, reset=first_pass)
+            objective, y = check_target(self, y, len(sequences))
+            self._check_objective(objective, first_pass, classes)
+            train, user_weight = self._training_set(
+                sequences, lengths, y, sample_weight, objective, first_pass, classes
+            )
+            validation = None
+            if X_val is not None:
+                validation = self._validation_set(X_val, y_val, train, first_pass)
+            self.early_stopping_ = self._uses_early_stopping(
+                objective, incremental, validation, sequences
+            )
+            tasks.start(
+                "partial_fit" if incremental else "fit",
+                max_subtasks=self._max_subtasks(objective, incremental),
+            )
+            if first_pass:
+                self._random_state = check_random_state(self.random_state)
+                self._initialize(sequences, lengths, train, user_weight)
+            if objective is not None:
+                self._train(train, validation, incremental, tasks)
+            tasks.finish()
+            return self
+        finally:
+            vars(self).pop("_input_format", None)
 
     def _adopt(self, fitted, fresh):
         """Take the fitted state ``fitted`` (a dict of fitted attributes,

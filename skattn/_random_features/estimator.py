@@ -435,6 +435,14 @@ class RandomAttentionFeatures(
             (unstandardised) make the models overflow on the sample of their
             thresholds, as :meth:`transform` would.
         """
+        try:
+            return self._fit_once(X, y, sample_weight)
+        finally:  # the input format goes into the fitted object; a failed
+            # fit leaves the former fitted object's in force
+            vars(self).pop("_input_format", None)
+
+    def _fit_once(self, X, y, sample_weight):
+        """The body of :meth:`fit`."""
         if is_dask_collection(X):
             raise TypeError(
                 "RandomAttentionFeatures.fit reads X in memory, in one pass for "
