@@ -48,7 +48,7 @@ from .attention import (
 )
 from .band import Band, band_covers, band_offsets
 from .sparse import (
-    SparseKernels,
+    BoundKernels,
     dense_backward,
     prepare,
     renormalised_rows,
@@ -278,7 +278,7 @@ def _compiled_backward(d_out, q, k, v, out, lse, mask, dropout, glob, band, scal
     )
 
 
-class BandedKernels(SparseKernels):
+class BandedKernels(BoundKernels):
     """The banded kernels with their band fixed: the ``pattern`` that
     :func:`~skattn._kernels.multi_head.multi_head_forward` and its backward
     pass take.

@@ -43,7 +43,7 @@ from .dropout import mix64
 from .patterns import AttentionPattern, check_int
 from .sparse import (
     BLOCK_BYTES,
-    SparseKernels,
+    BoundKernels,
     SparseLayout,
     dense_backward,
     prepare,
@@ -477,7 +477,7 @@ class _Call:
         )
 
 
-class BlockSparseKernels(SparseKernels):
+class BlockSparseKernels(BoundKernels):
     """The block-sparse kernels with their layout fixed: the ``pattern`` that
     :func:`~skattn._kernels.multi_head.multi_head_forward` and its backward
     pass take.

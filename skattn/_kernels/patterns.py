@@ -28,6 +28,7 @@ from .attention import attention_forward, causal_tile, mask_with_head_axis
 from .attention_backward import attention_backward
 from .band import band_covers, band_mask, band_sides
 from .banded import BandedKernels
+from .sparse import BoundKernels
 
 
 class AttentionPattern:
@@ -161,27 +162,15 @@ class FullAttention(AttentionPattern):
         return np.ones((n_tokens, n_tokens), dtype=bool)
 
 
-class FullKernels:
-    """The dense kernels, as a pattern's kernels."""
+class FullKernels(BoundKernels):
+    """The dense kernels, as a pattern's kernels (no argument to bind)."""
 
-    def forward(self, q, k, v, *, mask, causal, return_weights, dropout, scale=None):
-        """See :func:`~skattn._kernels.attention.attention_forward`."""
-        return attention_forward(
-            q,
-            k,
-            v,
-            mask=mask,
-            causal=causal,
-            scale=scale,
-            return_weights=return_weights,
-            dropout=dropout,
-        )
+    _forward = staticmethod(attention_forward)
+    _backward = staticmethod(attention_backward)
 
-    def backward(self, d_context, q, k, v, context, lse, *, mask, causal, dropout):
-        """See :func:`~skattn._kernels.attention_backward.attention_backward`."""
-        return attention_backward(
-            d_context, q, k, v, context, lse, mask=mask, causal=causal, dropout=dropout
-        )
+    def arguments(self):
+        """None: the dense kernels read the mask alone."""
+        return {}
 
     def write_weights(self, q, k, mask, causal, out):
         """The attention weights (without dropout), written into ``out``

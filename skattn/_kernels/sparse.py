@@ -414,14 +414,14 @@ def _global_backward(layout, d_out, q, k, v, out, lse, scale, dropout, scaled, g
     d_k[index] += d_scores[..., None] * q[index, rows][:, None, :]
 
 
-class SparseKernels:
-    """The forward and backward kernels of a sparse pattern with its layout's
-    arguments fixed: the ``pattern`` that
+class BoundKernels:
+    """The forward and backward kernels of a pattern with its layout's
+    arguments bound: the ``pattern`` that
     :func:`~skattn._kernels.multi_head.multi_head_forward` and its backward
     pass take. A subclass sets ``_forward`` and ``_backward`` (the kernels,
     as static methods), ``arguments()`` (their keyword arguments of the
     layout) and ``per_sequence`` (the names of those with one value per
-    sequence)."""
+    sequence); the dense weights are computed a sequence at a time."""
 
     per_sequence = ()
     _forward = _backward = None
