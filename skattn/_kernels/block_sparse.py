@@ -157,11 +157,11 @@ class BlockLayout(SparseLayout):
         self.n_queries = self.n_keys = n_tokens
         self.block_size = block_size
         self.causal, self.mask, self.glob = causal, mask, glob
-        n_batch, n_blocks, n_slots = blocks.shape
-        # a trash block past the last one stands for the blocks that are not
+        n_batch, n_blocks, _ = blocks.shape
+        # a trash block past the last one stands for the slots of no block
         self.blocks = np.where(blocks >= 0, blocks, n_blocks)
         keys = self.key_index(clip=False)  # (B, T, K)
-        # the keys of blocks that are, before each sequence's length
+        # the keys of the slots that hold a block, before each sequence's length
         inside = (blocks >= 0).repeat(block_size, axis=-1)  # (B, n, K)
         allowed = inside[:, np.arange(n_tokens) // block_size]  # (B, T, K)
         allowed &= keys < np.minimum(np.asarray(lengths), n_tokens)[:, None, None]
@@ -176,8 +176,9 @@ class BlockLayout(SparseLayout):
         self.allowed = allowed  # (B, T, K [+ 1])
 
     def key_index(self, clip=True):
-        """Each query's keys, clipped to the sequence: (B, T, K) int64 (8
-        bytes a score: computed where a call needs it, not kept)."""
+        """Each query's keys (with ``clip``, clipped to the sequence): (B, T,
+        K) int64 (8 bytes a score: computed where a call needs it, not
+        kept)."""
         size = self.block_size
         keys = self.blocks[..., None] * size + np.arange(size)  # (B, n, m, b)
         keys = keys.reshape(keys.shape[0], keys.shape[1], -1)  # (B, n, K)
@@ -220,8 +221,8 @@ class BlockLayout(SparseLayout):
         r0, r1 = n0 * size, min(n1 * size, n_tokens)
         rows = array[:, r0:r1]
         if r1 - r0 < (n1 - n0) * size:  # the last block, cut by the sequence
-            pad = np.zeros((len(array), (n1 - n0) * size - (r1 - r0)) + array.shape[2:])
-            rows = np.concatenate([rows, pad.astype(array.dtype)], axis=1)
+            shape = (len(array), (n1 - n0) * size - (r1 - r0)) + array.shape[2:]
+            rows = np.concatenate([rows, np.zeros(shape, array.dtype)], axis=1)
         return rows.reshape(len(array), n1 - n0, size, *array.shape[2:])
 
     def _put_rows(self, out, values, n0, n1):
