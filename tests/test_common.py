@@ -63,13 +63,13 @@ CONFIGURATIONS = [
         max_iter=3,
     ),
 ]
-# every pooling in at least one configuration ("first" and "last" go through
-# every input format in test_transformer.py, POOLINGS: here they would repeat
-# the checks of "max", shape for shape)
+# every pooling in at least one configuration ("first", "last" and "min" go
+# through every input format in test_transformer.py, POOLINGS: here they would
+# repeat the checks of "max", shape for shape)
 CONFIGURATIONS += [
     AttentionTransformer(n_heads=2, pooling=pooling, max_iter=3, random_state=0)
     for pooling in REGISTRIES["pooling"].names()
-    if pooling not in {est.pooling for est in CONFIGURATIONS} | {"first", "last"}
+    if pooling not in {est.pooling for est in CONFIGURATIONS} | {"first", "last", "min"}
 ]
 
 # The predictors pass check_classifiers_train / check_regressors_train (accuracy
