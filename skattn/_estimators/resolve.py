@@ -19,7 +19,7 @@ import numpy as np
 
 from .._input.formats import IDS, TABLE
 from .._input.validation import check_token_statistics
-from .._kernels.patterns import BandedAttention, FullAttention
+from .._kernels.patterns import FullAttention, resolve_pattern
 from .._model.model import ModelConfig
 from .._model.options import ATTENTION_PATTERNS, REGISTRIES
 from .._model.patterns import pattern_config, pattern_from_config
@@ -141,21 +141,9 @@ def estimator_pattern(params):
         For a pattern given with its shorthand, or of parameters it cannot
         take.
     """
-    pattern = params["attention_pattern"]
-    window, dilation = params["attention_window"], params["attention_dilation"]
-    if pattern is None:
-        if window is None:
-            return FullAttention()
-        return BandedAttention(window, dilation)
-    if window is not None or dilation != 1:
-        raise ValueError(
-            f"attention_pattern={pattern!r} is given with attention_window="
-            f"{window!r} and attention_dilation={dilation!r}: those two are the "
-            "shorthand of attention_pattern=BandedAttention(window, dilation). "
-            "Set attention_window=None and attention_dilation=1, or "
-            "attention_pattern=None."
-        )
-    return pattern._check()
+    names = ("attention_pattern", "attention_window", "attention_dilation")
+    pattern = resolve_pattern(*(params[name] for name in names), names=names)
+    return FullAttention() if pattern is None else pattern
 
 
 def _pattern_config(params, random_state):

@@ -39,8 +39,9 @@ import math
 import numpy as np
 
 from .attention import attention_forward, default_scale, score_exponents, value_exponent
+from .checks import check_int
 from .dropout import mix64
-from .patterns import AttentionPattern, check_int
+from .patterns import AttentionPattern
 from .sparse import (
     BLOCK_BYTES,
     BoundKernels,

@@ -10,6 +10,7 @@ sparse test): the estimators check their input in ``_input/validation.py``.
 # SPDX-License-Identifier: BSD-3-Clause
 
 import math
+import numbers
 from numbers import Real
 
 import numpy as np
@@ -113,22 +114,12 @@ def check_causal(causal):
     return check_bool(causal, "causal")
 
 
-def check_band(window, dilation):
-    """``window`` (None or an int >= 1) and ``dilation`` (an int >= 1) of a
-    banded attention, as Python ints."""
-    for name, value, allowed_none in (
-        ("window", window, True),
-        ("dilation", dilation, False),
-    ):
-        if value is None and allowed_none:
-            continue
-        if isinstance(value, (bool, np.bool_)) or not isinstance(
-            value, (int, np.integer)
-        ):
-            raise TypeError(
-                f"{name} must be an int >= 1{' or None' if allowed_none else ''}, "
-                f"got {value!r}."
-            )
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}.")
-    return (None if window is None else int(window)), int(dilation)
+def check_int(value, name, minimum, *, or_none=False):
+    """Raise unless ``value`` is an int (not a bool) of at least ``minimum``
+    (``or_none``: the message says None is allowed too; the caller takes
+    None apart)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        allowed = " or None" if or_none else ""
+        raise TypeError(f"{name} must be an int >= {minimum}{allowed}, got {value!r}.")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}.")

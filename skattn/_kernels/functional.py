@@ -13,7 +13,6 @@ arrays, nothing here imports scikit-learn or knows about an estimator.
 from .attention import attention_forward, compute_dtype, output_dtype
 from .checks import (
     as_mask,
-    check_band,
     check_batch_shapes,
     check_bool,
     check_causal,
@@ -117,7 +116,6 @@ def scaled_dot_product_attention(
         for array, name in ((query, "query"), (key, "key"), (value, "value"))
     )
     scale, causal = check_scale(scale), check_causal(causal)
-    window, dilation = check_band(window, dilation)
     pattern = resolve_pattern(pattern, window, dilation)
     return_weights = check_bool(return_weights, "return_weights")
     if query.shape[-1] != key.shape[-1]:

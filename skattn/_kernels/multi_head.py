@@ -26,7 +26,6 @@ from .attention import (
 from .attention_backward import attention_backward
 from .checks import (
     as_mask,
-    check_band,
     check_batch_shapes,
     check_bool,
     check_causal,
@@ -323,7 +322,6 @@ def multi_head_attention(
     x = x.astype(dtype, copy=False)
     causal = check_causal(causal)
     return_weights = check_bool(return_weights, "return_weights")
-    window, dilation = check_band(window, dilation)
     pattern = resolve_pattern(pattern, window, dilation)
     pattern = None if pattern is None else pattern._kernels_of()
     if (

@@ -19,8 +19,6 @@ Shape legend: N samples, H heads, T tokens, Dh head width.
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-import numbers
-
 import numpy as np
 
 from .._parallel import CACHE_BYTES, map_parallel
@@ -28,6 +26,7 @@ from .attention import attention_forward, causal_tile, mask_with_head_axis
 from .attention_backward import attention_backward
 from .band import band_covers, band_mask, band_sides
 from .banded import BandedKernels
+from .checks import check_int
 from .sparse import BoundKernels
 
 
@@ -120,14 +119,6 @@ class AttentionPattern:
         """
         allowed = self._allowed(int(n_tokens), bool(causal))
         return np.tril(allowed) if causal else allowed
-
-
-def check_int(value, name, minimum):
-    """Raise unless ``value`` is an int (not a bool) of at least ``minimum``."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int >= {minimum}, got {value!r}.")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}.")
 
 
 class FullAttention(AttentionPattern):
@@ -293,30 +284,45 @@ class BandedAttention(AttentionPattern):
         return band_mask(n_tokens, n_tokens, self.window, self.dilation, causal)
 
 
-def resolve_pattern(pattern, window, dilation):
-    """The pattern of a public kernel's call: ``pattern``, or the band of
-    ``window`` and ``dilation`` (its shorthand), or None for full attention.
+def resolve_pattern(pattern, window, dilation, names=("pattern", "window", "dilation")):
+    """The pattern of a call: ``pattern``, or the band of ``window`` and
+    ``dilation`` (its shorthand), or None for full attention; checked.
+
+    Parameters
+    ----------
+    pattern : AttentionPattern or None
+    window : int or None
+    dilation : int
+    names : (str, str, str), default=("pattern", "window", "dilation")
+        The names of the three arguments in the caller's signature (the
+        estimators': ``attention_pattern``, ``attention_window``,
+        ``attention_dilation``), for the messages.
 
     Raises
     ------
     TypeError
-        For a ``pattern`` that is not an :class:`AttentionPattern`.
+        For a ``pattern`` that is not an :class:`AttentionPattern`, or a
+        window or dilation that is not an int.
     ValueError
         For a ``pattern`` given with a band, or of parameters it cannot take.
     """
+    pattern_name, window_name, dilation_name = names
+    check_int(dilation, dilation_name, 1)
     if pattern is None:
         if window is None:
             return None
-        return BandedAttention(window, dilation)._check()
+        check_int(window, window_name, 1, or_none=True)
+        return BandedAttention(int(window), int(dilation))
     if not isinstance(pattern, AttentionPattern):
         raise TypeError(
-            "pattern must be an attention pattern of skattn.patterns (such as "
-            f"BandedAttention(window=65)) or None, got {pattern!r}."
+            f"{pattern_name} must be an attention pattern of skattn.patterns "
+            f"(such as BandedAttention(window=65)) or None, got {pattern!r}."
         )
     if window is not None or dilation != 1:
         raise ValueError(
-            f"pattern={pattern!r} is given with window={window!r} and "
-            f"dilation={dilation!r}: window and dilation are the shorthand of "
-            "BandedAttention(window, dilation); pass one or the other."
+            f"{pattern_name}={pattern!r} is given with {window_name}={window!r} "
+            f"and {dilation_name}={dilation!r}: those two are the shorthand of "
+            f"{pattern_name}=BandedAttention(window, dilation). Set "
+            f"{window_name}=None and {dilation_name}=1, or {pattern_name}=None."
         )
     return pattern._check()

@@ -251,7 +251,7 @@ def test_window_is_the_shorthand_of_a_banded_pattern(rng):
 
 def test_a_pattern_with_its_shorthand_or_not_a_pattern_is_refused(rng):
     q = rng.standard_normal((6, 4))
-    with pytest.raises(ValueError, match="shorthand of BandedAttention"):
+    with pytest.raises(ValueError, match="shorthand of pattern=BandedAttention"):
         scaled_dot_product_attention(q, q, q, pattern=FullAttention(), window=3)
     with pytest.raises(TypeError, match="pattern must be an attention pattern"):
         scaled_dot_product_attention(q, q, q, pattern="bigbird")
@@ -261,6 +261,11 @@ def test_a_pattern_with_its_shorthand_or_not_a_pattern_is_refused(rng):
         scaled_dot_product_attention(
             q, q, q, pattern=BigBirdAttention(n_random_blocks=1.5)
         )
+    for seed, error in ((-1, ValueError), (2**63, ValueError), (True, TypeError)):
+        with pytest.raises(error, match="seed must be"):
+            scaled_dot_product_attention(q, q, q, pattern=BigBirdAttention(seed=seed))
+    with pytest.raises(ValueError, match="dilation must be >= 1, got 0"):
+        scaled_dot_product_attention(q, q, q, dilation=0)  # without a window too
 
 
 def test_patterns_are_values_for_clone_repr_equality_and_pickle():
