@@ -15,10 +15,9 @@ value. ``mask(n_tokens)`` shows the pairs it allows.
 # SPDX-License-Identifier: BSD-3-Clause
 
 from ._kernels.block_sparse import BigBirdAttention
-from ._kernels.patterns import AttentionPattern, BandedAttention, FullAttention
+from ._kernels.patterns import BandedAttention, FullAttention
 
 __all__ = [
-    "AttentionPattern",
     "BandedAttention",
     "BigBirdAttention",
     "FullAttention",
