@@ -485,12 +485,21 @@ def _backward_blas(q_aug, k_aug, d_out_aug, v_aug, q_c, k_scaled, d_out_c, n_key
 def gradient_terms(q_aug, k_t, d_out_aug, v_t, q, d_out, p, ds, d_k_t, d_v_t, lo,
                    stops):  # fmt: skip
     """One block of the backward pass's compiled loops: the probabilities
-    ``p`` and the scores' gradients ``ds`` (queries, keys) of the queries of
-    ``q_aug`` (``[q, -lse]``) and ``d_out_aug`` (``[dO, -delta]``) against
-    the keys of ``k_t`` (``[scale * k, 1]`` transposed) and ``v_t`` (``[v,
-    1]`` transposed), 0 past each query's ``stops`` (``lo``: zeros); their
-    terms added to the gradients of the values ``d_v_t`` and of the keys
-    ``d_k_t`` (features, keys; the latter before its scale)."""
+    ``p`` and the scores' gradients ``ds`` (:func:`probabilities_and_gradients`),
+    their terms added to the gradients of the values ``d_v_t`` and of the
+    keys ``d_k_t`` (features, keys; the latter before its scale)."""
+    probabilities_and_gradients(q_aug, k_t, d_out_aug, v_t, p, ds, lo, stops)
+    product_add(d_out, p, d_v_t, lo, stops)
+    product_add(q, ds, d_k_t, lo, stops)
+
+
+@numba.njit(**JIT)
+def probabilities_and_gradients(q_aug, k_t, d_out_aug, v_t, p, ds, lo, stops):
+    """The probabilities ``p`` and the scores' gradients ``ds`` (queries,
+    keys) of the queries of ``q_aug`` (``[q, -lse]``) and ``d_out_aug``
+    (``[dO, -delta]``) against the keys of ``k_t`` (``[scale * k, 1]``
+    transposed) and ``v_t`` (``[v, 1]`` transposed), 0 past each query's
+    ``stops`` (``lo``: zeros)."""
     product_set(q_aug, k_t, p, lo, stops)
     product_set(d_out_aug, v_t, ds, lo, stops)
     n_rows, n_keys = p.shape
@@ -508,8 +517,6 @@ def gradient_terms(q_aug, k_t, d_out_aug, v_t, q, d_out, p, ds, d_k_t, d_v_t, lo
             ds_row[x] *= p_row[x]
         p_row[stop:] = 0.0
         ds_row[stop:] = 0.0
-    product_add(d_out, p, d_v_t, lo, stops)
-    product_add(q, ds, d_k_t, lo, stops)
 
 
 @numba.njit(**JIT)

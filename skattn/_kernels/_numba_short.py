@@ -20,10 +20,12 @@ product as an extra column), a row whose sum underflows is computed again
 shifted by its largest score, and each column of values is multiplied by a
 power of two that keeps its products from underflowing.
 
-The backward pass takes all the keys of an attention as one block of the
-blocked kernel's compiled loops (the keys the contiguous axis), its queries
-in blocks of up to ``SHORT_ROWS``, and the gradient of the queries in
-compiled loops too.
+The backward pass recomputes the probabilities and their gradients as the
+blocked kernel's compiled loops do, all the keys of an attention in one
+block (the keys the contiguous axis), its queries in blocks of up to
+``SHORT_ROWS``; the gradients of the queries, keys and values are compiled
+products too, written in the gradients' own layout (tokens, features), each
+sum over its terms in their order.
 """
 
 # Authors: The skattn developers
@@ -40,7 +42,7 @@ from ._numba_attention import (
     augmented_into,
     augmented_values_into,
     exp_inplace,
-    gradient_terms,
+    probabilities_and_gradients,
 )
 from ._numba_products import JIT, copy_rows, product_add, product_set
 from .blocks import SUM_FLOOR
@@ -145,40 +147,60 @@ def forward(q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, o
 
 
 @numba.njit(**JIT)
+def _scaled_and_transposed(x, n_rows, scale, out, out_t):
+    """``out = x[:n_rows] * scale`` (rows contiguous) and ``out_t`` its
+    transpose, in one pass over ``x`` (any layout)."""
+    for j in range(n_rows):
+        for c in range(x.shape[1]):
+            value = x[j, c] * scale
+            out[j, c] = value
+            out_t[c, j] = value
+
+
+@numba.njit(**JIT)
+def _transposed(x, n_rows, out_t):
+    """``out_t[:, :n_rows] = x[:n_rows].T`` (``x`` of any layout)."""
+    for j in range(n_rows):
+        for c in range(x.shape[1]):
+            out_t[c, j] = x[j, c]
+
+
+@numba.njit(**JIT)
 def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, start, stop, d_q,
              d_k, d_v):  # fmt: skip
     """Gradients of attentions ``start:stop`` (flat indices), arrays (N, H, T,
     D), as :func:`skattn._kernels._numba_attention.backward` computes them:
     all the keys of an attention in one block (fewer than 128), its queries
-    in blocks of up to ``SHORT_ROWS``, the products
-    :func:`skattn._kernels._numba_attention.gradient_terms` and, for the
-    gradient of the queries, :func:`product_add`."""
+    in blocks of up to ``SHORT_ROWS``, the probabilities and their gradients
+    of :func:`skattn._kernels._numba_attention.probabilities_and_gradients`,
+    the products of the gradients by :func:`product_add` (``d_q``, ``d_k``,
+    ``d_v`` with contiguous rows)."""
     n_heads, dtype = q.shape[1], q.dtype
     n_queries, n_keys_max = q.shape[2], k.shape[2]
     n_dims, n_values = q.shape[3], v.shape[3]
     rows = max(1, min(SHORT_ROWS, n_queries))
     # an attention's arrays, copied once: [q, -lse] and [dO, -delta] (rows
-    # contiguous), scale * k and v, [scale * k, 1] and [v, 1] transposed
-    # (features, keys)
+    # contiguous), scale * k, [scale * k, 1] and [v, 1] transposed (features,
+    # keys)
     q_aug = np.empty((n_queries, n_dims + 1), dtype)
     d_out_aug = np.empty((n_queries, n_values + 1), dtype)
     k_scaled_buf = np.empty(n_keys_max * n_dims, dtype)
-    v_buf = np.empty(n_keys_max * n_values, dtype)
     k_t_buf = np.empty((n_dims + 1) * n_keys_max, dtype)
     v_t_buf = np.empty((n_values + 1) * n_keys_max, dtype)
-    d_k_buf = np.empty(n_dims * n_keys_max, dtype)
-    d_v_buf = np.empty(n_values * n_keys_max, dtype)
     probs = np.empty(rows * n_keys_max, dtype)
     d_scores = np.empty(rows * n_keys_max, dtype)
     zeros = np.zeros(max(rows, n_keys_max), np.int64)
     stops = np.empty(rows, np.int64)
-    dims = np.full(n_keys_max, n_dims, np.int64)
+    # the columns of each term of the products of the gradients: all the
+    # features of the keys (or values)
+    dims = np.full(max(rows, n_keys_max), n_dims, np.int64)
+    values = np.full(rows, n_values, np.int64)
     for a in range(start, stop):
         n, h = a // n_heads, a % n_heads
         n_keys = lengths[n, h]
         d_qa, d_ka, d_va = d_q[n, h], d_k[n, h], d_v[n, h]
-        d_ka[n_keys:] = 0.0
-        d_va[n_keys:] = 0.0
+        d_ka[:] = 0.0  # the gradients' sums, and 0 for the padded keys
+        d_va[:] = 0.0
         if n_keys == 0:
             d_qa[:] = 0.0
             continue
@@ -189,23 +211,12 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, start, stop, d_
             q_aug[i, n_dims] = -lse_i if np.isfinite(lse_i) else 0.0
             d_out_aug[i, n_values] = -delta[n, h, i]
         k_scaled = k_scaled_buf[: n_keys * n_dims].reshape(n_keys, n_dims)
-        values = v_buf[: n_keys * n_values].reshape(n_keys, n_values)
-        copy_rows(k[n, h], n_keys, k_scaled)
-        copy_rows(v[n, h], n_keys, values)
         k_t = k_t_buf[: (n_dims + 1) * n_keys].reshape(n_dims + 1, n_keys)
         v_t = v_t_buf[: (n_values + 1) * n_keys].reshape(n_values + 1, n_keys)
-        for j in range(n_keys):
-            for c in range(n_dims):
-                k_scaled[j, c] *= scale
-                k_t[c, j] = k_scaled[j, c]
-            for e in range(n_values):
-                v_t[e, j] = values[j, e]
+        _scaled_and_transposed(k[n, h], n_keys, scale, k_scaled, k_t)
+        _transposed(v[n, h], n_keys, v_t)
         k_t[n_dims] = 1.0
         v_t[n_values] = 1.0
-        d_k_t = d_k_buf[: n_dims * n_keys].reshape(n_dims, n_keys)
-        d_v_t = d_v_buf[: n_values * n_keys].reshape(n_values, n_keys)
-        d_k_t[:] = 0.0
-        d_v_t[:] = 0.0
         for i0 in range(0, n_queries, rows):
             n_rows = min(rows, n_queries - i0)
             end = i0 + n_rows
@@ -213,15 +224,16 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, start, stop, d_
                 stops[r] = min(n_keys, i0 + r + 1) if causal else n_keys
             p = probs[: n_rows * n_keys].reshape(n_rows, n_keys)
             ds = d_scores[: n_rows * n_keys].reshape(n_rows, n_keys)
-            gradient_terms(q_aug[i0:end], k_t, d_out_aug[i0:end], v_t,
-                           q_aug[i0:end, :n_dims], d_out_aug[i0:end, :n_values], p,
-                           ds, d_k_t, d_v_t, zeros, stops)  # fmt: skip
+            probabilities_and_gradients(q_aug[i0:end], k_t, d_out_aug[i0:end], v_t,
+                                        p, ds, zeros, stops)  # fmt: skip
+            # dV += P^T dO and dK += dS^T q (before the scale): tiles of 6
+            # keys by the head's features, each sum over the queries in order
+            product_add(p, d_out_aug[i0:end, :n_values], d_va, zeros, values)
+            product_add(ds, q_aug[i0:end, :n_dims], d_ka, zeros, dims)
             # d_q = dS (scale * k): tiles of 6 queries by the head's features
             d_q_rows = d_qa[i0:end]
             d_q_rows[:] = 0.0
             product_add(ds.T, k_scaled, d_q_rows, zeros, dims)
         for j in range(n_keys):
             for c in range(n_dims):
-                d_ka[j, c] = d_k_t[c, j] * scale
-            for e in range(n_values):
-                d_va[j, e] = d_v_t[e, j]
+                d_ka[j, c] *= scale
