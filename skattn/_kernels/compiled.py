@@ -483,7 +483,9 @@ def forward(q, k, v, lengths, causal, scale):
     from .._parallel import parallel_workers
 
     dtype = q.dtype
-    out = np.empty(q.shape[:-1] + (v.shape[-1],), dtype=dtype)
+    # in the memory order of the queries: heads split from the tokens' features
+    # (the model's) give an output whose heads merge back without a copy
+    out = np.empty_like(q, shape=q.shape[:-1] + (v.shape[-1],))
     lse = np.empty(q.shape[:-1], dtype=dtype)
     q4, k4, v4, out4 = (_as_4d(a) for a in (q, k, v, out))
     lse3 = lse if lse.ndim == 3 else lse[:, None]
@@ -534,7 +536,7 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale):
     # a gradient of another dtype (a float64 loss of float32 outputs) is
     # rounded to the attention's, in which its gradients are returned
     d_out, lse, delta = (np.asarray(a, dtype=dtype) for a in (d_out, lse, delta))
-    grads = [np.empty(a.shape, dtype=dtype) for a in (q, k, v)]
+    grads = [np.empty_like(a, dtype=dtype) for a in (q, k, v)]  # memory order of each
     d_out4, q4, k4, v4, d_q4, d_k4, d_v4 = (_as_4d(a) for a in (d_out, q, k, v, *grads))
     lse3, delta3 = (a if a.ndim == 3 else a[:, None] for a in (lse, delta))
     lengths2 = np.ascontiguousarray(lengths, np.int64).reshape(q4.shape[:2])

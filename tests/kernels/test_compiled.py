@@ -161,6 +161,36 @@ def test_compiled_backward_equals_the_numpy_path_at_each_head_width(
         assert_allclose(grad, expected, rtol=1e-4, atol=1e-5 * np.abs(expected).max())
 
 
+@needs_numba
+@pytest.mark.parametrize("n_tokens", [40, 300], ids=["short", "blocked"])
+def test_compiled_outputs_and_gradients_keep_the_memory_order_of_their_inputs(
+    monkeypatch, n_tokens
+):
+    """Heads split from the tokens' features (``(N, H, T, D)`` views of
+    ``(N, T, H * D)`` memory, as the model passes them) give an output and
+    gradients in that memory order, whose heads merge back without a copy;
+    a C-ordered input gives C-ordered results. Their values are the same."""
+    monkeypatch.setattr(compiled, "MIN_KEYS_PER_SQUARED_DIM", 0)
+    rng = np.random.default_rng(0)
+    tokens = [rng.standard_normal((3, n_tokens, 32), dtype=np.float32) for _ in "qkvd"]
+    split = [merged.reshape(3, n_tokens, 2, 16).swapaxes(1, 2) for merged in tokens]
+    results = {}
+    for name, (q, k, v, d_out) in (
+        ("split", split),
+        ("c_ordered", [np.ascontiguousarray(a) for a in split]),
+    ):
+        out, lse, _ = attention_forward(q, k, v)
+        grads = attention_backward(d_out, q, k, v, out, lse)
+        for array, given in zip((out, *grads), (v, q, k, v), strict=True):
+            assert array.strides == given.strides
+        results[name] = (out, *grads)
+    for array in results["split"]:
+        merged = array.swapaxes(1, 2).reshape(3, n_tokens, 32)
+        assert np.shares_memory(merged, array)
+    for split_array, c_array in zip(*results.values(), strict=True):
+        assert_array_equal(split_array, c_array)
+
+
 def openblas(kernel, path="/site-packages/scipy.libs/libscipy_openblas.so"):
     return {"internal_api": "openblas", "architecture": kernel, "filepath": path}
 
