@@ -252,6 +252,32 @@ def test_float32_loss_and_gradients_stay_float32(task, options):
     assert {grad.dtype for grad in grads.values()} == {np.dtype(np.float32)}
 
 
+def test_the_training_pass_cuts_its_batches_at_the_training_size(monkeypatch):
+    """The loss and gradients of a training pass run in batches of up to
+    TRAINING_BATCH_BYTES; the head's score (no backward pass) in batches of
+    up to CACHE_BYTES."""
+    from skattn._input.targets import TrainingSet
+    from skattn._model import sequences
+    from skattn._parallel import CACHE_BYTES
+    from skattn._training import loss
+
+    X, y = order_task(n=40)
+    est = AttentionTransformer(n_heads=2, max_iter=1, random_state=0).fit(X, y)
+    data = TrainingSet(X, sequences.sequence_lengths(X), y, np.ones(40), 1e-4,
+                       "classification")  # fmt: skip
+    caps = []
+
+    def recording(*args, cap_bytes=CACHE_BYTES, **kwargs):
+        caps.append(cap_bytes)
+        return sequences.map_batches(*args, cap_bytes=cap_bytes, **kwargs)
+
+    monkeypatch.setattr(loss, "map_batches", recording)
+    rows = np.arange(40)
+    loss.loss_gradients(est._fitted.model, est._fitted.params, data, rows)
+    loss.validation_metrics(est._fitted.model, est._fitted.params, data, rows)
+    assert caps == [sequences.TRAINING_BATCH_BYTES, CACHE_BYTES]
+
+
 @pytest.mark.parametrize("solver", ["adam", "lbfgs"])
 @pytest.mark.parametrize("task", ["classification", "regression"])
 def test_float32_training_stays_float32(solver, task):

@@ -126,6 +126,20 @@ def test_batches_are_cache_sized_whatever_the_budget():
     assert [len(batch) for batch in batches] == [4, 4, 2]
 
 
+def test_a_cap_above_the_cache_size_cuts_larger_batches():
+    """``cap_bytes`` (the training passes' TRAINING_BATCH_BYTES, twice
+    CACHE_BYTES) sets the batches' size where the budget allows more."""
+    from skattn._model.sequences import TRAINING_BATCH_BYTES
+    from skattn._parallel import CACHE_BYTES
+
+    assert TRAINING_BATCH_BYTES == 2 * CACHE_BYTES
+    row = CACHE_BYTES // 4  # eight rows per training batch
+    batches = batch_indices(
+        np.full(20, 3), lambda n_tokens: row, 2**40, cap_bytes=TRAINING_BATCH_BYTES
+    )
+    assert [len(batch) for batch in batches] == [7, 7, 6]
+
+
 def test_batch_indices_split_equal_lengths_evenly():
     """32 rows with room for 24 per batch: 16 + 16, not 24 + 8."""
     batches = batch_indices(np.full(32, 4), lambda n_tokens: 10, budget_bytes=240)
