@@ -257,11 +257,12 @@ def _run(function, calls, parallel=False, any_layout=False):
     pool if ``parallel``: the results, or None where numba fails to compile
     ``function`` (the compiled kernels are then off: :func:`_turn_off`).
 
-    With ``any_layout``, a numba ``function`` runs as compiled for read-only
-    arrays (its inputs: :func:`_read_only`) of any layout, numba's ``"A"``:
+    With ``any_layout``, a numba ``function`` runs as compiled for arrays of
+    any layout, numba's ``"A"`` (its inputs read-only: :func:`_read_only`):
     numba compiles once per set of argument types, and a contiguous array is
     of another type than a view, so that the model's views and a caller's
-    contiguous arrays would each compile the kernel (about 10 s each)."""
+    contiguous arrays (and the outputs allocated in their memory order) would
+    each compile the kernel (about 10 s each)."""
     from .._parallel import map_parallel
 
     if not calls:
@@ -287,7 +288,7 @@ _ENTRIES = {}
 
 def _entry(function, arguments):
     """The entry point of the numba ``function`` compiled for ``arguments``
-    (read-only arrays of layout "A"), kept by what numba types them by (an
+    (arrays of layout "A"), kept by what numba types them by (an
     array's dtype, dimensions, flags; a scalar's type): typing each call's
     arguments with numba (about 15 us an argument) costs more than a short
     kernel's work."""
@@ -304,17 +305,14 @@ def _entry(function, arguments):
 
 
 def _numba_types(arguments, any_layout):
-    """numba's types of ``arguments``, its read-only arrays of layout "A"
-    with ``any_layout``."""
+    """numba's types of ``arguments``, its arrays of layout "A" with
+    ``any_layout``."""
     import numba
 
     types = [numba.typeof(a) for a in arguments]
     if any_layout:
         array = numba.types.Array
-        types = [
-            t.copy(layout="A") if isinstance(t, array) and not t.mutable else t
-            for t in types
-        ]
+        types = [t.copy(layout="A") if isinstance(t, array) else t for t in types]
     return tuple(types)
 
 
