@@ -24,7 +24,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic, overload
 
-from ._numba_products import JIT, product_add, product_set
+from ._numba_products import JIT, copy_rows, product_add, product_set
 from .blocks import KEYS, ROWS, SUM_FLOOR
 
 # The blocks of the forward pass's compiled loops: 256 query rows by 32 keys
@@ -214,18 +214,23 @@ def augmented_values_into(v, n_keys, out, exponent, largest):
     column's largest magnitude to at least 1/2, so that its products with
     exponentials far below 1 do not underflow (see
     :func:`skattn._kernels.folded.value_column_exponents`). ``largest``:
-    scratch of one number a column."""
+    scratch of one number a column; ``out`` with contiguous rows."""
     n_values = v.shape[1]
+    copy_rows(v, n_keys, out[:, :n_values])  # in vectors where v's rows are contiguous
     largest[:] = 0.0
     for j in range(n_keys):
         for e in range(n_values):
-            largest[e] = max(largest[e], abs(v[j, e]))
+            largest[e] = max(largest[e], abs(out[j, e]))
+    scaled = False
     for e in range(n_values):
         exponent[e] = max(-math.frexp(largest[e])[1], 0)
+        scaled = scaled or exponent[e] != 0
+    if scaled:  # the columns of magnitudes below 1/2
+        for j in range(n_keys):
+            for e in range(n_values):
+                if exponent[e]:
+                    out[j, e] = math.ldexp(out[j, e], exponent[e])
     for j in range(n_keys):
-        for e in range(n_values):
-            value = v[j, e]
-            out[j, e] = math.ldexp(value, exponent[e]) if exponent[e] else value
         out[j, n_values] = 1.0
 
 
