@@ -250,7 +250,7 @@ def compile_kernels(dtype):
             compiled._FORWARD_KERNEL = compiled._BACKWARD_KERNEL = kernel
             out, lse = compiled.forward(q, k, v, lengths, False, 0.3)
             delta = np.sum(d_out * out, axis=-1)
-            compiled.backward(d_out, q, k, v, lse, delta, lengths, False, 0.3)
+            compiled.backward(d_out, q, k, v, lse, delta, lengths, False, 0.3, 2.0**-10)
     finally:
         compiled._FORWARD_KERNEL, compiled._BACKWARD_KERNEL = saved
     q, k, v, d_out = (a[:, 0] for a in (q, k, v, d_out))  # (B, T, D)

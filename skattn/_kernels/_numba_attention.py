@@ -619,15 +619,48 @@ def _backward_one(
 
 
 @numba.njit(**JIT)
+def recomputation_exceeds(q, k, lse, scale, error_factor, error_max):
+    """Whether the probabilities of some row of an attention, recomputed as
+    ``exp(scale * q.k - lse)``, may be off by more than ``error_max``: the
+    bound of :func:`skattn._kernels.attention_backward.recompute_error_bound`,
+    ``error_factor * (|scale| |q| max|k| + |lse|)`` (``error_factor``: ``(Dk +
+    2) * eps``), over all the queries and keys of the arrays, as it is
+    computed there (a row with no key, of infinite lse, counts its lse as
+    0), in the arrays' dtype."""
+    zero = abs(scale) - abs(scale)  # 0 in the dtype of scale, the arrays'
+    largest = zero
+    for j in range(k.shape[0]):
+        norm = zero
+        for d in range(k.shape[1]):
+            norm += k[j, d] * k[j, d]
+        largest = max(largest, norm)
+    k_max = math.sqrt(largest) * abs(scale)
+    for i in range(q.shape[0]):
+        norm = zero
+        for d in range(q.shape[1]):
+            norm += q[i, d] * q[i, d]
+        shift = abs(lse[i]) if np.isfinite(lse[i]) else 0.0
+        if error_factor * (math.sqrt(norm) * k_max + shift) > error_max:
+            return True
+    return False
+
+
+@numba.njit(**JIT)
 def backward(
     d_out, q, k, v, lse, delta, lengths, causal, scale, start, stop, d_q, d_k, d_v,
-    loops,
+    exceeded, error_factor, error_max, loops,
 ):  # fmt: skip
     """Gradients of attentions ``start:stop`` (flat indices), arrays (N, H, T, D),
-    their products compiled (``loops``) or by BLAS."""
+    their products compiled (``loops``) or by BLAS; stops with ``exceeded[0]``
+    set where an attention's recomputation may be inaccurate
+    (:func:`recomputation_exceeds`)."""
     n_heads = q.shape[1]
     for a in range(start, stop):
         n, h = a // n_heads, a % n_heads
+        if recomputation_exceeds(q[n, h], k[n, h], lse[n, h], scale, error_factor,
+                                 error_max):  # fmt: skip
+            exceeded[0] = True
+            return
         _backward_one(
             d_out[n, h],
             q[n, h],

@@ -43,6 +43,7 @@ from ._numba_attention import (
     augmented_values_into,
     exp_inplace,
     probabilities_and_gradients,
+    recomputation_exceeds,
 )
 from ._numba_products import JIT, copy_rows, product_add, product_set
 from .blocks import SUM_FLOOR
@@ -167,14 +168,15 @@ def _transposed(x, n_rows, out_t):
 
 @numba.njit(**JIT)
 def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, start, stop, d_q,
-             d_k, d_v):  # fmt: skip
+             d_k, d_v, exceeded, error_factor, error_max):  # fmt: skip
     """Gradients of attentions ``start:stop`` (flat indices), arrays (N, H, T,
     D), as :func:`skattn._kernels._numba_attention.backward` computes them:
     all the keys of an attention in one block (fewer than 128), its queries
     in blocks of up to ``SHORT_ROWS``, the probabilities and their gradients
     of :func:`skattn._kernels._numba_attention.probabilities_and_gradients`,
     the products of the gradients by :func:`product_add` (``d_q``, ``d_k``,
-    ``d_v`` with contiguous rows)."""
+    ``d_v`` with contiguous rows); stops with ``exceeded[0]`` set where an
+    attention's recomputation may be inaccurate, as that kernel does."""
     n_heads, dtype = q.shape[1], q.dtype
     n_queries, n_keys_max = q.shape[2], k.shape[2]
     n_dims, n_values = q.shape[3], v.shape[3]
@@ -197,6 +199,10 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, start, stop, d_
     values = np.full(rows, n_values, np.int64)
     for a in range(start, stop):
         n, h = a // n_heads, a % n_heads
+        if recomputation_exceeds(q[n, h], k[n, h], lse[n, h], scale, error_factor,
+                                 error_max):  # fmt: skip
+            exceeded[0] = True
+            return
         n_keys = lengths[n, h]
         d_qa, d_ka, d_va = d_q[n, h], d_k[n, h], d_v[n, h]
         d_ka[:] = 0.0  # the gradients' sums, and 0 for the padded keys

@@ -161,19 +161,19 @@ def attention_backward(
     # rowsum(dO * O) is rowsum(dP * P), the softmax's correction term
     delta = np.einsum("...i,...i->...", d_out, out)  # (..., Tq)
     if n_keys:
+        lengths = compiled_lengths(
+            q, k, v, mask, batch_shape, dropout, False, backward=True
+        )
+        if lengths is not None and d_out.shape == out.shape:
+            grads = compiled.backward(
+                d_out, q, k, v, lse, delta, lengths, causal, scale, RECOMPUTE_ERROR_MAX
+            )
+            if grads is not None:  # None: numba failed, or some row's bound
+                return grads  # exceeds RECOMPUTE_ERROR_MAX (renormalised here)
         # a row with no allowed key has lse = inf, and is masked anyway
         neg_lse = -np.where(np.isinf(lse), 0, lse)[..., None]  # (..., Tq, 1)
         bound = recompute_error_bound(q, k, neg_lse, scale)
         renormalise = bound > RECOMPUTE_ERROR_MAX  # exp(scores - lse) unsafe
-        lengths = compiled_lengths(
-            q, k, v, mask, batch_shape, dropout, False, backward=True
-        )
-        if lengths is not None and d_out.shape == out.shape and not renormalise.any():
-            grads = compiled.backward(
-                d_out, q, k, v, lse, delta, lengths, causal, scale
-            )
-            if grads is not None:  # None: numba failed to compile it
-                return grads
     delta = delta[..., None]  # (..., Tq, 1)
     if mask is not None:
         mask = np.broadcast_to(mask, batch_shape + (n_queries, n_keys))

@@ -33,7 +33,9 @@ power of two that brings its largest magnitude to at least 1/2 (exact), so
 that their products do not underflow, and the output divided back. The
 backward pass recomputes the probabilities from the forward pass's
 log-sum-exp, key block by key block (Dao, "FlashAttention-2", 2023: the
-gradients of a key block accumulate over the query blocks).
+gradients of a key block accumulate over the query blocks); each attention
+first checks the bound of its recomputed scores' error, and where one
+exceeds it the numpy path computes the call, renormalising those rows.
 
 Short attentions have passes of their own
 (:mod:`skattn._kernels._numba_short`): all the scores of up to 256 queries at
@@ -509,7 +511,7 @@ def forward(q, k, v, lengths, causal, scale):
     return out, lse
 
 
-def backward(d_out, q, k, v, lse, delta, lengths, causal, scale):
+def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, error_max):
     """Fused attention backward pass: the gradients of :func:`forward`.
 
     Parameters
@@ -521,12 +523,17 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale):
         From :func:`forward` (or the numpy path).
     delta : ndarray of shape (N, [H,] Tq)
         ``rowsum(d_out * out)``.
+    error_max : float
+        The largest error of a recomputed score the kernels accept (the
+        numpy path's ``RECOMPUTE_ERROR_MAX``): each attention checks its
+        bound first (as ``recompute_error_bound`` computes it).
 
     Returns
     -------
     (d_q, d_k, d_v) or None
         Of the shapes of q, k, v; None where numba fails to compile the
-        kernel.
+        kernel, or where some attention's bound exceeds ``error_max`` (the
+        numpy path then normalises its rows from their own scores).
     """
     from .._parallel import parallel_workers
 
@@ -543,10 +550,13 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale):
     )
     scale = dtype.type(scale)
     n_attentions = q4.shape[0] * q4.shape[1]
+    exceeded = np.zeros(1, dtype=np.bool_)  # set by any task, read after all
+    error_factor = dtype.type((q.shape[-1] + 2) * np.finfo(dtype).eps)
     # the gradients of a key accumulate over all queries: whole attentions
     inputs = (d_out4, q4, k4, v4, lse3, delta3, lengths2, causal, scale)
+    checks = (exceeded, error_factor, float(error_max))
     calls = [
-        (*inputs, attentions.start, attentions.stop, d_q4, d_k4, d_v4)
+        (*inputs, attentions.start, attentions.stop, d_q4, d_k4, d_v4, *checks)
         for attentions, _ in _tasks(n_attentions, 0, parallel_workers())
     ]
     if backward_kernel(k.shape[-2], q.shape[-1]) == "blocked":
@@ -556,7 +566,7 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale):
         from . import _numba_short
 
         function = _numba_short.backward
-    if _run(function, calls, parallel=True, any_layout=True) is None:
+    if _run(function, calls, parallel=True, any_layout=True) is None or exceeded[0]:
         return None
     return tuple(grads)
 

@@ -191,6 +191,51 @@ def test_compiled_outputs_and_gradients_keep_the_memory_order_of_their_inputs(
         assert_array_equal(split_array, c_array)
 
 
+@needs_numba
+@pytest.mark.parametrize("kernel", ["short", "blocked"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_backward_leaves_inaccurate_recomputations_to_the_numpy_path(
+    monkeypatch, kernel, dtype
+):
+    """Each compiled backward kernel checks the bound of its recomputed scores
+    as recompute_error_bound computes it: queries of growing size give up
+    (None) exactly where some row's bound exceeds RECOMPUTE_ERROR_MAX, even
+    when that attention is the last of the batch, and attention_backward then
+    gives the numpy path's renormalised gradients."""
+    from skattn._kernels.attention_backward import (
+        RECOMPUTE_ERROR_MAX,
+        recompute_error_bound,
+    )
+
+    monkeypatch.setattr(compiled, "_BACKWARD_KERNEL", kernel)
+    monkeypatch.setattr(compiled, "MIN_KEYS_PER_SQUARED_DIM", 0)
+    rng = np.random.default_rng(0)
+    q, k, v, d_out = (rng.standard_normal((3, 2, 40, 16)).astype(dtype) for _ in "qkvd")
+    lengths = np.full((3, 2), 40, np.int64)
+    sizes = [1.0, 10.0, 1e2, 1e3] + ([1e10, 1e12] if dtype == np.float64 else [])
+    exceeded = []
+    for size in sizes:
+        q_big = q.copy()
+        q_big[-1, -1] *= size  # the last attention of the batch only
+        out, lse, _ = attention_forward(q_big, k, v)
+        delta = np.sum(d_out * out, axis=-1)
+        neg_lse = -np.where(np.isinf(lse), 0, lse)[..., None]
+        bound = recompute_error_bound(q_big, k, neg_lse, dtype(0.25))
+        grads = compiled.backward(
+            d_out, q_big, k, v, lse, delta, lengths, False, 0.25, RECOMPUTE_ERROR_MAX
+        )
+        assert (grads is None) == bool((bound > RECOMPUTE_ERROR_MAX).any())
+        exceeded.append(grads is None)
+        if grads is None:
+            monkeypatch.setattr(compiled, "_DISABLED", True)
+            expected = attention_backward(d_out, q_big, k, v, out, lse)
+            monkeypatch.setattr(compiled, "_DISABLED", False)
+            got = attention_backward(d_out, q_big, k, v, out, lse)
+            for grad, want in zip(got, expected, strict=True):
+                assert_array_equal(grad, want)
+    assert exceeded[0] is False and exceeded[-1] is True
+
+
 def openblas(kernel, path="/site-packages/scipy.libs/libscipy_openblas.so"):
     return {"internal_api": "openblas", "architecture": kernel, "filepath": path}
 
@@ -271,7 +316,7 @@ def test_backward_pass_hands_the_kernel_the_machines_choice(
     q, k, v, d_out = (rng.standard_normal((1, 2, 8, head_dim)) for _ in range(4))
     lse, delta = np.zeros((1, 2, 8)), np.zeros((1, 2, 8))
     lengths = np.full((1, 2), 8, np.int64)
-    compiled.backward(d_out, q, k, v, lse, delta, lengths, False, 0.25)
+    compiled.backward(d_out, q, k, v, lse, delta, lengths, False, 0.25, 2.0**-10)
     assert seen and all(choice is loops for choice in seen)
 
 
@@ -520,7 +565,9 @@ def test_contiguous_inputs_and_views_run_one_compiled_kernel(monkeypatch, kernel
     def passes(q, k, v, d_out):
         out, lse = compiled.forward(q, k, v, lengths, False, 0.3)
         delta = np.sum(d_out * out, axis=-1)
-        grads = compiled.backward(d_out, q, k, v, lse, delta, lengths, False, 0.3)
+        grads = compiled.backward(
+            d_out, q, k, v, lse, delta, lengths, False, 0.3, 2.0**-10
+        )
         return out, lse, *grads
 
     views = passes(q, k, v, d_out)
