@@ -639,7 +639,7 @@ def recomputation_exceeds(q, k, lse, scale, error_factor, error_max):
         norm = zero
         for d in range(q.shape[1]):
             norm += q[i, d] * q[i, d]
-        shift = abs(lse[i]) if np.isfinite(lse[i]) else 0.0
+        shift = abs(lse[i]) if np.isfinite(lse[i]) else zero
         if error_factor * (math.sqrt(norm) * k_max + shift) > error_max:
             return True
     return False
