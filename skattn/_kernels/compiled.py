@@ -435,6 +435,18 @@ def pays_off(n_keys, head_dim):
     return n_keys >= MIN_KEYS_PER_SQUARED_DIM * head_dim**2
 
 
+def _empty_in_order_of(array, shape):
+    """An empty array of ``shape`` in the dtype and memory order of
+    ``array`` where its rows are contiguous (heads split from the tokens'
+    features, as the model passes them: results whose heads merge back into
+    ``(N, T, H * D)`` without a copy), else C-ordered: the kernels write
+    whole rows with vector stores."""
+    out = np.empty_like(array, shape=shape)
+    if out.ndim and out.shape[-1] > 1 and out.strides[-1] != out.itemsize:
+        return np.empty(shape, dtype=array.dtype)
+    return out
+
+
 def _as_4d(array):
     """``(N, H, T, D)``: a batch of one axis gets a head axis of 1."""
     return array if array.ndim == 4 else array[:, None]
@@ -483,9 +495,7 @@ def forward(q, k, v, lengths, causal, scale):
     from .._parallel import parallel_workers
 
     dtype = q.dtype
-    # in the memory order of the queries: heads split from the tokens' features
-    # (the model's) give an output whose heads merge back without a copy
-    out = np.empty_like(q, shape=q.shape[:-1] + (v.shape[-1],))
+    out = _empty_in_order_of(q, q.shape[:-1] + (v.shape[-1],))
     lse = np.empty(q.shape[:-1], dtype=dtype)
     q4, k4, v4, out4 = (_as_4d(a) for a in (q, k, v, out))
     lse3 = lse if lse.ndim == 3 else lse[:, None]
@@ -541,7 +551,7 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, error_max):
     # a gradient of another dtype (a float64 loss of float32 outputs) is
     # rounded to the attention's, in which its gradients are returned
     d_out, lse, delta = (np.asarray(a, dtype=dtype) for a in (d_out, lse, delta))
-    grads = [np.empty_like(a, dtype=dtype) for a in (q, k, v)]  # memory order of each
+    grads = [_empty_in_order_of(a, a.shape) for a in (q, k, v)]
     d_out4, q4, k4, v4, d_q4, d_k4, d_v4 = (_as_4d(a) for a in (d_out, q, k, v, *grads))
     lse3, delta3 = (a if a.ndim == 3 else a[:, None] for a in (lse, delta))
     lengths2 = np.ascontiguousarray(lengths, np.int64).reshape(q4.shape[:2])

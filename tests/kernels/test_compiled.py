@@ -192,6 +192,34 @@ def test_compiled_outputs_and_gradients_keep_the_memory_order_of_their_inputs(
 
 
 @needs_numba
+@pytest.mark.parametrize("n_tokens", [40, 300], ids=["short", "blocked"])
+@pytest.mark.parametrize("order", ["fortran", "reversed_features"])
+def test_compiled_results_of_inputs_without_contiguous_rows_are_c_ordered(
+    monkeypatch, n_tokens, order
+):
+    """Inputs whose rows are not contiguous (Fortran order, a reversed last
+    axis) give C-ordered outputs and gradients, which the kernels write in
+    whole rows, equal to those of C-ordered inputs to float rounding (the
+    correction term's sum runs in another order)."""
+    monkeypatch.setattr(compiled, "MIN_KEYS_PER_SQUARED_DIM", 0)
+    rng = np.random.default_rng(0)
+    arrays = [
+        rng.standard_normal((2, 2, n_tokens, 16), dtype=np.float32) for _ in "qkvd"
+    ]
+    if order == "fortran":
+        strided = [np.asfortranarray(a) for a in arrays]
+    else:
+        strided = [np.ascontiguousarray(a[..., ::-1])[..., ::-1] for a in arrays]
+    results = []
+    for q, k, v, d_out in (arrays, strided):
+        out, lse, _ = attention_forward(q, k, v)
+        results.append((out, *attention_backward(d_out, q, k, v, out, lse)))
+    for expected, got in zip(*results, strict=True):
+        assert got.flags.c_contiguous
+        assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+@needs_numba
 @pytest.mark.parametrize("kernel", ["short", "blocked"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_compiled_backward_leaves_inaccurate_recomputations_to_the_numpy_path(
