@@ -38,6 +38,7 @@ import numpy as np
 
 from ._numba_attention import (
     _exact_row,
+    _rows_transposed,
     _zero_causal,
     augmented_into,
     augmented_values_into,
@@ -159,14 +160,6 @@ def _scaled_and_transposed(x, n_rows, scale, out, out_t):
 
 
 @numba.njit(**JIT)
-def _transposed(x, n_rows, out_t):
-    """``out_t[:, :n_rows] = x[:n_rows].T`` (``x`` of any layout)."""
-    for j in range(n_rows):
-        for c in range(x.shape[1]):
-            out_t[c, j] = x[j, c]
-
-
-@numba.njit(**JIT)
 def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, start, stop, d_q,
              d_k, d_v, exceeded, error_factor, error_max):  # fmt: skip
     """Gradients of attentions ``start:stop`` (flat indices), arrays (N, H, T,
@@ -220,7 +213,7 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, start, stop, d_
         k_t = k_t_buf[: (n_dims + 1) * n_keys].reshape(n_dims + 1, n_keys)
         v_t = v_t_buf[: (n_values + 1) * n_keys].reshape(n_values + 1, n_keys)
         _scaled_and_transposed(k[n, h], n_keys, scale, k_scaled, k_t)
-        _transposed(v[n, h], n_keys, v_t)
+        _rows_transposed(v[n, h], 0, n_keys, n_keys, v_t_buf)  # v_t[:n_values]
         k_t[n_dims] = 1.0
         v_t[n_values] = 1.0
         for i0 in range(0, n_queries, rows):
