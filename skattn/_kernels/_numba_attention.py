@@ -4,13 +4,16 @@ random features.
 
 Arrays are ``(N, H, T, D)`` of any strides; an attention is one ``(n, h)``,
 taken by its flat index ``n * H + h``. Each attention copies its queries, keys
-and values once into contiguous blocks with an extra column (the rows'
-shifts, or ones), so that one product gives a block of shifted scores or
-of weighted values with their row sums; the columns of values times powers
-of two (:func:`_augmented_values`). The products are ``np.dot`` (scipy's
-BLAS) or compiled loops (:mod:`._numba_products`; ``loops``: the caller's
-choice, :func:`skattn._kernels.compiled.products_in_loops`), but for the
-backward pass's gradient of the queries, always ``np.dot``.
+and values once into contiguous blocks, the columns of values times powers of
+two (:func:`scaled_values_into`). The forward pass shifts each query's scores
+by an offset (minus an upper bound of its row) in the pass that takes their
+exponentials and sums them (:func:`exp_summed`), between the two products of
+a block. The backward pass's blocks have an extra column (the rows' log-sum-
+exp and correction terms, or ones), so that one product gives a block of
+shifted scores. The products are ``np.dot`` (scipy's BLAS) or compiled loops
+(:mod:`._numba_products`; ``loops``: the caller's choice,
+:func:`skattn._kernels.compiled.products_in_loops`), but for the backward
+pass's gradient of the queries, always ``np.dot``.
 """
 
 # Authors: The skattn developers
@@ -103,50 +106,60 @@ def _vectors_of_512_bits(typingctx):
     return types.none(), codegen
 
 
+@numba.njit(inline="always", **JIT)
+def _exp32(x):
+    """``exp(min(x, 0))`` of a float32 (Cephes' expf), as a loop's body."""
+    log2e = np.float32(1.44269504088896341)
+    x = min(max(x, np.float32(-87.0)), np.float32(0.0))  # exp >= 2**-126
+    n = np.floor(x * log2e + np.float32(0.5))
+    x = x - n * _LN2_HI_32
+    x = x - n * _LN2_LO_32
+    p = np.float32(1.9875691500e-4)
+    p = p * x + np.float32(1.3981999507e-3)
+    p = p * x + np.float32(8.3334519073e-3)
+    p = p * x + np.float32(4.1665795894e-2)
+    p = p * x + np.float32(1.6666665459e-1)
+    p = p * x + np.float32(5.0000001201e-1)
+    y = p * x * x + x + np.float32(1.0)
+    return y * _float_of_bits((np.int32(n) + np.int32(127)) << np.int32(23), y)
+
+
+@numba.njit(inline="always", **JIT)
+def _exp64(x):
+    """``exp(min(x, 0))`` of a float64 (Cephes' reduction), as a loop's body."""
+    log2e = 1.4426950408889634
+    x = min(max(x, -708.0), 0.0)  # exp >= 2**-1022
+    n = np.floor(x * log2e + 0.5)
+    x = x - n * _LN2_HI_64
+    x = x - n * _LN2_LO_64
+    # Taylor to degree 12: below 2e-16 on |r| <= ln 2 / 2
+    p = 1.0 / 479001600.0
+    p = p * x + 1.0 / 39916800.0
+    p = p * x + 1.0 / 3628800.0
+    p = p * x + 1.0 / 362880.0
+    p = p * x + 1.0 / 40320.0
+    p = p * x + 1.0 / 5040.0
+    p = p * x + 1.0 / 720.0
+    p = p * x + 1.0 / 120.0
+    p = p * x + 1.0 / 24.0
+    p = p * x + 1.0 / 6.0
+    p = p * x + 0.5
+    y = p * x * x + x + 1.0
+    return y * _float_of_bits((np.int64(n) + np.int64(1023)) << np.int64(52), y)
+
+
 @numba.njit(**JIT)
 def _exp_float32(s):
     _vectors_of_512_bits()
-    log2e = np.float32(1.44269504088896341)
     for j in range(s.shape[0]):
-        x = s[j]
-        x = min(max(x, np.float32(-87.0)), np.float32(0.0))  # exp >= 2**-126
-        n = np.floor(x * log2e + np.float32(0.5))
-        x = x - n * _LN2_HI_32
-        x = x - n * _LN2_LO_32
-        p = np.float32(1.9875691500e-4)
-        p = p * x + np.float32(1.3981999507e-3)
-        p = p * x + np.float32(8.3334519073e-3)
-        p = p * x + np.float32(4.1665795894e-2)
-        p = p * x + np.float32(1.6666665459e-1)
-        p = p * x + np.float32(5.0000001201e-1)
-        y = p * x * x + x + np.float32(1.0)
-        s[j] = y * _float_of_bits((np.int32(n) + np.int32(127)) << np.int32(23), y)
+        s[j] = _exp32(s[j])
 
 
 @numba.njit(**JIT)
 def _exp_float64(s):
     _vectors_of_512_bits()
-    log2e = 1.4426950408889634
     for j in range(s.shape[0]):
-        x = s[j]
-        x = min(max(x, -708.0), 0.0)  # exp >= 2**-1022
-        n = np.floor(x * log2e + 0.5)
-        x = x - n * _LN2_HI_64
-        x = x - n * _LN2_LO_64
-        # Taylor to degree 12: below 2e-16 on |r| <= ln 2 / 2
-        p = 1.0 / 479001600.0
-        p = p * x + 1.0 / 39916800.0
-        p = p * x + 1.0 / 3628800.0
-        p = p * x + 1.0 / 362880.0
-        p = p * x + 1.0 / 40320.0
-        p = p * x + 1.0 / 5040.0
-        p = p * x + 1.0 / 720.0
-        p = p * x + 1.0 / 120.0
-        p = p * x + 1.0 / 24.0
-        p = p * x + 1.0 / 6.0
-        p = p * x + 0.5
-        y = p * x * x + x + 1.0
-        s[j] = y * _float_of_bits((np.int64(n) + np.int64(1023)) << np.int64(52), y)
+        s[j] = _exp64(s[j])
 
 
 @overload(exp_inplace, jit_options=JIT)
@@ -164,10 +177,10 @@ def exponential(x):
 
 
 @numba.njit(**JIT)
-def augmented_into(x, rows, column, scale, out, norms):
-    """Write ``[x[:rows] * scale, column]`` into ``out[:rows]`` and the
-    squared norms of the rows of ``x[:rows]`` (before the scale) into
-    ``norms[:rows]``."""
+def scaled_into(x, rows, scale, out, norms):
+    """Write ``x[:rows] * scale`` into the first ``x.shape[1]`` columns of
+    ``out[:rows]`` and the squared norms of the rows of ``x[:rows]`` (before
+    the scale) into ``norms[:rows]``."""
     n_dims = x.shape[1]
     first = 0
     while first + 4 <= rows:  # four rows at once: their sums' latencies overlap
@@ -185,8 +198,6 @@ def augmented_into(x, rows, column, scale, out, norms):
             out[i + 2, d] = x2 * scale
             out[i + 3, d] = x3 * scale
         norms[i], norms[i + 1], norms[i + 2], norms[i + 3] = n0, n1, n2, n3
-        for r in range(i, i + 4):
-            out[r, n_dims] = column[r]
         first += 4
     for i in range(first, rows):
         norms[i] = 0.0
@@ -194,6 +205,16 @@ def augmented_into(x, rows, column, scale, out, norms):
             value = x[i, d]
             norms[i] += value * value
             out[i, d] = value * scale
+
+
+@numba.njit(**JIT)
+def augmented_into(x, rows, column, scale, out, norms):
+    """Write ``[x[:rows] * scale, column]`` into ``out[:rows]`` and the
+    squared norms of the rows of ``x[:rows]`` (before the scale) into
+    ``norms[:rows]`` (:func:`scaled_into`)."""
+    scaled_into(x, rows, scale, out, norms)
+    n_dims = x.shape[1]
+    for i in range(rows):
         out[i, n_dims] = column[i]
 
 
@@ -208,11 +229,11 @@ def _augmented(x, rows, column, scale):
 
 
 @numba.njit(**JIT)
-def augmented_values_into(v, n_keys, out, exponent, largest):
-    """Write ``[v[:n_keys] * 2**exponent, 1]`` into ``out[:n_keys]`` and
-    ``exponent`` (of each column): the power of two that brings the
-    column's largest magnitude to at least 1/2, so that its products with
-    exponentials far below 1 do not underflow (see
+def scaled_values_into(v, n_keys, out, exponent, largest):
+    """Write ``v[:n_keys] * 2**exponent`` into the first ``v.shape[1]``
+    columns of ``out[:n_keys]`` and ``exponent`` (of each column): the power
+    of two that brings the column's largest magnitude to at least 1/2, so
+    that its products with exponentials far below 1 do not underflow (see
     :func:`skattn._kernels.folded.value_column_exponents`). ``largest``:
     scratch of one number a column; ``out`` with contiguous rows."""
     n_values = v.shape[1]
@@ -230,19 +251,16 @@ def augmented_values_into(v, n_keys, out, exponent, largest):
             for e in range(n_values):
                 if exponent[e]:
                     out[j, e] = math.ldexp(out[j, e], exponent[e])
-    for j in range(n_keys):
-        out[j, n_values] = 1.0
 
 
 @numba.njit(**JIT)
-def _augmented_values(v, n_keys):
-    """``[v[:n_keys] * 2**exponent, 1]``, contiguous, and ``exponent``
-    (:func:`augmented_values_into`)."""
+def augmented_values_into(v, n_keys, out, exponent, largest):
+    """Write ``[v[:n_keys] * 2**exponent, 1]`` into ``out[:n_keys]``
+    (:func:`scaled_values_into`)."""
+    scaled_values_into(v, n_keys, out, exponent, largest)
     n_values = v.shape[1]
-    out = np.empty((n_keys, n_values + 1), v.dtype)
-    exponent = np.zeros(n_values, np.int32)
-    augmented_values_into(v, n_keys, out, exponent, np.empty(n_values, v.dtype))
-    return out, exponent
+    for j in range(n_keys):
+        out[j, n_values] = 1.0
 
 
 @numba.njit(**JIT)
@@ -279,29 +297,87 @@ def _zero_causal(block_t, j0, i0):
                 block_t[j, r] = 0.0
 
 
+def _exp(x):
+    """``exp(min(x, 0))`` of a float32 or float64, as the kernels compute it."""
+
+
+@overload(_exp, inline="always", jit_options=JIT)
+def _exp_of_dtype(x):
+    if x == numba.float32:
+        return lambda x: _exp32(x)
+    return lambda x: _exp64(x)
+
+
 @numba.njit(**JIT)
-def _rows_pass_blas(q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, acc, tmp):
-    """``acc[:n_rows] = sum over the allowed keys of exp(q_aug . k_aug) v_aug``:
-    the weighted values of rows ``i0:i0 + n_rows`` beside their row sums, the
-    products by scipy's BLAS (``np.dot``), blocks of ``ROWS`` by ``KEYS``."""
+def exp_summed(block_t, offset, sums):
+    """``block_t[j, r] = exp(min(block_t[j, r] + offset[r], 0))`` and
+    ``sums[r] +=`` the column's exponentials: a block of scores (keys,
+    queries) becomes its probabilities before normalisation, each query
+    shifted by its ``offset``."""
+    _vectors_of_512_bits()
+    for j in range(block_t.shape[0]):
+        for r in range(block_t.shape[1]):
+            y = _exp(block_t[j, r] + offset[r])
+            block_t[j, r] = y
+            sums[r] += y
+
+
+@numba.njit(**JIT)
+def exp_summed_causal(block_t, offset, first, sums):
+    """:func:`exp_summed`, the keys past a causal query (its columns before
+    ``first[j]`` of key ``j``) 0 and left out of the sums."""
+    _vectors_of_512_bits()
+    zero = np.zeros(1, block_t.dtype)[0]  # in the blocks' dtype, as y
+    for j in range(block_t.shape[0]):
+        start = first[j]
+        # every column, then 0 before start: LLVM does not vectorise a loop
+        # from start (measured 18 times slower)
+        for r in range(block_t.shape[1]):
+            y = _exp(block_t[j, r] + offset[r])
+            y = y if r >= start else zero
+            block_t[j, r] = y
+            sums[r] += y
+
+
+@numba.njit(**JIT)
+def _first_queries(first, n_keys, j0, i0, n_columns):
+    """``first[j]``: the first column of queries (rows ``i0`` on) that key
+    ``j0 + j`` may be attended by under a causal mask, at most
+    ``n_columns``."""
+    for j in range(n_keys):
+        first[j] = min(max(0, j0 + j - i0), n_columns)
+
+
+@numba.njit(**JIT)
+def _rows_pass_blas(queries, keys, values, offset, n_keys, causal, i0, n_rows, s,
+                    acc, sums, first, tmp):  # fmt: skip
+    """``acc[:n_rows] = sum over the allowed keys of exp(q . k + offset) v``
+    and ``sums[:n_rows]`` the sums of the exponentials, for the rows ``i0:i0
+    + n_rows`` of ``queries``: the products by scipy's BLAS (``np.dot``),
+    blocks of ``ROWS`` by ``KEYS``."""
     stop = min(n_keys, i0 + n_rows) if causal else n_keys
     width = acc.shape[1]
     acc[:n_rows] = 0.0
+    sums[:n_rows] = 0.0
     out = tmp[: n_rows * width].reshape(n_rows, width)
-    q_block_t = _rows_transposed(q_aug, i0, n_rows, n_rows, tmp[n_rows * width :])
+    q_block_t = _rows_transposed(queries, i0, n_rows, n_rows, tmp[n_rows * width :])
+    offset_block = offset[i0 : i0 + n_rows]
     for j0 in range(0, stop, KEYS):
         nk = min(KEYS, stop - j0)
         scores_t = s[: nk * n_rows].reshape(nk, n_rows)  # (keys, queries)
-        np.dot(k_aug[j0 : j0 + nk], q_block_t, scores_t)
-        exp_inplace(s[: nk * n_rows])
-        if causal and j0 + nk > i0:
-            _zero_causal(scores_t, j0, i0)
-        np.dot(scores_t.T, v_aug[j0 : j0 + nk], out)
+        np.dot(keys[j0 : j0 + nk], q_block_t, scores_t)
+        if causal and j0 + nk - 1 > i0:  # keys past some of the block's queries
+            _first_queries(first, nk, j0, i0, n_rows)
+            exp_summed_causal(scores_t, offset_block, first, sums)
+        else:
+            exp_summed(scores_t, offset_block, sums)
+        np.dot(scores_t.T, values[j0 : j0 + nk], out)
         _add_into(acc[:n_rows], out)
 
 
 @numba.njit(**JIT)
-def _rows_pass_loops(q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, acc, tmp):
+def _rows_pass_loops(queries, keys, values, offset, n_keys, causal, i0, n_rows, s,
+                     acc, sums, first, tmp):  # fmt: skip
     """:func:`_rows_pass_blas` in blocks of ``FORWARD_ROWS`` by
     ``FORWARD_KEYS``, its products compiled (:mod:`._numba_products`).
 
@@ -311,96 +387,107 @@ def _rows_pass_loops(q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, acc, tm
     skipped: their probabilities are 0."""
     stop = min(n_keys, i0 + n_rows) if causal else n_keys
     width = acc.shape[1]
-    width_q = q_aug.shape[1]
+    width_q = queries.shape[1]
     r_pad = (n_rows + 15) // 16 * 16
-    q_t = _rows_transposed(q_aug, i0, n_rows, r_pad, tmp)
-    acc_t = tmp[width_q * r_pad : (width_q + width) * r_pad].reshape(width, r_pad)
+    q_t = _rows_transposed(queries, i0, n_rows, r_pad, tmp)
+    used = width_q * r_pad
+    acc_t = tmp[used : used + width * r_pad].reshape(width, r_pad)
+    used += width * r_pad
+    offset_t, sums_t = tmp[used : used + r_pad], tmp[used + r_pad : used + 2 * r_pad]
     acc_t[:] = 0.0
+    sums_t[:] = 0.0
+    offset_t[:] = 0.0  # the padded rows: zero queries
+    offset_t[:n_rows] = offset[i0 : i0 + n_rows]
     lo = np.zeros(FORWARD_KEYS, np.int64)
     hi = np.full(FORWARD_KEYS, r_pad, np.int64)
     for j0 in range(0, stop, FORWARD_KEYS):
         nk = min(FORWARD_KEYS, stop - j0)
         scores_t = s[: nk * r_pad].reshape(nk, r_pad)
         if causal:
+            _first_queries(first, nk, j0, i0, r_pad)
             for j in range(nk):
-                lo[j] = max(0, j0 + j - i0) // 16 * 16
-        product_set(k_aug[j0 : j0 + nk], q_t, scores_t, lo, hi)
-        exp_inplace(s[: nk * r_pad])
-        if causal and j0 + nk > i0:
-            _zero_causal(scores_t, j0, i0)
-        product_add(v_aug[j0 : j0 + nk], scores_t, acc_t, lo, hi)
+                lo[j] = first[j] // 16 * 16
+        product_set(keys[j0 : j0 + nk], q_t, scores_t, lo, hi)
+        if causal and j0 + nk - 1 > i0:  # keys past some of the block's queries
+            exp_summed_causal(scores_t, offset_t, first, sums_t)
+        else:
+            exp_summed(scores_t, offset_t, sums_t)
+        product_add(values[j0 : j0 + nk], scores_t, acc_t, lo, hi)
     for r in range(n_rows):
+        sums[r] = sums_t[r]
         for e in range(width):
             acc[r, e] = acc_t[e, r]
 
 
 @numba.njit(**JIT)
-def _exact_row(q_row, k_aug, v_aug, n_keys, acc):
-    """One row of queries against its ``n_keys`` keys, shifted by its largest
-    score: ``acc`` gets the weighted values beside the row sum; returns the
-    shift. The scores are computed once, so that the shift and the
+def _exact_row(q_row, keys, values, n_keys, acc):
+    """One row of queries (its ``len(q_row)`` features) against its
+    ``n_keys`` keys, shifted by its largest score: ``acc`` gets the weighted
+    values (``values``' columns); returns the shift and the sum of the
+    exponentials. The scores are computed once, so that the shift and the
     exponentials see the same rounding."""
-    n_dims = k_aug.shape[1] - 1
+    n_dims = q_row.shape[0]
     scores = np.zeros(n_keys, q_row.dtype)
     for j in range(n_keys):
         for d in range(n_dims):
-            scores[j] += q_row[d] * k_aug[j, d]
+            scores[j] += q_row[d] * keys[j, d]
     best = scores.max()
     scores -= best
     exp_inplace(scores)
     acc[:] = 0.0
     for j in range(n_keys):
         for e in range(acc.shape[0]):
-            acc[e] += scores[j] * v_aug[j, e]
-    return best
+            acc[e] += scores[j] * values[j, e]
+    return best, scores.sum()
 
 
 @numba.njit(**JIT)
 def _forward_one(
-    q, k, v, n_keys, causal, scale, row_start, row_stop, out, lse, s, acc, tmp,
-    loops,
+    q, k, v, n_keys, causal, scale, row_start, row_stop, out, lse, s, acc, sums,
+    first, tmp, loops,
 ):  # fmt: skip
     """One attention, queries ``row_start:row_stop``: q (Tq, Dk), k (Tk, Dk),
     v (Tk, Dv) of any strides; writes out (Tq, Dv) and lse (Tq). ``s``,
-    ``acc``, ``tmp``: scratch space (see :func:`forward`); ``loops``: the
-    products compiled, else by BLAS."""
+    ``acc``, ``sums``, ``first``, ``tmp``: scratch space (see
+    :func:`forward`); ``loops``: the products compiled, else by BLAS."""
     dtype = q.dtype
     n_dims, n_values = q.shape[1], v.shape[1]
     if n_keys == 0:
         out[row_start:row_stop] = 0.0
         lse[row_start:row_stop] = np.inf
         return
-    k_aug, k_norms = _augmented(k, n_keys, np.ones(n_keys, dtype), scale)
+    keys, k_norms = np.empty((n_keys, n_dims), dtype), np.empty(n_keys, dtype)
+    scaled_into(k, n_keys, scale, keys, k_norms)
     k_max = math.sqrt(k_norms.max()) * abs(scale)
-    v_aug, exponent = _augmented_values(v, n_keys)
-    # queries with minus each row's shift: an upper bound of its scores
-    q_aug, q_norms = _augmented(q, row_stop, np.zeros(row_stop, dtype), 1.0)
+    values, exponent = np.empty((n_keys, n_values), dtype), np.zeros(n_values, np.int32)
+    scaled_values_into(v, n_keys, values, exponent, np.empty(n_values, dtype))
+    queries, q_norms = np.empty((row_stop, n_dims), dtype), np.empty(row_stop, dtype)
+    scaled_into(q, row_stop, 1.0, queries, q_norms)
+    # each row's offset: minus an upper bound of its scores
+    offset = np.empty(row_stop, dtype)
     for i in range(row_start, row_stop):
-        q_aug[i, n_dims] = -math.sqrt(q_norms[i]) * k_max
+        offset[i] = -math.sqrt(q_norms[i]) * k_max
     block = FORWARD_ROWS if loops else ROWS
     for i0 in range(row_start, row_stop, block):
         n_rows = min(block, row_stop - i0)
         if loops:
-            _rows_pass_loops(
-                q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, acc, tmp
-            )
+            _rows_pass_loops(queries, keys, values, offset, n_keys, causal, i0,
+                             n_rows, s, acc, sums, first, tmp)  # fmt: skip
         else:
-            _rows_pass_blas(
-                q_aug, k_aug, v_aug, n_keys, causal, i0, n_rows, s, acc, tmp
-            )
+            _rows_pass_blas(queries, keys, values, offset, n_keys, causal, i0,
+                            n_rows, s, acc, sums, first, tmp)  # fmt: skip
         for r in range(n_rows):
             i = i0 + r
-            total = acc[r, n_values]
+            total = sums[r]
             if not (total >= SUM_FLOOR and total < np.inf):
                 # the bound was too loose: the row shifted by its largest score
                 stop = min(n_keys, i + 1) if causal else n_keys
-                shift = _exact_row(q_aug[i], k_aug, v_aug, stop, acc[r])
-                q_aug[i, n_dims] = -shift
-                total = acc[r, n_values]
+                shift, total = _exact_row(queries[i], keys, values, stop, acc[r])
+                offset[i] = -shift
             for e in range(n_values):  # the values were times 2**exponent
                 value = acc[r, e] / total
                 out[i, e] = math.ldexp(value, -exponent[e]) if exponent[e] else value
-            lse[i] = math.log(total) - q_aug[i, n_dims]
+            lse[i] = math.log(total) - offset[i]
 
 
 @numba.njit(**JIT)
@@ -412,8 +499,11 @@ def forward(
     n_heads, dtype = q.shape[1], q.dtype
     rows, keys = (FORWARD_ROWS, FORWARD_KEYS) if loops else (ROWS, KEYS)
     s = np.empty(rows * keys, dtype)
-    acc = np.empty((rows, v.shape[3] + 1), dtype)
-    # the block's transposed queries, and its results (transposed for the loops)
+    acc = np.empty((rows, v.shape[3]), dtype)
+    sums = np.empty(rows, dtype)
+    first = np.empty(keys, np.int64)
+    # the block's transposed queries and its results (transposed for the
+    # loops, with the rows' offsets and sums)
     tmp = np.empty(rows * (v.shape[3] + q.shape[3] + 2), dtype)
     for a in range(start, stop):
         n, h = a // n_heads, a % n_heads
@@ -430,6 +520,8 @@ def forward(
             lse[n, h],
             s,
             acc,
+            sums,
+            first,
             tmp,
             loops,
         )

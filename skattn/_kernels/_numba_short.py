@@ -100,7 +100,7 @@ def _rows(q, keys, values, n_keys, causal, k_max, i0, n_rows, exponent, out, lse
             for c in range(n_dims):
                 q_row[c] = qt[c, r]
             end = min(n_keys, i + 1) if causal else n_keys
-            shift[r] = _exact_row(q_row, keys, values, end, row)
+            shift[r] = _exact_row(q_row, keys, values, end, row)[0]
             for e in range(n_values + 1):
                 acc[e, r] = row[e]
             total = acc[n_values, r]

@@ -670,14 +670,23 @@ def test_compiled_forward_kernel_runs_where_it_is_faster(
 
 
 @needs_numba
+@pytest.mark.parametrize(
+    "kernel, loops",
+    [("short", None), ("blocked", True), ("blocked", False)],
+    ids=["short", "blocked-loops", "blocked-blas"],
+)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("head_dim", [3, 16, 33])
-def test_short_forward_equals_the_numpy_path(monkeypatch, dtype, causal, head_dim):
-    """The short kernel: 301 queries (a block of 256 and a last one of 45,
-    padded to 48), 301, 150 and 0 valid keys, values of 1e-30 (their columns
-    scaled by powers of two) and a row whose bound underflows (computed again
-    shifted by its largest score) equal the numpy path to float rounding."""
+def test_fused_forward_equals_the_numpy_path(
+    monkeypatch, dtype, causal, head_dim, kernel, loops
+):
+    """The short kernel and the blocked one (its products compiled or by
+    BLAS): 301 queries (a block of 256 and a last one of 45, padded to 48;
+    blocks of 32 for BLAS), 301, 150 and 0 valid keys, values of 1e-30 (their
+    columns scaled by powers of two) and a row whose bound underflows
+    (computed again shifted by its largest score) equal the numpy path to
+    float rounding."""
     (q, k, v), padding = padded_pair(301, head_dim, n_arrays=3)
     q, k, v = (a.astype(dtype) for a in (q, k, v))
     q, k, v = (np.concatenate([a, a[:1]]) for a in (q, k, v))
@@ -690,7 +699,8 @@ def test_short_forward_equals_the_numpy_path(monkeypatch, dtype, causal, head_di
     results = []
     for disabled in (False, True):
         monkeypatch.setattr(compiled, "_DISABLED", disabled)
-        monkeypatch.setattr(compiled, "_FORWARD_KERNEL", "short")
+        monkeypatch.setattr(compiled, "_FORWARD_KERNEL", kernel)
+        monkeypatch.setattr(compiled, "_PRODUCTS_IN_LOOPS", loops)
         results.append(attention_forward(q, k, v, mask=padding, causal=causal)[:2])
     (out, lse), (expected_out, expected_lse) = results
     rtol = 1e-5 if dtype == np.float32 else 1e-12
