@@ -191,13 +191,16 @@ class BaseAttention(
             )
             if X_val is not None or y_val is not None:
                 self._check_validation_request(X_val, y_val)
+            params = self.get_params()
             if not first_pass:  # from here on, the model is the fitted one
                 structure = fitted_structure(self._fitted.config, input_format(self))
-                params = self.get_params()
                 fitted_pattern = structure["attention_pattern"]
                 given = {"attention_pattern": pattern_as_given(params, fitted_pattern)}
-                params["attention_pattern"] = continued_pattern(params, fitted_pattern)
-                check_structure(params, structure, incremental, given)
+                continued = {
+                    **params,
+                    "attention_pattern": continued_pattern(params, fitted_pattern),
+                }
+                check_structure(continued, structure, incremental, given)
             role = "partial_fit" if incremental else "warm_start"
             sequences = check_input(self, X, reset=first_pass, role=role)
             lengths = sequence_lengths(sequences)
@@ -211,7 +214,7 @@ class BaseAttention(
             if X_val is not None:
                 validation = self._validation_set(X_val, y_val, train, first_pass)
             self.early_stopping_ = self._uses_early_stopping(
-                objective, incremental, validation, sequences
+                objective, incremental, validation, sequences, params
             )
             tasks.start(
                 "partial_fit" if incremental else "fit",
@@ -219,7 +222,7 @@ class BaseAttention(
             )
             if first_pass:
                 self._random_state = check_random_state(self.random_state)
-                self._initialize(sequences, lengths, train, user_weight)
+                self._initialize(sequences, lengths, train, user_weight, params)
             if objective is not None:
                 self._train(train, validation, incremental, tasks)
             tasks.finish()
@@ -347,8 +350,11 @@ class BaseAttention(
             dtype=training_dtype(self.solver, model_dtype(sequences)),
         )
 
-    def _uses_early_stopping(self, objective, incremental, validation, sequences):
-        """Whether this call holds out a validation set (``early_stopping_``).
+    def _uses_early_stopping(
+        self, objective, incremental, validation, sequences, params
+    ):
+        """Whether this call holds out a validation set (``early_stopping_``),
+        for the estimator's ``params`` (``get_params()``).
 
         ``"auto"``: with ``X_val``, for training sets of
         ``AUTO_EARLY_STOPPING_SAMPLES`` or more, for tokens of more than
@@ -371,7 +377,7 @@ class BaseAttention(
             or (wide and held_out >= AUTO_EARLY_STOPPING_VALIDATION)
             or (
                 held_out >= AUTO_EARLY_STOPPING_TABLE_VALIDATION
-                and reads_table_row(self.get_params(), kind, objective)
+                and reads_table_row(params, kind, objective)
             )
             or n_samples >= AUTO_EARLY_STOPPING_SAMPLES
         )
@@ -385,8 +391,9 @@ class BaseAttention(
         n_epochs = 1 if incremental else self.max_iter
         return n_epochs * (2 if self.early_stopping_ else 1)  # + validation
 
-    def _initialize(self, sequences, lengths, train, user_weight):
-        """Resolve the model, seed its parameters, reset the training state."""
+    def _initialize(self, sequences, lengths, train, user_weight, params):
+        """Resolve the model of the estimator's ``params`` (``get_params()``),
+        seed its parameters, reset the training state."""
         objective = None if train is None else train.objective
         init = {}
         if not isinstance(self.init, str):
@@ -396,7 +403,7 @@ class BaseAttention(
             n_outputs = len(train.encoding.classes)
         elif objective == "regression":
             n_outputs = train.y.shape[1]
-        kind, params = input_format(self)["kind"], self.get_params()
+        kind = input_format(self)["kind"]
         config = resolve_config(
             params,
             kind,

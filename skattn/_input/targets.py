@@ -203,6 +203,7 @@ def validation_set(sequences, lengths, y_val, train, encoding, *, class_weight,
     if encoding.objective == "classification":
         if y_val.ndim != 1:
             raise ValueError(f"y_val must be 1-D as y, got shape {y_val.shape}.")
+        check_classification_targets(y_val)
         y_val = encoding.encode(y_val, name="y_val", fitted="y")
         if class_weight is not None:
             classes = encoding.classes
@@ -274,13 +275,15 @@ def check_classes(classes, objective, setting, fitted_classes=None):
 def fit_classes(y, classes=None):
     """The sorted classes of ``y`` (or of ``classes``, when given).
 
+    ``y``: labels of a binary or multiclass target, checked as
+    :func:`~skattn._input.validation.check_target` checks them.
+
     Raises
     ------
     ValueError
         For fewer than two classes (the message says "one class", as
         scikit-learn's checks expect).
     """
-    check_classification_targets(y)
     encoder = LabelEncoder().fit(y if classes is None else classes)
     if len(encoder.classes_) < 2:
         source = "The target"
@@ -298,12 +301,14 @@ def fit_classes(y, classes=None):
 def encode_classes(y, classes, *, name="y", fitted="the first call's y"):
     """Indices of ``y``'s labels among ``classes``.
 
+    ``y``: labels of a binary or multiclass target, checked as
+    :func:`~skattn._input.validation.check_target` checks them.
+
     Raises
     ------
     ValueError
         For a label not among ``classes``.
     """
-    check_classification_targets(y)
     unseen = np.setdiff1d(y, classes)
     if len(unseen):
         raise ValueError(

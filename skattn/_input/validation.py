@@ -24,7 +24,7 @@ from sklearn.base import _fit_context
 from sklearn.utils import _param_validation, _safe_indexing, check_array
 from sklearn.utils._param_validation import HasMethods, StrOptions
 from sklearn.utils._set_output import _get_output_config
-from sklearn.utils.multiclass import type_of_target
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_non_negative
 
 __all__ = [
@@ -271,7 +271,9 @@ def check_target(estimator, y, n_samples):
     objective : {"classification", "regression"} or None
         What is learned (the parameter's ``"auto"`` resolved); None: nothing.
     y : ndarray or None
-        Checked target (1-D for classification, 2-D float for regression).
+        Checked target: for classification, 1-D labels of a binary or
+        multiclass target (scikit-learn's ``check_classification_targets``);
+        for regression, 2-D floats.
     """
     objective = estimator.objective
     if objective is None:
@@ -314,6 +316,8 @@ def check_target(estimator, y, n_samples):
         raise ValueError(
             f"objective='classification' needs a 1-D target, got shape {y.shape}."
         )
+    elif estimator.objective != "auto":  # "auto" read a binary or multiclass one
+        check_classification_targets(y)
     return objective, y
 
 
