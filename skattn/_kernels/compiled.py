@@ -287,16 +287,19 @@ def _run(function, calls, parallel=False, any_layout=False):
 # The compiled entry points of :func:`_entry`, by function and argument kinds.
 _ENTRIES = {}
 
+# The flags numba types an array of layout "A" by (numpy's NPY_ARRAY_ALIGNED
+# and NPY_ARRAY_WRITEABLE), read from ``ndarray.flags.num`` in one access.
+_TYPED_FLAGS = 0x100 | 0x400
+
 
 def _entry(function, arguments):
     """The entry point of the numba ``function`` compiled for ``arguments``
-    (arrays of layout "A"), kept by what numba types them by (an
-    array's dtype, dimensions, flags; a scalar's type): typing each call's
-    arguments with numba (about 15 us an argument) costs more than a short
-    kernel's work."""
+    (arrays of layout "A"), kept by what numba types them by (an array's
+    dtype, dimensions, alignment and whether it is writeable; a scalar's
+    type): typing each call's arguments with numba (about 15 us an argument)
+    costs more than a short kernel's work."""
     key = (function,) + tuple(
-        (a.dtype.str, a.ndim, a.flags.writeable, a.flags.c_contiguous,
-         a.flags.f_contiguous, a.flags.aligned)
+        (a.dtype, a.ndim, a.flags.num & _TYPED_FLAGS)
         if isinstance(a, np.ndarray) else type(a)
         for a in arguments
     )  # fmt: skip
