@@ -13,10 +13,11 @@ process, the median of ``--repeats`` calls each:
   or compiled loops as ``compiled.products_in_loops()`` says), called
   directly;
 - ``products``: the kernel's two products a block alone (the scores, then the
-  weighted values beside the row sums), at the kernel's block shapes, as
-  many blocks as the kernel computes;
+  weighted values; the short kernel's beside the row sums), at the kernel's
+  block shapes, as many blocks as the kernel computes;
 - ``exponentials``: the kernel's exponential over as many scores, in blocks
-  of the kernel's size;
+  of the kernel's size (the blocked kernel's shifted and summed in the same
+  pass);
 - ``rest``: the kernel less the two (copies, shifts, the output's
   normalisation, dispatch); parts timed alone run from warmer caches than
   inside the kernel, so the rest is a lower bound;
@@ -46,7 +47,7 @@ from attention_parts import SHAPES, checked_shapes, sgemm_peak
 from threadpoolctl import threadpool_limits
 
 from skattn._kernels import _numba_attention, _numba_short, compiled
-from skattn._kernels._numba_attention import exp_inplace
+from skattn._kernels._numba_exp import exp_inplace, exp_summed
 from skattn._kernels._numba_products import product_add, product_set
 from skattn._kernels.blocks import KEYS, ROWS
 
@@ -79,9 +80,17 @@ def _short_blocks(keys, queries_t, values_t, scores, acc_t, lo, hi, n_blocks):
 
 @numba.njit
 def _exp_blocks(scores, n_blocks):
-    """The kernels' exponential over ``scores``, ``n_blocks`` times."""
+    """The short kernel's exponential over ``scores``, ``n_blocks`` times."""
     for _ in range(n_blocks):
         exp_inplace(scores)
+
+
+@numba.njit
+def _exp_summed_blocks(scores, offset, sums, n_blocks):
+    """The blocked kernel's exponentials of a block of ``scores`` (keys,
+    queries), shifted by ``offset`` and summed, ``n_blocks`` times."""
+    for _ in range(n_blocks):
+        exp_summed(scores, offset, sums)
 
 
 def _median_ms(function, repeats):
@@ -137,25 +146,35 @@ def kernel_cases(q, k, v):
         def kernel():
             _numba_attention.forward(*args, out, lse, loops)
 
-        keys_aug = rng.standard_normal((keys, width), dtype=np.float32)
-        queries_t = rng.standard_normal((width, rows), dtype=np.float32)
-        values = rng.standard_normal((keys, width), dtype=np.float32)
+        # the products of the heads' own width: the offsets are added in
+        # the exponentials' pass
+        keys_scaled = rng.standard_normal((keys, head_dim), dtype=np.float32)
+        queries_t = rng.standard_normal((head_dim, rows), dtype=np.float32)
+        values = rng.standard_normal((keys, head_dim), dtype=np.float32)
         scores = np.empty((keys, rows), np.float32)
+        operands = (keys_scaled, queries_t, values, scores)
         if loops:
             blocks = _loop_blocks
-            operands = (keys_aug, queries_t, values, scores)
-            operands += (np.zeros((width, rows), np.float32),)
+            operands += (np.zeros((head_dim, rows), np.float32),)
             ranges = (np.zeros(keys, np.int64), np.full(keys, rows, np.int64))
         else:
             blocks = _blas_blocks
-            operands = (keys_aug, queries_t, values, scores)
-            operands += (np.empty((rows, width), np.float32),)
+            operands += (np.empty((rows, head_dim), np.float32),)
             ranges = ()
     exps = -rng.random(rows * keys, dtype=np.float32) * 20
+    offset = -rng.random(rows, dtype=np.float32)
+    sums = np.zeros(rows, np.float32)
+
+    def exponentials():
+        if choice == "short":
+            _exp_blocks(exps, n_blocks)
+        else:
+            _exp_summed_blocks(exps.reshape(keys, rows), offset, sums, n_blocks)
+
     cases = {
         "kernel": kernel,
         "products": lambda: blocks(*operands, *ranges, n_blocks),
-        "exponentials": lambda: _exp_blocks(exps, n_blocks),
+        "exponentials": exponentials,
     }
     return cases, choice
 

@@ -24,11 +24,11 @@
   softmax's shift and row sums.
 - ``dropout``: counter-based dropout masks, the same whatever the tiles.
 - ``compiled`` (and ``_numba_attention``, ``_numba_short``, ``_numba_banded``,
-  ``_numba_products``, ``_numba_vectors``, ``_numba_layer_norm``): the
-  attention's forward and backward passes fused and compiled with numba, where
-  it is installed (the ``[fast]`` extra), for the cases the model computes, and
-  the model's layer norm; the numpy path is the reference, and runs everything
-  else.
+  ``_numba_exp``, ``_numba_products``, ``_numba_vectors``,
+  ``_numba_layer_norm``): the attention's forward and backward passes fused
+  and compiled with numba, where it is installed (the ``[fast]`` extra), for
+  the cases the model computes, and the model's layer norm; the numpy path is
+  the reference, and runs everything else.
 - ``checks``: the checks of the public kernels' arguments; ``blocks``: the
   block sizes the compiled kernels and their numba loops share.
 

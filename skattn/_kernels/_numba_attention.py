@@ -7,10 +7,10 @@ taken by its flat index ``n * H + h``. Each attention copies its queries, keys
 and values once into contiguous blocks, the columns of values times powers of
 two (:func:`scaled_values_into`). The forward pass shifts each query's scores
 by an offset (minus an upper bound of its row) in the pass that takes their
-exponentials and sums them (:func:`exp_summed`), between the two products of
-a block. The backward pass's blocks have an extra column (the rows' log-sum-
-exp and correction terms, or ones), so that one product gives a block of
-shifted scores. The products are ``np.dot`` (scipy's BLAS) or compiled loops
+exponentials and sums them (:func:`._numba_exp.exp_summed`), between the
+two products of a block. The backward pass's blocks have an extra column (the
+rows' log-sum-exp and correction terms, or ones), so that one product gives a
+block of shifted scores. The products are ``np.dot`` (scipy's BLAS) or compiled loops
 (:mod:`._numba_products`; ``loops``: the caller's choice,
 :func:`skattn._kernels.compiled.products_in_loops`), but for the backward
 pass's gradient of the queries, always ``np.dot``.
@@ -23,10 +23,8 @@ import math
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba.core import types
-from numba.extending import intrinsic, overload
 
+from ._numba_exp import exp_inplace, exp_summed, exp_summed_causal
 from ._numba_products import JIT, copy_rows, product_add, product_set
 from .blocks import KEYS, ROWS, SUM_FLOOR
 
@@ -41,139 +39,6 @@ FORWARD_KEYS = 32
 # 1024 keys by 16 to 128 queries, the fastest at heads of 16 to 64 features.
 BACKWARD_KEYS = 512
 BACKWARD_ROWS = 64
-
-
-def exp_inplace(s):
-    """``s[:] = exp(min(s, 0))``.
-
-    Its arguments are shifted scores: a score minus an upper bound of its row
-    (or minus the row's log-sum-exp), at most 0 but for the rounding of the
-    product, which can reach thousands for scores of 1e10 in float32. Taken
-    as 0, such rounding cannot overflow a row's sum.
-    """
-
-
-# Cephes' expf and exp: x = n ln 2 + r with |r| <= ln 2 / 2 (ln 2 in two parts,
-# so that n ln 2 is exact), a polynomial of r, times 2**n built from its
-# exponent bits. Written as one plain loop of arithmetic, which LLVM vectorises
-# (numba's np.exp calls the scalar libm exp without Intel's SVML).
-_LN2_HI_32, _LN2_LO_32 = np.float32(0.693359375), np.float32(-2.12194440e-4)
-_LN2_HI_64, _LN2_LO_64 = 6.93145751953125e-1, 1.42860682030941723212e-6
-
-
-@intrinsic
-def _float_of_bits(typingctx, bits, like):
-    """The float of the type of ``like`` whose bits are those of the integer
-    ``bits`` (its low bits, or sign-extended to the float's width)."""
-    if not isinstance(bits, types.Integer) or not isinstance(like, types.Float):
-        return None
-    width = like.bitwidth
-
-    def codegen(context, builder, signature, arguments):
-        value = arguments[0]
-        if bits.bitwidth > width:
-            value = builder.trunc(value, ir.IntType(width))
-        elif bits.bitwidth < width:
-            value = builder.sext(value, ir.IntType(width))
-        return builder.bitcast(value, context.get_value_type(like))
-
-    return like(bits, like), codegen
-
-
-@intrinsic
-def _vectors_of_512_bits(typingctx):
-    """Mark the function that calls it to be vectorised in 512-bit vectors
-    where the CPU has them, and never inlined.
-
-    On CPUs with AVX-512, LLVM's tuning prefers 256-bit vectors (numba has no
-    per-function vector width): the exponential's loop runs about a third
-    faster in 512-bit ones. Kept out of line, so that the kernels that call it
-    keep their own width: the short kernel runs slower in 512-bit vectors.
-    Other CPUs ignore the attributes. llvmlite checks function attributes
-    against a list without LLVM's string attributes, hence ``set.add``; an
-    llvmlite whose attributes are no set compiles the function in the host's
-    vectors, as the kernels.
-    """
-
-    def codegen(context, builder, signature, arguments):
-        attributes = builder.function.attributes
-        if isinstance(attributes, set):
-            set.add(attributes, '"prefer-vector-width"="512"')
-            set.add(attributes, '"min-legal-vector-width"="512"')
-        attributes.add("noinline")
-        return context.get_dummy_value()
-
-    return types.none(), codegen
-
-
-@numba.njit(inline="always", **JIT)
-def _exp32(x):
-    """``exp(min(x, 0))`` of a float32 (Cephes' expf), as a loop's body."""
-    log2e = np.float32(1.44269504088896341)
-    x = min(max(x, np.float32(-87.0)), np.float32(0.0))  # exp >= 2**-126
-    n = np.floor(x * log2e + np.float32(0.5))
-    x = x - n * _LN2_HI_32
-    x = x - n * _LN2_LO_32
-    p = np.float32(1.9875691500e-4)
-    p = p * x + np.float32(1.3981999507e-3)
-    p = p * x + np.float32(8.3334519073e-3)
-    p = p * x + np.float32(4.1665795894e-2)
-    p = p * x + np.float32(1.6666665459e-1)
-    p = p * x + np.float32(5.0000001201e-1)
-    y = p * x * x + x + np.float32(1.0)
-    return y * _float_of_bits((np.int32(n) + np.int32(127)) << np.int32(23), y)
-
-
-@numba.njit(inline="always", **JIT)
-def _exp64(x):
-    """``exp(min(x, 0))`` of a float64 (Cephes' reduction), as a loop's body."""
-    log2e = 1.4426950408889634
-    x = min(max(x, -708.0), 0.0)  # exp >= 2**-1022
-    n = np.floor(x * log2e + 0.5)
-    x = x - n * _LN2_HI_64
-    x = x - n * _LN2_LO_64
-    # Taylor to degree 12: below 2e-16 on |r| <= ln 2 / 2
-    p = 1.0 / 479001600.0
-    p = p * x + 1.0 / 39916800.0
-    p = p * x + 1.0 / 3628800.0
-    p = p * x + 1.0 / 362880.0
-    p = p * x + 1.0 / 40320.0
-    p = p * x + 1.0 / 5040.0
-    p = p * x + 1.0 / 720.0
-    p = p * x + 1.0 / 120.0
-    p = p * x + 1.0 / 24.0
-    p = p * x + 1.0 / 6.0
-    p = p * x + 0.5
-    y = p * x * x + x + 1.0
-    return y * _float_of_bits((np.int64(n) + np.int64(1023)) << np.int64(52), y)
-
-
-@numba.njit(**JIT)
-def _exp_float32(s):
-    _vectors_of_512_bits()
-    for j in range(s.shape[0]):
-        s[j] = _exp32(s[j])
-
-
-@numba.njit(**JIT)
-def _exp_float64(s):
-    _vectors_of_512_bits()
-    for j in range(s.shape[0]):
-        s[j] = _exp64(s[j])
-
-
-@overload(exp_inplace, jit_options=JIT)
-def _exp_inplace(s):
-    if s.dtype == numba.float32:
-        return lambda s: _exp_float32(s)
-    return lambda s: _exp_float64(s)
-
-
-@numba.njit(**JIT)
-def exponential(x):
-    """``exp(min(x, 0))`` of a 1-D array, in place, as the kernels compute it."""
-    exp_inplace(x)
-    return x
 
 
 @numba.njit(**JIT)
@@ -295,48 +160,6 @@ def _zero_causal(block_t, j0, i0):
         for r in range(n_rows):
             if j0 + j > i0 + r:
                 block_t[j, r] = 0.0
-
-
-def _exp(x):
-    """``exp(min(x, 0))`` of a float32 or float64, as the kernels compute it."""
-
-
-@overload(_exp, inline="always", jit_options=JIT)
-def _exp_of_dtype(x):
-    if x == numba.float32:
-        return lambda x: _exp32(x)
-    return lambda x: _exp64(x)
-
-
-@numba.njit(**JIT)
-def exp_summed(block_t, offset, sums):
-    """``block_t[j, r] = exp(min(block_t[j, r] + offset[r], 0))`` and
-    ``sums[r] +=`` the column's exponentials: a block of scores (keys,
-    queries) becomes its probabilities before normalisation, each query
-    shifted by its ``offset``."""
-    _vectors_of_512_bits()
-    for j in range(block_t.shape[0]):
-        for r in range(block_t.shape[1]):
-            y = _exp(block_t[j, r] + offset[r])
-            block_t[j, r] = y
-            sums[r] += y
-
-
-@numba.njit(**JIT)
-def exp_summed_causal(block_t, offset, first, sums):
-    """:func:`exp_summed`, the keys past a causal query (its columns before
-    ``first[j]`` of key ``j``) 0 and left out of the sums."""
-    _vectors_of_512_bits()
-    zero = np.zeros(1, block_t.dtype)[0]  # in the blocks' dtype, as y
-    for j in range(block_t.shape[0]):
-        start = first[j]
-        # every column, then 0 before start: LLVM does not vectorise a loop
-        # from start (measured 18 times slower)
-        for r in range(block_t.shape[1]):
-            y = _exp(block_t[j, r] + offset[r])
-            y = y if r >= start else zero
-            block_t[j, r] = y
-            sums[r] += y
 
 
 @numba.njit(**JIT)

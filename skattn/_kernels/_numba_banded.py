@@ -46,7 +46,8 @@ key, so that no two rows write the same key.
 import numba
 import numpy as np
 
-from ._numba_attention import JIT, exp_inplace
+from ._numba_exp import exp_inplace
+from ._numba_products import JIT
 
 # The loops of a row, inlined into their callers (where LLVM vectorises them
 # with the loop around them; a call each would cost as much as the loop).

@@ -42,10 +42,10 @@ from ._numba_attention import (
     _zero_causal,
     augmented_into,
     augmented_values_into,
-    exp_inplace,
     probabilities_and_gradients,
     recomputation_exceeds,
 )
+from ._numba_exp import exp_inplace
 from ._numba_products import JIT, copy_rows, product_add, product_set
 from .blocks import SUM_FLOOR
 

@@ -767,7 +767,7 @@ def test_exponential_is_accurate_to_a_few_units_in_the_last_place(dtype):
     normal range of the dtype; arguments above 0 (rounding) are taken as 0,
     below the normal range as its bottom (negligible beside a row's sum, which
     is at least exp(-60))."""
-    from skattn._kernels._numba_attention import exponential
+    from skattn._kernels._numba_exp import exponential
 
     low = {np.float32: -87.0, np.float64: -708.0}[dtype]
     x = np.linspace(low, 0, 100_001, dtype=dtype)
@@ -785,7 +785,7 @@ def test_exponential_builds_each_power_of_two_from_its_exponent_bits(dtype):
     dtype: the power of two 2**n that the exponential builds from its
     exponent bits, at every n of the range it does not clamp (down to
     2**-125 for float32, 2**-1021 for float64)."""
-    from skattn._kernels._numba_attention import exponential
+    from skattn._kernels._numba_exp import exponential
 
     lowest = {np.float32: -125, np.float64: -1021}[dtype]
     n = np.arange(lowest, 1)
@@ -803,16 +803,16 @@ def test_exponential_is_called_out_of_line_in_512_bit_vectors(dtype):
     its own vector width; called so, it computes what ``exponential`` does."""
     import numba
 
-    from skattn._kernels import _numba_attention
+    from skattn._kernels import _numba_exp
 
     @numba.njit  # not cached, so that its LLVM IR can be read
     def caller(x):
-        _numba_attention.exp_inplace(x)
+        _numba_exp.exp_inplace(x)
 
     x = np.linspace(-30, 0, 1001, dtype=dtype)
     out = x.copy()
     caller(out)
-    assert_array_equal(out, _numba_attention.exponential(x.copy()))
+    assert_array_equal(out, _numba_exp.exponential(x.copy()))
     name = f"_exp_float{np.dtype(dtype).itemsize * 8}"
     llvm = caller.inspect_llvm(caller.signatures[0])
     calls = [line for line in llvm.splitlines() if "call" in line and name in line]
