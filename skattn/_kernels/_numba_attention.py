@@ -109,7 +109,8 @@ def scaled_values_into(v, n_keys, out, exponent, largest):
             largest[e] = max(largest[e], abs(out[j, e]))
     scaled = False
     for e in range(n_values):
-        exponent[e] = max(-math.frexp(largest[e])[1], 0)
+        # 0 from 1/2 on, without the library call
+        exponent[e] = 0 if largest[e] >= 0.5 else max(-math.frexp(largest[e])[1], 0)
         scaled = scaled or exponent[e] != 0
     if scaled:  # the columns of magnitudes below 1/2
         for j in range(n_keys):
