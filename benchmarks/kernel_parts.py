@@ -115,13 +115,14 @@ def kernel_cases(q, k, v):
     n_attentions = batch * n_heads
     width = head_dim + 1
     choice = compiled.forward_kernel(n_tokens, head_dim)
+    checks = (np.zeros(1, np.bool_), compiled.RANGE_CEILING[q.dtype.itemsize])
     if choice == "short":
         rows = keys = n_tokens
         n_blocks = n_attentions
         args = (q, k, v, lengths, False, scale, 0, n_attentions, 0, n_tokens)
 
         def kernel():
-            _numba_short.forward(*args, out, lse)
+            _numba_short.forward(*args, out, lse, *checks)
 
         blocks = _short_blocks
         operands = (
@@ -144,7 +145,7 @@ def kernel_cases(q, k, v):
         args = (q, k, v, lengths, False, scale, 0, n_attentions, 0, n_tokens)
 
         def kernel():
-            _numba_attention.forward(*args, out, lse, loops)
+            _numba_attention.forward(*args, out, lse, *checks, loops)
 
         # the products of the heads' own width: the offsets are added in
         # the exponentials' pass

@@ -266,12 +266,26 @@ def _exact_row(q_row, keys, values, n_keys, acc):
 
 
 @numba.njit(**JIT)
+def values_within(largest, n_keys, ceiling):
+    """Whether a sum of ``n_keys`` values of the columns' largest magnitudes
+    ``largest`` stays below ``ceiling`` (a NaN value is not counted)."""
+    for e in range(largest.shape[0]):
+        if not largest[e] * n_keys < ceiling:
+            return False
+    return True
+
+
+@numba.njit(**JIT)
 def _forward_one(
     q, k, v, n_keys, causal, scale, row_start, row_stop, out, lse, s, acc, sums,
-    first, tmp, loops,
+    first, tmp, loops, ceiling,
 ):  # fmt: skip
     """One attention, queries ``row_start:row_stop``: q (Tq, Dk), k (Tk, Dk),
-    v (Tk, Dv) of any strides; writes out (Tq, Dv) and lse (Tq). ``s``,
+    v (Tk, Dv) of any strides; writes out (Tq, Dv) and lse (Tq) and returns
+    False, or returns True without them where the bound of some row's scores
+    (``|q| max|scale k|``, from squared norms in the dtype: infinite where one
+    overflows) or a sum of values over the keys is not below ``ceiling`` (or
+    is NaN): the numpy path computes those divided by powers of two. ``s``,
     ``acc``, ``sums``, ``first``, ``tmp``: scratch space (see
     :func:`forward`); ``loops``: the products compiled, else by BLAS."""
     dtype = q.dtype
@@ -279,18 +293,24 @@ def _forward_one(
     if n_keys == 0:
         out[row_start:row_stop] = 0.0
         lse[row_start:row_stop] = np.inf
-        return
+        return False
     keys, k_norms = np.empty((n_keys, n_dims), dtype), np.empty(n_keys, dtype)
     scaled_into(k, n_keys, scale, keys, k_norms)
     k_max = math.sqrt(k_norms.max()) * abs(scale)
     values, exponent = np.empty((n_keys, n_values), dtype), np.zeros(n_values, np.int32)
-    scaled_values_into(v, n_keys, values, exponent, np.empty(n_values, dtype))
+    largest = np.empty(n_values, dtype)
+    scaled_values_into(v, n_keys, values, exponent, largest)
+    if not values_within(largest, n_keys, ceiling):
+        return True
     queries, q_norms = np.empty((row_stop, n_dims), dtype), np.empty(row_stop, dtype)
     scaled_into(q, row_stop, 1.0, queries, q_norms)
     # each row's offset: minus an upper bound of its scores
     offset = np.empty(row_stop, dtype)
     for i in range(row_start, row_stop):
-        offset[i] = -math.sqrt(q_norms[i]) * k_max
+        bound = math.sqrt(q_norms[i]) * k_max
+        if not bound < ceiling:
+            return True
+        offset[i] = -bound
     block = FORWARD_ROWS if loops else ROWS
     for i0 in range(row_start, row_stop, block):
         n_rows = min(block, row_stop - i0)
@@ -312,14 +332,18 @@ def _forward_one(
                 value = acc[r, e] / total
                 out[i, e] = math.ldexp(value, -exponent[e]) if exponent[e] else value
             lse[i] = math.log(total) - offset[i]
+    return False
 
 
 @numba.njit(**JIT)
 def forward(
-    q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, out, lse, loops
-):
+    q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, out, lse,
+    exceeded, ceiling, loops,
+):  # fmt: skip
     """Attentions ``start:stop`` (flat indices) of q, k, v (N, H, T, D), their
-    products compiled (``loops``) or by BLAS."""
+    products compiled (``loops``) or by BLAS; stops with ``exceeded[0]`` set
+    where an attention's scores or values are out of its range (see
+    :func:`_forward_one`)."""
     n_heads, dtype = q.shape[1], q.dtype
     rows, keys = (FORWARD_ROWS, FORWARD_KEYS) if loops else (ROWS, KEYS)
     s = np.empty(rows * keys, dtype)
@@ -331,7 +355,7 @@ def forward(
     tmp = np.empty(rows * (v.shape[3] + q.shape[3] + 2), dtype)
     for a in range(start, stop):
         n, h = a // n_heads, a % n_heads
-        _forward_one(
+        beyond = _forward_one(
             q[n, h],
             k[n, h],
             v[n, h],
@@ -348,7 +372,11 @@ def forward(
             first,
             tmp,
             loops,
+            ceiling,
         )
+        if beyond:
+            exceeded[0] = True
+            return
 
 
 @numba.njit(**JIT)

@@ -44,6 +44,7 @@ from ._numba_attention import (
     augmented_values_into,
     probabilities_and_gradients,
     recomputation_exceeds,
+    values_within,
 )
 from ._numba_exp import exp_inplace
 from ._numba_products import JIT, copy_rows, product_add, product_set
@@ -57,10 +58,12 @@ SHORT_ROWS = 256
 
 @numba.njit(**JIT)
 def _rows(q, keys, values, n_keys, causal, k_max, i0, n_rows, exponent, out, lse,
-          s, q_t, acc_t, shift, lo, hi):  # fmt: skip
+          s, q_t, acc_t, shift, lo, hi, ceiling):  # fmt: skip
     """Queries ``i0:i0 + n_rows`` of one attention against its ``keys``
     (``[scale * k, 1]``) and ``values`` (``[v * 2**exponent, 1]``); writes
-    their rows of ``out`` and ``lse``. The rest: scratch space."""
+    their rows of ``out`` and ``lse``; returns False, or True without them
+    where the bound of some row's scores is not below ``ceiling`` (or NaN).
+    The rest: scratch space."""
     n_dims, n_values = q.shape[1], values.shape[1] - 1
     r_pad = (n_rows + 15) // 16 * 16
     # the queries transposed, beside minus the bound of each row's scores;
@@ -72,7 +75,10 @@ def _rows(q, keys, values, n_keys, causal, k_max, i0, n_rows, exponent, out, lse
             x = q[i0 + r, c]
             norm += x * x
             qt[c, r] = x
-        shift[r] = math.sqrt(norm) * k_max
+        bound = math.sqrt(norm) * k_max
+        if not bound < ceiling:
+            return True
+        shift[r] = bound
         qt[n_dims, r] = -shift[r]
     qt[:, n_rows:] = 0.0
     stop = min(n_keys, i0 + n_rows) if causal else n_keys
@@ -108,14 +114,16 @@ def _rows(q, keys, values, n_keys, causal, k_max, i0, n_rows, exponent, out, lse
             value = acc[e, r] / total
             out[i, e] = math.ldexp(value, -exponent[e]) if exponent[e] else value
         lse[i] = math.log(total) + shift[r]
+    return False
 
 
 @numba.njit(**JIT)
 def forward(q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, out,
-            lse):  # fmt: skip
+            lse, exceeded, ceiling):  # fmt: skip
     """Attentions ``start:stop`` (flat indices) of q, k, v (N, H, T, D), their
     queries ``row_start:row_stop``: as
-    :func:`skattn._kernels._numba_attention.forward` computes them."""
+    :func:`skattn._kernels._numba_attention.forward` computes them, and stops
+    with ``exceeded[0]`` set where it does."""
     n_heads, dtype = q.shape[1], q.dtype
     n_keys_max, n_dims, n_values = k.shape[2], q.shape[3], v.shape[3]
     rows = min(SHORT_ROWS, (row_stop - row_start + 15) // 16 * 16)
@@ -142,10 +150,16 @@ def forward(q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, o
         augmented_into(k[n, h], n_keys, ones, scale, keys, norms)
         k_max = math.sqrt(norms[:n_keys].max()) * abs(scale)
         augmented_values_into(v[n, h], n_keys, values, exponent, largest)
+        if not values_within(largest, n_keys, ceiling):
+            exceeded[0] = True
+            return
         for i0 in range(row_start, row_stop, SHORT_ROWS):
             n_rows = min(SHORT_ROWS, row_stop - i0)
-            _rows(qa, keys, values, n_keys, causal, k_max, i0, n_rows, exponent,
-                  out[n, h], lse[n, h], s, q_t, acc_t, shift, lo, hi)  # fmt: skip
+            if _rows(qa, keys, values, n_keys, causal, k_max, i0, n_rows, exponent,
+                     out[n, h], lse[n, h], s, q_t, acc_t, shift, lo, hi,
+                     ceiling):  # fmt: skip
+                exceeded[0] = True
+                return
 
 
 @numba.njit(**JIT)

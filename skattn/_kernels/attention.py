@@ -333,7 +333,8 @@ def attention_forward(
     than to the ``(Tq, Tk)`` probabilities.
 
     The compiled kernels compute it instead where they apply (numba, key
-    padding, no weights or dropout), to float rounding.
+    padding, no weights or dropout) and the scores and values are within
+    their range (a quarter of the dtype's largest number), to float rounding.
 
     Dropout, when set, drops attention weights where
     ``torch.nn.MultiheadAttention(dropout=p)`` does: after the softmax, before
@@ -387,18 +388,18 @@ def attention_forward(
     if scale is None:
         scale = default_scale(q.shape[-1])
     scale = dtype.type(scale)  # a float64 scalar would promote float32 arrays
+    lengths = compiled_lengths(q, k, v, mask, batch_shape, dropout, return_weights)
+    if lengths is not None:
+        result = compiled.forward(q, k, v, lengths, causal, scale)
+        # None: scores or values beyond the kernels' range, or numba failed
+        if result is not None:
+            return (*result, None)
     # scores beyond the dtype's range: rows computed divided by a power of two,
     # on the exact path (the folded shift would overflow)
     exponent = score_exponents(q, k, scale)
     # values so large that a sum of Tk of them overflows: divided by a power
     # of two, and the output multiplied back (a weighted mean of them is finite)
     v_exponent = value_exponent(v, n_keys)
-    if exponent is None and not v_exponent:
-        lengths = compiled_lengths(q, k, v, mask, batch_shape, dropout, return_weights)
-        if lengths is not None:
-            result = compiled.forward(q, k, v, lengths, causal, scale)
-            if result is not None:  # None: numba failed to compile it
-                return (*result, None)
     keys = None  # the keys some query may attend to, before the broadcast
     if mask is not None:
         keys = mask[..., 0, :] if mask.shape[-2] == 1 else mask.any(axis=-2)

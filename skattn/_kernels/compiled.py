@@ -284,6 +284,16 @@ def _run(function, calls, parallel=False, any_layout=False):
         return None
 
 
+# The forward kernels' range (by the dtype's size): a quarter of the largest
+# number, as the numpy path's score_exponents and value_exponent bound it.
+# An attention whose scores' bound (|q| max|scale k|) or sum of values over
+# its keys reaches it, or is NaN, is left to the numpy path.
+RANGE_CEILING = {
+    np.dtype(dtype).itemsize: 2.0 ** (np.finfo(dtype).maxexp - 2)
+    for dtype in (np.float32, np.float64)
+}
+
+
 # The compiled entry points of :func:`_entry`, by function and argument kinds.
 _ENTRIES = {}
 
@@ -493,7 +503,10 @@ def forward(q, k, v, lengths, causal, scale):
     (out, lse) or None
         ``out`` of shape (N, [H,] Tq, Dv) and ``lse`` of shape (N, [H,] Tq),
         as :func:`skattn._kernels.attention.attention_forward` returns them;
-        None where numba fails to compile the kernel.
+        None where numba fails to compile the kernel, or where some
+        attention's scores or sums of values may exceed a quarter of the
+        dtype's largest number, NaN included (``RANGE_CEILING``; the numpy
+        path computes them divided by powers of two).
     """
     from .._parallel import parallel_workers
 
@@ -506,12 +519,15 @@ def forward(q, k, v, lengths, causal, scale):
     q4, k4, v4, lengths2 = _read_only(q4, k4, v4, lengths2)
     scale = dtype.type(scale)
     n_attentions = q4.shape[0] * q4.shape[1]
+    exceeded = np.zeros(1, dtype=np.bool_)  # set by any task, read after all
     inputs = (q4, k4, v4, lengths2, causal, scale)
     tasks = _tasks(n_attentions, q.shape[-2], parallel_workers())
+    checks = (exceeded, RANGE_CEILING[dtype.itemsize])
     calls = [
-        (*inputs, attentions.start, attentions.stop, rows.start, rows.stop, out4, lse3)
+        (*inputs, attentions.start, attentions.stop, rows.start, rows.stop, out4, lse3,
+         *checks)
         for attentions, rows in tasks
-    ]
+    ]  # fmt: skip
     if forward_kernel(k.shape[-2], q.shape[-1]) == "blocked":
         function = kernels().forward
         calls = [call + (products_in_loops(),) for call in calls]
@@ -519,7 +535,7 @@ def forward(q, k, v, lengths, causal, scale):
         from . import _numba_short
 
         function = _numba_short.forward
-    if _run(function, calls, parallel=True, any_layout=True) is None:
+    if _run(function, calls, parallel=True, any_layout=True) is None or exceeded[0]:
         return None
     return out, lse
 

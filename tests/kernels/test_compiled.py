@@ -264,6 +264,51 @@ def test_compiled_backward_leaves_inaccurate_recomputations_to_the_numpy_path(
     assert exceeded[0] is False and exceeded[-1] is True
 
 
+@needs_numba
+@pytest.mark.parametrize("kernel", ["short", "blocked"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("array", ["queries", "keys", "values"])
+def test_compiled_forward_leaves_what_exceeds_its_range_to_the_numpy_path(
+    monkeypatch, kernel, dtype, array
+):
+    """Each compiled forward kernel checks its own range: an attention (the
+    last of the batch) whose sum of values over its keys reaches a quarter of
+    the dtype's largest number, or whose scores' bound ``|q| max|scale k|``
+    does (infinite where a row's squared norm overflows the dtype; NaN queries
+    or keys too), gives None, and attention_forward then gives the numpy
+    path's results, which divide them by powers of two; below it, and for NaN
+    values, the kernel computes them, to the numpy path's rounding."""
+    monkeypatch.setattr(compiled, "_FORWARD_KERNEL", kernel)
+    rng = np.random.default_rng(0)
+    arrays = {
+        name: rng.standard_normal((3, 2, 40, 16)).astype(dtype)
+        for name in ("queries", "keys", "values")
+    }
+    lengths = np.full((3, 2), 40, np.int64)
+    ceiling = compiled.RANGE_CEILING[np.dtype(dtype).itemsize]
+    # the entry of one token's 16 features that reaches the range: a sum of
+    # 40 values at the ceiling, a row whose squared norm overflows
+    reach = ceiling / 40 if array == "values" else np.sqrt(np.finfo(dtype).max)
+    cases = [(1 / 64, True), (4, False), (np.nan, array == "values")]
+    for factor, kept in cases:
+        big = dict(arrays)
+        big[array] = big[array].copy()
+        big[array][-1, -1, 3] = reach * factor
+        q, k, v = big["queries"], big["keys"], big["values"]
+        assert (compiled.forward(q, k, v, lengths, False, 0.25) is not None) == kept
+        monkeypatch.setattr(compiled, "_DISABLED", True)
+        expected = attention_forward(q, k, v)[:2]
+        monkeypatch.setattr(compiled, "_DISABLED", False)
+        got = attention_forward(q, k, v)[:2]
+        rtol = 1e-5 if dtype == np.float32 else 1e-12
+        for result, want in zip(got, expected, strict=True):
+            if kept:  # to the rounding of the largest finite entry of each
+                atol = rtol * np.nanmax(np.abs(want))
+                assert_allclose(result, want, rtol=rtol, atol=atol)
+            else:
+                assert_array_equal(result, want)
+
+
 def openblas(kernel, path="/site-packages/scipy.libs/libscipy_openblas.so"):
     return {"internal_api": "openblas", "architecture": kernel, "filepath": path}
 
@@ -470,7 +515,9 @@ def broken_kernels(monkeypatch, body):
 
     body = numba.njit(body)
     forward = numba.njit(
-        lambda q, k, v, n, c, s, a, b, i, j, out, lse, loops: body(lse)
+        lambda q, k, v, n, c, s, a, b, i, j, out, lse, exceeded, ceiling, loops: body(
+            lse
+        )
     )
     layer_norm = numba.njit(lambda x, w, b, eps, out, x_hat, inv_std: body(inv_std))
     monkeypatch.setattr(compiled, "kernels", lambda: SimpleNamespace(forward=forward))
