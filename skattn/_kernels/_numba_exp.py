@@ -30,8 +30,7 @@ def exp_inplace(s):
 
 # Cephes' expf and exp: x = n ln 2 + r with |r| <= ln 2 / 2 (ln 2 in two parts,
 # so that n ln 2 is exact), a polynomial of r, times 2**n built from its
-# exponent bits. Written as one plain loop of arithmetic, which LLVM vectorises
-# (numba's np.exp calls the scalar libm exp without Intel's SVML).
+# exponent bits.
 _LN2_HI_32, _LN2_LO_32 = np.float32(0.693359375), np.float32(-2.12194440e-4)
 _LN2_HI_64, _LN2_LO_64 = 6.93145751953125e-1, 1.42860682030941723212e-6
 
