@@ -307,6 +307,29 @@ def test_adam_gradient_overflow_is_an_error():
         est.fit(X, y, sample_weight=np.full(40, 1e-30))
 
 
+@pytest.mark.parametrize("objective", ["auto", "classification"])
+def test_a_continuous_target_of_a_classification_is_named_in_y_and_y_val(objective):
+    """The classification target is checked once, by scikit-learn's check,
+    where y is checked (objective="auto" reads its type there) and where the
+    validation set is made: continuous labels in y or y_val, or in y at a
+    later partial_fit, name their type (or, read by "auto", the objective
+    they would need)."""
+    X, y = _classification()
+    continuous = np.linspace(0.1, 0.9, len(y))
+    est = AttentionTransformer(objective="classification", **FAST)
+    with pytest.raises(ValueError, match="Unknown label type"):
+        est.fit(X, continuous)
+    with pytest.raises(ValueError, match="Unknown label type"):
+        AttentionClassifier(early_stopping=True, **FAST).fit(
+            X, y, X_val=X, y_val=continuous
+        )
+    fitted = AttentionTransformer(objective=objective, **FAST).partial_fit(X, y)
+    # "auto" reads the continuous target as a regression's
+    message = {"auto": "fitted for classification", "classification": "Unknown label"}
+    with pytest.raises(ValueError, match=message[objective]):
+        fitted.partial_fit(X, continuous)
+
+
 def test_training_on_another_kind_of_input_says_what_was_asked():
     """partial_fit, a warm start and X_val of the wrong kind said "cannot
     transform a table"."""

@@ -10,8 +10,8 @@ by an offset (minus an upper bound of its row) in the pass that takes their
 exponentials and sums them (:func:`._numba_exp.exp_summed`), between the
 two products of a block. The backward pass's blocks have an extra column (the
 rows' log-sum-exp and correction terms, or ones), so that one product gives a
-block of shifted scores. The products are ``np.dot`` (scipy's BLAS) or compiled loops
-(:mod:`._numba_products`; ``loops``: the caller's choice,
+block of shifted scores. The products are ``np.dot`` (scipy's BLAS) or
+compiled loops (:mod:`._numba_products`; ``loops``: the caller's choice,
 :func:`skattn._kernels.compiled.products_in_loops`), but for the backward
 pass's gradient of the queries, always ``np.dot``.
 """
