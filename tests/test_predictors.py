@@ -403,17 +403,14 @@ def make_series(n=40, n_tokens=100, seed=0):
 def test_auto_pooling_takes_the_maximum_of_series_read_in_patches(solver):
     """pooling="auto" (the classifier's default) on series read in patches
     (a median length above 64) trains and predicts as pooling="max": the same
-    model, and the same decision function to the rounding of float64 (with
-    numpy 1.26 and scipy 1.11, two L-BFGS fits of one process can differ in
-    the last bits: the first fit of a process differed from the next by 5e-15
-    in its weights; another pooling differs by far more)."""
+    model, the same decision function bit for bit."""
     X, y = make_series()
     auto = AttentionClassifier(solver=solver, **PARAMS).fit(X, y)
     explicit = clone(auto).set_params(pooling="max").fit(X, y)
     assert auto.patch_size_ is not None and auto.pooling_ == "max"
     assert auto._fitted.config == explicit._fitted.config
-    np.testing.assert_allclose(
-        auto.decision_function(X), explicit.decision_function(X), rtol=1e-12
+    np.testing.assert_array_equal(
+        auto.decision_function(X), explicit.decision_function(X)
     )
 
 

@@ -198,7 +198,10 @@ def attention_tile_shift_folded(
     with np.errstate(over="ignore", invalid="ignore"):
         np.exp(scores, out=scores)  # (..., tq, Tk)
         context_sum = np.matmul(scores, v_aug)  # (..., tq, Dv + 1)
-    row_sum = context_sum[..., -1:]  # (..., tq, 1)
+    # (..., tq, 1), contiguous: numpy 1.x's log rounds otherwise (its scalar
+    # loop) where its output is allocated just past a strided input, which
+    # would make the result depend on where numpy's temporaries land
+    row_sum = np.ascontiguousarray(context_sum[..., -1:])
     # underflow (or an empty row, or overflow): those rows take the exact path
     folded = (row_sum >= FOLDED_SUM_FLOOR) & (row_sum < np.inf)
     if not folded.all():
