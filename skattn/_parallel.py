@@ -221,7 +221,47 @@ def map_parallel(function, tasks):
     with single_threaded_blas():
         if n_workers <= 1:
             return [function(task) for task in tasks]
-        return list(_executor(n_workers).map(partial(_run_alone, function), tasks))
+        return _shared_map(function, tasks, n_workers)
+
+
+def _shared_map(function, tasks, n_workers):
+    """``[function(task) for task in tasks]`` computed by the calling thread
+    and ``n_workers - 1`` worker threads, each taking the next task not yet
+    taken: the calling thread's caches hold the arrays it has just made, and
+    it does not wait for a worker thread to wake for the first task. A task
+    that raises stops the map once the tasks under way finish (no task is
+    started after it); the error of the first such task in order is raised.
+    """
+    results = [None] * len(tasks)
+    errors = {}
+    taken = iter(range(len(tasks)))
+    lock = threading.Lock()
+
+    def work(_):
+        while not errors:
+            with lock:
+                index = next(taken, None)
+            if index is None:
+                return
+            try:
+                results[index] = function(tasks[index])
+            except BaseException as error:  # raised in the calling thread, below
+                errors[index] = error
+
+    share, executor = partial(_run_alone, work), _executor(n_workers - 1)
+    futures = [executor.submit(share, None) for _ in range(n_workers - 1)]
+    try:
+        share(None)
+    finally:
+        for future in futures:  # every task is taken: a share not started has none
+            future.cancel()
+        wait(futures)
+    for future in futures:
+        if not future.cancelled():
+            future.result()  # an error of the map itself, not of a task
+    if errors:
+        raise errors[min(errors)]
+    return results
 
 
 def imap_parallel(function, tasks):

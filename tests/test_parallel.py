@@ -310,6 +310,46 @@ two_workers = pytest.mark.skipif(
 
 
 @two_workers
+def test_map_parallel_computes_tasks_in_the_calling_thread_beside_a_worker():
+    """The first task waits until the second has run: both threads compute
+    tasks (the calling thread among them), and the results come in order."""
+    function = waiting_until_run(waiter=0, awaited=1)
+    in_caller = []
+
+    def task(index):
+        in_caller.append(threading.current_thread() is threading.main_thread())
+        return function(index)
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert map_parallel(Tasks(task), range(6)) == list(range(6))
+    assert set(in_caller) == {True, False}
+
+
+@two_workers
+def test_map_parallel_raises_the_first_failed_task_once_the_others_finish():
+    """Task 2 fails while task 1 runs, then task 1 fails: the caller gets
+    task 1's error (the first in order) once no task is under way, and no
+    task starts after a failure."""
+    failed = threading.Event()
+
+    def function(index):
+        if index == 1:
+            assert failed.wait(TIMEOUT), "task 2 never ran"
+            raise ValueError("task 1 failed")
+        if index == 2:
+            failed.set()
+            raise ValueError("task 2 failed")
+        return index
+
+    tasks = Tasks(function)
+    with threadpool_limits(limits=2, user_api="blas"):
+        with pytest.raises(ValueError, match="task 1 failed"):
+            map_parallel(tasks, range(1000))
+    assert tasks.running == 0
+    assert tasks.started == 3
+
+
+@two_workers
 def test_imap_parallel_yields_in_task_order_when_a_later_task_finishes_first():
     """The first task waits until the second has finished: the results still
     come in the order of the tasks, and the second ran while the first was
