@@ -198,7 +198,7 @@ def attention_tile_shift_folded(
     with np.errstate(over="ignore", invalid="ignore"):
         np.exp(scores, out=scores)  # (..., tq, Tk)
         context_sum = np.matmul(scores, v_aug)  # (..., tq, Dv + 1)
-    # (..., tq, 1), contiguous: numpy 1.x's log rounds otherwise (its scalar
+    # (..., tq, 1), contiguous: numpy 1.26's log rounds otherwise (its scalar
     # loop) where its output is allocated just past a strided input, which
     # would make the result depend on where numpy's temporaries land
     row_sum = np.ascontiguousarray(context_sum[..., -1:])
