@@ -13,11 +13,11 @@ process, the median of ``--repeats`` calls each:
   or compiled loops as ``compiled.products_in_loops()`` says), called
   directly;
 - ``products``: the kernel's two products a block alone (the scores, then the
-  weighted values; the short kernel's beside the row sums), at the kernel's
-  block shapes, as many blocks as the kernel computes;
-- ``exponentials``: the kernel's exponential over as many scores, in blocks
-  of the kernel's size (the blocked kernel's shifted and summed in the same
-  pass);
+  weighted values), at the kernel's block shapes and the heads' own width, as
+  many blocks as the kernel computes;
+- ``exponentials``: the kernel's exponentials over as many scores, in blocks
+  of the kernel's size, each query shifted and its exponentials summed in the
+  same pass;
 - ``rest``: the kernel less the two (copies, shifts, the output's
   normalisation, dispatch); parts timed alone run from warmer caches than
   inside the kernel, so the rest is a lower bound;
@@ -47,7 +47,7 @@ from attention_parts import SHAPES, checked_shapes, sgemm_peak
 from threadpoolctl import threadpool_limits
 
 from skattn._kernels import _numba_attention, _numba_short, compiled
-from skattn._kernels._numba_exp import exp_inplace, exp_summed
+from skattn._kernels._numba_exp import exp_summed
 from skattn._kernels._numba_products import product_add, product_set
 from skattn._kernels.blocks import KEYS, ROWS
 
@@ -79,16 +79,9 @@ def _short_blocks(keys, queries_t, values_t, scores, acc_t, lo, hi, n_blocks):
 
 
 @numba.njit
-def _exp_blocks(scores, n_blocks):
-    """The short kernel's exponential over ``scores``, ``n_blocks`` times."""
-    for _ in range(n_blocks):
-        exp_inplace(scores)
-
-
-@numba.njit
 def _exp_summed_blocks(scores, offset, sums, n_blocks):
-    """The blocked kernel's exponentials of a block of ``scores`` (keys,
-    queries), shifted by ``offset`` and summed, ``n_blocks`` times."""
+    """The kernels' exponentials of a block of ``scores`` (keys, queries),
+    shifted by ``offset`` and summed, ``n_blocks`` times."""
     for _ in range(n_blocks):
         exp_summed(scores, offset, sums)
 
@@ -113,7 +106,6 @@ def kernel_cases(q, k, v):
     lse = np.empty(q.shape[:3], q.dtype)
     scale = np.float32(1 / np.sqrt(head_dim))
     n_attentions = batch * n_heads
-    width = head_dim + 1
     choice = compiled.forward_kernel(n_tokens, head_dim)
     checks = (np.zeros(1, np.bool_), compiled.RANGE_CEILING[q.dtype.itemsize])
     if choice == "short":
@@ -126,11 +118,11 @@ def kernel_cases(q, k, v):
 
         blocks = _short_blocks
         operands = (
-            rng.standard_normal((keys, width), dtype=np.float32),
-            rng.standard_normal((width, rows), dtype=np.float32),
-            rng.standard_normal((width, keys), dtype=np.float32),
+            rng.standard_normal((keys, head_dim), dtype=np.float32),
+            rng.standard_normal((head_dim, rows), dtype=np.float32),
+            rng.standard_normal((head_dim, keys), dtype=np.float32),
             np.empty((keys, rows), np.float32),
-            np.empty((width, rows), np.float32),
+            np.empty((head_dim, rows), np.float32),
         )
         ranges = (np.zeros(keys, np.int64), np.full(keys, rows, np.int64))
     else:
@@ -167,10 +159,7 @@ def kernel_cases(q, k, v):
     sums = np.zeros(rows, np.float32)
 
     def exponentials():
-        if choice == "short":
-            _exp_blocks(exps, n_blocks)
-        else:
-            _exp_summed_blocks(exps.reshape(keys, rows), offset, sums, n_blocks)
+        _exp_summed_blocks(exps.reshape(keys, rows), offset, sums, n_blocks)
 
     cases = {
         "kernel": kernel,

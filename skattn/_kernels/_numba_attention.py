@@ -25,7 +25,7 @@ import numba
 import numpy as np
 
 from ._numba_exp import exp_inplace, exp_summed, exp_summed_causal
-from ._numba_products import JIT, copy_rows, product_add, product_set
+from ._numba_products import JIT, column_maxima, copy_rows, product_add, product_set
 from .blocks import KEYS, ROWS, SUM_FLOOR
 
 # The blocks of the forward pass's compiled loops: 256 query rows by 32 keys
@@ -94,39 +94,37 @@ def _augmented(x, rows, column, scale):
 
 
 @numba.njit(**JIT)
-def scaled_values_into(v, n_keys, out, exponent, largest):
-    """Write ``v[:n_keys] * 2**exponent`` into the first ``v.shape[1]``
-    columns of ``out[:n_keys]`` and ``exponent`` (of each column): the power
-    of two that brings the column's largest magnitude to at least 1/2, so
-    that its products with exponentials far below 1 do not underflow (see
-    :func:`skattn._kernels.folded.value_column_exponents`). ``largest``:
-    scratch of one number a column; ``out`` with contiguous rows."""
-    n_values = v.shape[1]
-    copy_rows(v, n_keys, out[:, :n_values])  # in vectors where v's rows are contiguous
-    largest[:] = 0.0
-    for j in range(n_keys):
-        for e in range(n_values):
-            largest[e] = max(largest[e], abs(out[j, e]))
+def column_exponents(v, n_keys, exponent, largest):
+    """Write into ``exponent`` the power of two of each column of
+    ``v[:n_keys]`` that brings its largest magnitude (written into
+    ``largest[0]``) to at least 1/2, so that its products with exponentials far
+    below 1 do not underflow (see
+    :func:`skattn._kernels.folded.value_column_exponents`); return whether
+    some column has one (a column of magnitudes below 1/2)."""
+    column_maxima(v, n_keys, largest)
     scaled = False
-    for e in range(n_values):
+    for e in range(v.shape[1]):
         # 0 from 1/2 on, without the library call
-        exponent[e] = 0 if largest[e] >= 0.5 else max(-math.frexp(largest[e])[1], 0)
+        top = largest[0, e]
+        exponent[e] = 0 if top >= 0.5 else max(-math.frexp(top)[1], 0)
         scaled = scaled or exponent[e] != 0
-    if scaled:  # the columns of magnitudes below 1/2
-        for j in range(n_keys):
-            for e in range(n_values):
-                if exponent[e]:
-                    out[j, e] = math.ldexp(out[j, e], exponent[e])
+    return scaled
 
 
 @numba.njit(**JIT)
-def augmented_values_into(v, n_keys, out, exponent, largest):
-    """Write ``[v[:n_keys] * 2**exponent, 1]`` into ``out[:n_keys]``
-    (:func:`scaled_values_into`)."""
-    scaled_values_into(v, n_keys, out, exponent, largest)
+def scaled_values_into(v, n_keys, out, exponent, largest):
+    """Write ``v[:n_keys] * 2**exponent`` into the first ``v.shape[1]``
+    columns of ``out[:n_keys]`` and ``exponent`` (of each column:
+    :func:`column_exponents`). ``largest``: scratch of one row of one number
+    a column; ``out`` with contiguous rows."""
     n_values = v.shape[1]
-    for j in range(n_keys):
-        out[j, n_values] = 1.0
+    values = out[:, :n_values]
+    copy_rows(v, n_keys, values)  # in vectors where v's rows are contiguous
+    if column_exponents(values, n_keys, exponent, largest):
+        for j in range(n_keys):  # the columns of magnitudes below 1/2
+            for e in range(n_values):
+                if exponent[e]:
+                    out[j, e] = math.ldexp(out[j, e], exponent[e])
 
 
 @numba.njit(**JIT)
@@ -298,9 +296,9 @@ def _forward_one(
     scaled_into(k, n_keys, scale, keys, k_norms)
     k_max = math.sqrt(k_norms.max()) * abs(scale)
     values, exponent = np.empty((n_keys, n_values), dtype), np.zeros(n_values, np.int32)
-    largest = np.empty(n_values, dtype)
+    largest = np.empty((1, n_values), dtype)
     scaled_values_into(v, n_keys, values, exponent, largest)
-    if not values_within(largest, n_keys, ceiling):
+    if not values_within(largest[0], n_keys, ceiling):
         return True
     queries, q_norms = np.empty((row_stop, n_dims), dtype), np.empty(row_stop, dtype)
     scaled_into(q, row_stop, 1.0, queries, q_norms)

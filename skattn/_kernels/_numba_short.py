@@ -6,19 +6,22 @@ the blocked kernels of :mod:`skattn._kernels._numba_attention` or numpy).
 
 At a few dozen keys the work of an attention is a few thousand products, and
 what costs is everything around them: a library call per product, arrays
-allocated per attention, numpy's passes over rows of a few dozen scores.
-Here the scratch space is allocated once per call.
+allocated per attention, numpy's passes over rows of a few dozen scores,
+copies of the keys and values. Here the scratch space is allocated once per
+call.
 
-The forward pass makes each block of up to ``SHORT_ROWS`` queries one pass
-over its scores, in a layout where every loop runs over the queries
-(contiguous, which LLVM vectorises): the queries transposed, the scores and
-the weighted values with one column per query. Both products are
+The forward pass reads the keys and values where they are, and makes each
+block of up to ``SHORT_ROWS`` queries one pass over its scores, in a layout
+where every loop runs over the queries (contiguous, which LLVM vectorises):
+the queries transposed and scaled, the scores and the weighted values with
+one column per query. Both products are
 :func:`skattn._kernels._numba_products.product_set`, which adds the terms of
-each sum in their order. As in the blocked kernel, the scores are shifted by
-an upper bound of their row (``|scale| |q| max |k|``, folded into the
-product as an extra column), a row whose sum underflows is computed again
-shifted by its largest score, and each column of values is multiplied by a
-power of two that keeps its products from underflowing.
+each sum in their order. All the scores of a block are at hand, so each
+query's are shifted by their largest (as the numpy path's exact tile does):
+one pass finds it (in registers, where no causal mask cuts the block), and
+the pass that takes the exponentials sums them. Each column of values whose
+magnitudes are below 1/2 is multiplied by a power of two that keeps its
+products from underflowing (those values copied).
 
 The backward pass recomputes the probabilities and their gradients as the
 blocked kernel's compiled loops do, all the keys of an attention in one
@@ -37,18 +40,25 @@ import numba
 import numpy as np
 
 from ._numba_attention import (
-    _exact_row,
     _rows_transposed,
-    _zero_causal,
-    augmented_into,
-    augmented_values_into,
+    column_exponents,
     probabilities_and_gradients,
     recomputation_exceeds,
+    scaled_values_into,
     values_within,
 )
-from ._numba_exp import exp_inplace
+from ._numba_exp import exp_summed, exp_summed_causal
 from ._numba_products import JIT, copy_rows, product_add, product_set
-from .blocks import SUM_FLOOR
+from ._numba_vectors import (
+    broadcast,
+    lanes,
+    load,
+    maximum,
+    multiply,
+    multiply_add,
+    store,
+    vector_like,
+)
 
 # Queries of one block: its scores are SHORT_ROWS times the number of keys
 # (below compiled.SHORT_MAX_KEYS, 128, where compiled.forward_kernel chooses
@@ -57,63 +67,132 @@ SHORT_ROWS = 256
 
 
 @numba.njit(**JIT)
-def _rows(q, keys, values, n_keys, causal, k_max, i0, n_rows, exponent, out, lse,
-          s, q_t, acc_t, shift, lo, hi, ceiling):  # fmt: skip
-    """Queries ``i0:i0 + n_rows`` of one attention against its ``keys``
-    (``[scale * k, 1]``) and ``values`` (``[v * 2**exponent, 1]``); writes
-    their rows of ``out`` and ``lse``; returns False, or True without them
-    where the bound of some row's scores is not below ``ceiling`` (or NaN).
-    The rest: scratch space."""
-    n_dims, n_values = q.shape[1], values.shape[1] - 1
+def _column_shifts(block_t, first, shift, checks):
+    """``shift[0, r]``: minus the largest of the scores of query ``r`` in
+    ``block_t`` (keys, queries), of the keys whose ``first`` query it is or
+    follows (the others are past a causal query; their entries are not
+    read); ``checks[0, r]``: 0, or NaN where one of its scores is NaN or
+    infinite."""
+    n_keys, n_columns = block_t.shape
+    zero = np.zeros(1, block_t.dtype)[0]  # in the scores' dtype, as x
+    for r in range(n_columns):
+        shift[0, r] = -np.inf
+        checks[0, r] = 0.0
+    for j in range(n_keys):
+        start = first[j]
+        # every column, the ones before start left out by a select: LLVM
+        # vectorises that, not a loop from start
+        for r in range(n_columns):
+            x = block_t[j, r]
+            kept = r >= start
+            largest = shift[0, r]
+            shift[0, r] = x if kept & (x > largest) else largest
+            checks[0, r] += x * zero if kept else zero
+    for r in range(n_columns):
+        shift[0, r] = -shift[0, r]
+
+
+@numba.njit(inline="always", **JIT)
+def _largest_of_column(block_t, c, like):
+    """The largest of each column of the vector of columns ``c`` of
+    ``block_t`` over its keys, and 0 or NaN where one is NaN or infinite."""
+    zero = broadcast(0.0, like)
+    m = load(block_t, 0, c)
+    check = multiply(m, zero)
+    for j in range(1, block_t.shape[0]):
+        x = load(block_t, j, c)
+        m = maximum(x, m)
+        check = multiply_add(x, zero, check)
+    return m, check
+
+
+@numba.njit(**JIT)
+def _column_shifts_all(block_t, shift, checks):
+    """:func:`_column_shifts` of a block whose queries all read every key
+    (its columns a multiple of 16: whole vectors), the columns' running
+    maxima in registers: four vectors of columns at a time (their maxima's
+    latencies overlap), then one."""
+    like = vector_like(block_t)
+    n = lanes(like)
+    zero, minus = broadcast(0.0, like), broadcast(-1.0, like)
+    n_columns = block_t.shape[1]
+    c = 0
+    while c + 4 * n <= n_columns:
+        m0, m1 = load(block_t, 0, c), load(block_t, 0, c + n)
+        m2, m3 = load(block_t, 0, c + 2 * n), load(block_t, 0, c + 3 * n)
+        k0, k1 = multiply(m0, zero), multiply(m1, zero)
+        k2, k3 = multiply(m2, zero), multiply(m3, zero)
+        for j in range(1, block_t.shape[0]):
+            x0, x1 = load(block_t, j, c), load(block_t, j, c + n)
+            x2, x3 = load(block_t, j, c + 2 * n), load(block_t, j, c + 3 * n)
+            m0, m1 = maximum(x0, m0), maximum(x1, m1)
+            m2, m3 = maximum(x2, m2), maximum(x3, m3)
+            k0, k1 = multiply_add(x0, zero, k0), multiply_add(x1, zero, k1)
+            k2, k3 = multiply_add(x2, zero, k2), multiply_add(x3, zero, k3)
+        store(shift, 0, c, multiply(m0, minus))
+        store(shift, 0, c + n, multiply(m1, minus))
+        store(shift, 0, c + 2 * n, multiply(m2, minus))
+        store(shift, 0, c + 3 * n, multiply(m3, minus))
+        store(checks, 0, c, k0)
+        store(checks, 0, c + n, k1)
+        store(checks, 0, c + 2 * n, k2)
+        store(checks, 0, c + 3 * n, k3)
+        c += 4 * n
+    while c + n <= n_columns:
+        m, check = _largest_of_column(block_t, c, like)
+        store(shift, 0, c, multiply(m, minus))
+        store(checks, 0, c, check)
+        c += n
+
+
+@numba.njit(**JIT)
+def _rows(q, k, values, n_keys, causal, scale, i0, n_rows, exponent, out, lse,
+          s, q_t, acc_t, shift, checks, sums, first, lo, hi, ceiling):  # fmt: skip
+    """Queries ``i0:i0 + n_rows`` of one attention against its keys ``k``
+    and ``values`` (``v * 2**exponent``); writes their rows of ``out`` and
+    ``lse``; returns False, or True without them where the largest score of
+    some query is not below ``ceiling`` in magnitude, or some score is NaN or
+    infinite. The rest: scratch space."""
+    n_dims, n_values = q.shape[1], values.shape[1]
     r_pad = (n_rows + 15) // 16 * 16
-    # the queries transposed, beside minus the bound of each row's scores;
-    # the rows past the block are zero
-    qt = q_t[: (n_dims + 1) * r_pad].reshape(n_dims + 1, r_pad)
+    # the queries transposed and scaled; the columns past the block are zero
+    qt = q_t[: n_dims * r_pad].reshape(n_dims, r_pad)
     for r in range(n_rows):
-        norm = 0.0
         for c in range(n_dims):
-            x = q[i0 + r, c]
-            norm += x * x
-            qt[c, r] = x
-        bound = math.sqrt(norm) * k_max
-        if not bound < ceiling:
-            return True
-        shift[r] = bound
-        qt[n_dims, r] = -shift[r]
+            qt[c, r] = q[i0 + r, c] * scale
     qt[:, n_rows:] = 0.0
     stop = min(n_keys, i0 + n_rows) if causal else n_keys
     for j in range(stop):  # with a causal mask, the queries before a key are 0
-        lo[j] = max(0, j - i0) // 16 * 16 if causal else 0
+        first[j] = max(0, j - i0) if causal else 0
+        lo[j] = first[j] // 16 * 16
         hi[j] = r_pad
     scores = s[: stop * r_pad].reshape(stop, r_pad)  # (keys, queries)
-    product_set(keys[:stop], qt, scores, lo, hi)
-    exp_inplace(s[: stop * r_pad])
+    product_set(k[:stop], qt, scores, lo, hi)
+    offset, total = shift[0, :r_pad], sums[:r_pad]
     if causal:
-        _zero_causal(scores, 0, i0)
-    # the weighted values and, in the last row, the row sums: (Dv + 1, queries)
-    acc = acc_t[: (n_values + 1) * r_pad].reshape(n_values + 1, r_pad)
-    lo_v, hi_v = lo[stop : stop + n_values + 1], hi[stop : stop + n_values + 1]
+        _column_shifts(scores, first[:stop], shift[:, :r_pad], checks[:, :r_pad])
+    else:
+        _column_shifts_all(scores, shift[:, :r_pad], checks[:, :r_pad])
+    for r in range(n_rows):
+        if not (abs(offset[r]) < ceiling and checks[0, r] == 0.0):
+            return True
+    total[:] = 0.0
+    if causal:
+        exp_summed_causal(scores, offset, first[:stop], total)
+    else:
+        exp_summed(scores, offset, total)
+    # the weighted values: (Dv, queries)
+    acc = acc_t[: n_values * r_pad].reshape(n_values, r_pad)
+    lo_v, hi_v = lo[stop : stop + n_values], hi[stop : stop + n_values]
     lo_v[:] = 0
     hi_v[:] = r_pad
     product_set(values[:stop].T, scores, acc, lo_v, hi_v)
     for r in range(n_rows):
         i = i0 + r
-        total = acc[n_values, r]
-        if not (total >= SUM_FLOOR and total < np.inf):
-            # the bound was too loose: the row shifted by its largest score
-            row = np.empty(n_values + 1, q.dtype)
-            q_row = np.empty(n_dims, q.dtype)
-            for c in range(n_dims):
-                q_row[c] = qt[c, r]
-            end = min(n_keys, i + 1) if causal else n_keys
-            shift[r] = _exact_row(q_row, keys, values, end, row)[0]
-            for e in range(n_values + 1):
-                acc[e, r] = row[e]
-            total = acc[n_values, r]
         for e in range(n_values):  # the values were times 2**exponent
-            value = acc[e, r] / total
+            value = acc[e, r] / total[r]
             out[i, e] = math.ldexp(value, -exponent[e]) if exponent[e] else value
-        lse[i] = math.log(total) + shift[r]
+        lse[i] = math.log(total[r]) - offset[r]
     return False
 
 
@@ -122,23 +201,25 @@ def forward(q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, o
             lse, exceeded, ceiling):  # fmt: skip
     """Attentions ``start:stop`` (flat indices) of q, k, v (N, H, T, D), their
     queries ``row_start:row_stop``: as
-    :func:`skattn._kernels._numba_attention.forward` computes them, and stops
-    with ``exceeded[0]`` set where it does."""
+    :func:`skattn._kernels._numba_attention.forward` computes them, each
+    query's scores shifted by their largest; stops with ``exceeded[0]`` set
+    where some attention's sum of values over its keys, or largest score,
+    reaches ``ceiling`` in magnitude, or some score is NaN or infinite."""
     n_heads, dtype = q.shape[1], q.dtype
     n_keys_max, n_dims, n_values = k.shape[2], q.shape[3], v.shape[3]
     rows = min(SHORT_ROWS, (row_stop - row_start + 15) // 16 * 16)
-    keys = np.empty((n_keys_max, n_dims + 1), dtype)
-    values = np.empty((n_keys_max, n_values + 1), dtype)
+    scaled_values = np.empty((n_keys_max, n_values), dtype)
     exponent = np.zeros(n_values, np.int32)
-    largest = np.empty(n_values, dtype)
-    ones = np.ones(n_keys_max, dtype)
-    norms = np.empty(n_keys_max, dtype)
+    largest = np.empty((1, n_values), dtype)
     s = np.empty(max(n_keys_max * rows, 1), dtype)
-    q_t = np.empty((n_dims + 1) * rows, dtype)
-    acc_t = np.empty((n_values + 1) * rows, dtype)
-    shift = np.empty(rows, dtype)
-    lo = np.zeros(n_keys_max + n_values + 1, np.int64)
-    hi = np.zeros(n_keys_max + n_values + 1, np.int64)
+    q_t = np.empty(n_dims * rows, dtype)
+    acc_t = np.empty(n_values * rows, dtype)
+    shift = np.empty((1, rows), dtype)  # 2-D: the vectors' stores
+    checks = np.empty((1, rows), dtype)
+    sums = np.empty(rows, dtype)
+    first = np.zeros(n_keys_max, np.int64)
+    lo = np.zeros(n_keys_max + n_values, np.int64)
+    hi = np.zeros(n_keys_max + n_values, np.int64)
     for a in range(start, stop):
         n, h = a // n_heads, a % n_heads
         n_keys = lengths[n, h]
@@ -146,18 +227,18 @@ def forward(q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, o
             out[n, h, row_start:row_stop] = 0.0
             lse[n, h, row_start:row_stop] = np.inf
             continue
-        qa = q[n, h]
-        augmented_into(k[n, h], n_keys, ones, scale, keys, norms)
-        k_max = math.sqrt(norms[:n_keys].max()) * abs(scale)
-        augmented_values_into(v[n, h], n_keys, values, exponent, largest)
-        if not values_within(largest, n_keys, ceiling):
+        values = v[n, h]
+        if column_exponents(values, n_keys, exponent, largest):
+            scaled_values_into(values, n_keys, scaled_values, exponent, largest)
+            values = scaled_values
+        if not values_within(largest[0], n_keys, ceiling):
             exceeded[0] = True
             return
         for i0 in range(row_start, row_stop, SHORT_ROWS):
             n_rows = min(SHORT_ROWS, row_stop - i0)
-            if _rows(qa, keys, values, n_keys, causal, k_max, i0, n_rows, exponent,
-                     out[n, h], lse[n, h], s, q_t, acc_t, shift, lo, hi,
-                     ceiling):  # fmt: skip
+            if _rows(q[n, h], k[n, h], values, n_keys, causal, scale, i0, n_rows,
+                     exponent, out[n, h], lse[n, h], s, q_t, acc_t, shift, checks,
+                     sums, first, lo, hi, ceiling):  # fmt: skip
                 exceeded[0] = True
                 return
 

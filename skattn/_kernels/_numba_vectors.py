@@ -1,6 +1,7 @@
 """Vectors of 256 bits for numba functions (imported only where numba is
 installed): a type whose values LLVM keeps in vector registers, and the few
-operations the compiled products need (:mod:`._numba_products`).
+operations the compiled products and the kernels' passes over rows need
+(:mod:`._numba_products`, :mod:`._numba_short`).
 
 numba vectorises only innermost loops, over memory: a product written as
 loops keeps its running sums in the result's rows, loading and storing them
@@ -173,3 +174,35 @@ def multiply_add(typingctx, a, b, c):
         return builder.call(function, arguments)
 
     return a(a, b, c), codegen
+
+
+@intrinsic
+def maximum(typingctx, a, b):
+    """``a`` where it is greater than ``b``, else ``b``, lane by lane (``b``
+    where either is NaN)."""
+    if not (isinstance(a, Vector) and a == b):
+        return None
+
+    def codegen(context, builder, signature, arguments):
+        x, y = arguments
+        return builder.select(builder.fcmp_ordered(">", x, y), x, y)
+
+    return a(a, b), codegen
+
+
+@intrinsic
+def absolute(typingctx, a):
+    """``|a|``, lane by lane."""
+    if not isinstance(a, Vector):
+        return None
+
+    def codegen(context, builder, signature, arguments):
+        vector_type = arguments[0].type
+        function = cgutils.get_or_insert_function(
+            builder.module,
+            ir.FunctionType(vector_type, [vector_type]),
+            f"llvm.fabs.v{a.lanes}f{a.dtype.bitwidth}",
+        )
+        return builder.call(function, arguments)
+
+    return a(a), codegen

@@ -39,7 +39,9 @@ exceeds it the numpy path computes the call, renormalising those rows.
 
 Short attentions have passes of their own
 (:mod:`skattn._kernels._numba_short`): all the scores of up to 256 queries at
-once, with no library call or allocation per attention. The forward pass
+once, with no library call or allocation per attention; with all of a
+query's scores at hand, the forward pass shifts them by their largest, and
+reads the keys and values where they are. The forward pass
 runs there for narrow heads (32 to 127 keys for heads of 16, 16 to 127 for
 heads of 8: :func:`forward_kernel`), the backward pass from 8 to 127 keys at
 any head width (:func:`backward_kernel`).
@@ -286,8 +288,9 @@ def _run(function, calls, parallel=False, any_layout=False):
 
 # The forward kernels' range (by the dtype's size): a quarter of the largest
 # number, as the numpy path's score_exponents and value_exponent bound it.
-# An attention whose scores' bound (|q| max|scale k|) or sum of values over
-# its keys reaches it, or is NaN, is left to the numpy path.
+# An attention whose scores (their bound |q| max|scale k| in the blocked
+# kernel, their largest in the short one) or sum of values over its keys
+# reach it, or are NaN, is left to the numpy path.
 RANGE_CEILING = {
     np.dtype(dtype).itemsize: 2.0 ** (np.finfo(dtype).maxexp - 2)
     for dtype in (np.float32, np.float64)

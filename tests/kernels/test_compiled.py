@@ -273,11 +273,13 @@ def test_compiled_forward_leaves_what_exceeds_its_range_to_the_numpy_path(
 ):
     """Each compiled forward kernel checks its own range: an attention (the
     last of the batch) whose sum of values over its keys reaches a quarter of
-    the dtype's largest number, or whose scores' bound ``|q| max|scale k|``
-    does (infinite where a row's squared norm overflows the dtype; NaN queries
-    or keys too), gives None, and attention_forward then gives the numpy
-    path's results, which divide them by powers of two; below it, and for NaN
-    values, the kernel computes them, to the numpy path's rounding."""
+    the dtype's largest number gives None, and so does one whose scores reach
+    it: for the blocked kernel their bound ``|q| max|scale k|`` (infinite
+    where a row's squared norm overflows the dtype), for the short kernel,
+    which shifts each query by its largest score, that score; NaN queries or
+    keys too. attention_forward then gives the numpy path's results, which
+    divide them by powers of two; below it, and for NaN values, the kernel
+    computes them, to the numpy path's rounding."""
     monkeypatch.setattr(compiled, "_FORWARD_KERNEL", kernel)
     rng = np.random.default_rng(0)
     arrays = {
@@ -287,9 +289,16 @@ def test_compiled_forward_leaves_what_exceeds_its_range_to_the_numpy_path(
     lengths = np.full((3, 2), 40, np.int64)
     ceiling = compiled.RANGE_CEILING[np.dtype(dtype).itemsize]
     # the entry of one token's 16 features that reaches the range: a sum of
-    # 40 values at the ceiling, a row whose squared norm overflows
+    # 40 values at the ceiling, a row whose squared norm overflows (scores
+    # of about 1e20 in float32, far below the ceiling)
     reach = ceiling / 40 if array == "values" else np.sqrt(np.finfo(dtype).max)
-    cases = [(1 / 64, True), (4, False), (np.nan, array == "values")]
+    bound_only = kernel == "short" and array != "values"  # scores in range
+    cases = [
+        (1 / 64, True),
+        (4, bound_only),
+        (ceiling / reach, False),  # entries at the ceiling: scores beyond it
+        (np.nan, array == "values"),
+    ]
     for factor, kept in cases:
         big = dict(arrays)
         big[array] = big[array].copy()

@@ -149,3 +149,31 @@ def test_copy_rows_copies_every_layout(products, dtype, width, layout):
     products.copy_rows(x, 7, out)
     assert_array_equal(out[:7], x[:7])
     assert_array_equal(out[7:], -1.0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("width", [1, 3, 8, 17, 40])
+@pytest.mark.parametrize("layout", ["heads", "columns-strided", "contiguous"])
+def test_column_maxima_are_the_largest_magnitudes_of_the_first_rows(
+    products, dtype, width, layout
+):
+    """``column_maxima`` gives each column's largest magnitude over the
+    first ``n_rows`` rows of every layout (in pairs of vectors, a vector,
+    then single columns, or column by column): a NaN is not counted, even in
+    the first row, and a larger entry past ``n_rows`` is not read."""
+    rng = np.random.default_rng(0)
+    tokens = rng.standard_normal((9, 3, width)).astype(dtype)  # (T, H, D)
+    tokens[0, 1, 0] = np.nan
+    tokens[3, 1, -1] = -5.0  # the largest of the last column, negative
+    tokens[8, 1, :] = 100.0  # past n_rows
+    x = {
+        "heads": tokens[:, 1],
+        "columns-strided": np.ascontiguousarray(tokens[:, 1].T).T,
+        "contiguous": np.ascontiguousarray(tokens[:, 1]),
+    }[layout]
+    x.flags.writeable = False
+    out = np.full((1, width), -1.0, dtype)
+    products.column_maxima(x, 7, out)
+    expected = np.nan_to_num(np.nanmax(np.abs(x[:7]), axis=0), nan=0.0)
+    assert_array_equal(out[0], expected)
+    assert out[0, -1] == 5.0
