@@ -127,9 +127,25 @@ def test_product_add_reads_the_union_of_the_terms_columns_as_zeros_past_each(
     assert np.all(np.abs(out - expected) <= bound)
 
 
+LAYOUTS = ["heads", "columns-strided", "contiguous"]
+
+
+def _head_in_layout(tokens, layout):
+    """The second head of ``tokens`` (T, H, D), read-only: as the model's
+    view (rows contiguous, far apart), transposed (no contiguous row), or
+    contiguous."""
+    x = {
+        "heads": tokens[:, 1],
+        "columns-strided": np.ascontiguousarray(tokens[:, 1].T).T,
+        "contiguous": np.ascontiguousarray(tokens[:, 1]),
+    }[layout]
+    x.flags.writeable = False
+    return x
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("width", [1, 3, 8, 17])
-@pytest.mark.parametrize("layout", ["heads", "columns-strided", "contiguous"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_copy_rows_copies_every_layout(products, dtype, width, layout):
     """``copy_rows`` copies a head's view (rows contiguous, far apart), a
     transposed array (no contiguous row) and a contiguous one: in vectors,
@@ -137,12 +153,7 @@ def test_copy_rows_copies_every_layout(products, dtype, width, layout):
     left as they were."""
     rng = np.random.default_rng(0)
     tokens = rng.standard_normal((9, 3, width)).astype(dtype)  # (T, H, D)
-    x = {
-        "heads": tokens[:, 1],
-        "columns-strided": np.ascontiguousarray(tokens[:, 1].T).T,
-        "contiguous": np.ascontiguousarray(tokens[:, 1]),
-    }[layout]
-    x.flags.writeable = False
+    x = _head_in_layout(tokens, layout)
     if width > 1:
         assert x.flags.c_contiguous == (layout == "contiguous")
     out = np.full((9, width), -1.0, dtype)
@@ -153,7 +164,7 @@ def test_copy_rows_copies_every_layout(products, dtype, width, layout):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("width", [1, 3, 8, 17, 40])
-@pytest.mark.parametrize("layout", ["heads", "columns-strided", "contiguous"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_column_maxima_are_the_largest_magnitudes_of_the_first_rows(
     products, dtype, width, layout
 ):
@@ -166,12 +177,7 @@ def test_column_maxima_are_the_largest_magnitudes_of_the_first_rows(
     tokens[0, 1, 0] = np.nan
     tokens[3, 1, -1] = -5.0  # the largest of the last column, negative
     tokens[8, 1, :] = 100.0  # past n_rows
-    x = {
-        "heads": tokens[:, 1],
-        "columns-strided": np.ascontiguousarray(tokens[:, 1].T).T,
-        "contiguous": np.ascontiguousarray(tokens[:, 1]),
-    }[layout]
-    x.flags.writeable = False
+    x = _head_in_layout(tokens, layout)
     out = np.full((1, width), -1.0, dtype)
     products.column_maxima(x, 7, out)
     expected = np.nan_to_num(np.nanmax(np.abs(x[:7]), axis=0), nan=0.0)
