@@ -161,31 +161,25 @@ def column_maxima(x, n_rows, out):
     layout: in vectors where its rows are contiguous (as :func:`copy_rows`),
     two vectors of columns at a time."""
     width = x.shape[1]
-    if width > 1 and x.strides[1] != x.itemsize:
-        out[0, :] = 0.0
-        for r in range(n_rows):
-            for c in range(width):
-                value = abs(x[r, c])
-                out[0, c] = value if value > out[0, c] else out[0, c]
-        return
-    like = vector_like(out)
-    n = lanes(like)
     c = 0
-    while c + 2 * n <= width:
-        m0 = m1 = broadcast(0.0, like)
-        for r in range(n_rows):
-            m0 = maximum(absolute(load(x, r, c)), m0)
-            m1 = maximum(absolute(load(x, r, c + n)), m1)
-        store(out, 0, c, m0)
-        store(out, 0, c + n, m1)
-        c += 2 * n
-    while c + n <= width:
-        m0 = broadcast(0.0, like)
-        for r in range(n_rows):
-            m0 = maximum(absolute(load(x, r, c)), m0)
-        store(out, 0, c, m0)
-        c += n
-    for j in range(c, width):
+    if width == 1 or x.strides[1] == x.itemsize:
+        like = vector_like(out)
+        n = lanes(like)
+        while c + 2 * n <= width:
+            m0 = m1 = broadcast(0.0, like)
+            for r in range(n_rows):
+                m0 = maximum(absolute(load(x, r, c)), m0)
+                m1 = maximum(absolute(load(x, r, c + n)), m1)
+            store(out, 0, c, m0)
+            store(out, 0, c + n, m1)
+            c += 2 * n
+        while c + n <= width:
+            m0 = broadcast(0.0, like)
+            for r in range(n_rows):
+                m0 = maximum(absolute(load(x, r, c)), m0)
+            store(out, 0, c, m0)
+            c += n
+    for j in range(c, width):  # the columns past the vectors, or all of them
         out[0, j] = 0.0
         for r in range(n_rows):
             value = abs(x[r, j])
