@@ -268,8 +268,9 @@ def test_compiled_backward_leaves_inaccurate_recomputations_to_the_numpy_path(
 @pytest.mark.parametrize("kernel", ["short", "blocked"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("array", ["queries", "keys", "values"])
+@pytest.mark.parametrize("causal", [False, True])
 def test_compiled_forward_leaves_what_exceeds_its_range_to_the_numpy_path(
-    monkeypatch, kernel, dtype, array
+    monkeypatch, kernel, dtype, array, causal
 ):
     """Each compiled forward kernel checks its own range: an attention (the
     last of the batch) whose sum of values over its keys reaches a quarter of
@@ -277,9 +278,10 @@ def test_compiled_forward_leaves_what_exceeds_its_range_to_the_numpy_path(
     it: for the blocked kernel their bound ``|q| max|scale k|`` (infinite
     where a row's squared norm overflows the dtype), for the short kernel,
     which shifts each query by its largest score, that score; NaN queries or
-    keys too. attention_forward then gives the numpy path's results, which
-    divide them by powers of two; below it, and for NaN values, the kernel
-    computes them, to the numpy path's rounding."""
+    keys too (the short kernel's causal blocks find their largest scores by
+    another loop). attention_forward then gives the numpy path's results,
+    which divide them by powers of two; below it, and for NaN values, the
+    kernel computes them, to the numpy path's rounding."""
     monkeypatch.setattr(compiled, "_FORWARD_KERNEL", kernel)
     rng = np.random.default_rng(0)
     arrays = {
@@ -299,16 +301,19 @@ def test_compiled_forward_leaves_what_exceeds_its_range_to_the_numpy_path(
         (ceiling / reach, False),  # entries at the ceiling: scores beyond it
         (np.nan, array == "values"),
     ]
+    # a query that reads every key, causal or not; a key that most queries read
+    token = -1 if array == "queries" else 3
     for factor, kept in cases:
         big = dict(arrays)
         big[array] = big[array].copy()
-        big[array][-1, -1, 3] = reach * factor
+        big[array][-1, -1, token] = reach * factor
         q, k, v = big["queries"], big["keys"], big["values"]
-        assert (compiled.forward(q, k, v, lengths, False, 0.25) is not None) == kept
+        result = compiled.forward(q, k, v, lengths, causal, 0.25)
+        assert (result is not None) == kept
         monkeypatch.setattr(compiled, "_DISABLED", True)
-        expected = attention_forward(q, k, v)[:2]
+        expected = attention_forward(q, k, v, causal=causal)[:2]
         monkeypatch.setattr(compiled, "_DISABLED", False)
-        got = attention_forward(q, k, v)[:2]
+        got = attention_forward(q, k, v, causal=causal)[:2]
         rtol = 1e-5 if dtype == np.float32 else 1e-12
         for result, want in zip(got, expected, strict=True):
             if kept:  # to the rounding of the largest finite entry of each
