@@ -190,3 +190,32 @@ def exp_summed_causal(block_t, offset, first, sums):
             y = y if r >= start else zero
             block_t[j, r] = y
             sums[r] += y
+
+
+@numba.njit(**JIT)
+def probabilities_and_gradients(block_t, d_block_t, lse, delta):
+    """A block of scores (keys, queries) becomes its probabilities,
+    ``block_t[j, r] = exp(min(block_t[j, r] - lse[r], 0))``, and the
+    products of its values by the outputs' gradients the scores' gradients,
+    ``d_block_t[j, r] = block_t[j, r] * (d_block_t[j, r] - delta[r])``."""
+    _vectors_of_512_bits()
+    for j in range(block_t.shape[0]):
+        for r in range(block_t.shape[1]):
+            p = _exp(block_t[j, r] - lse[r])
+            block_t[j, r] = p
+            d_block_t[j, r] = p * (d_block_t[j, r] - delta[r])
+
+
+@numba.njit(**JIT)
+def probabilities_and_gradients_causal(block_t, d_block_t, lse, delta, first):
+    """:func:`probabilities_and_gradients`, both 0 before ``first[j]`` (the
+    queries key ``j`` follows), whose entries are not read."""
+    _vectors_of_512_bits()
+    zero = np.zeros(1, block_t.dtype)[0]  # in the blocks' dtype, as p
+    for j in range(block_t.shape[0]):
+        start = first[j]
+        for r in range(block_t.shape[1]):  # every column, as exp_summed_causal
+            kept = r >= start
+            p = _exp(block_t[j, r] - lse[r])
+            block_t[j, r] = p if kept else zero
+            d_block_t[j, r] = p * (d_block_t[j, r] - delta[r]) if kept else zero

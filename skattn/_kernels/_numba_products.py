@@ -34,6 +34,7 @@ from ._numba_vectors import (
     multiply,
     multiply_add,
     store,
+    store_transposed,
     vector_like,
 )
 
@@ -132,33 +133,79 @@ JIT = dict(nogil=True, cache=can_cache(), fastmath=FASTMATH)
 
 
 @numba.njit(**JIT)
-def copy_rows(x, n_rows, out):
-    """``out[:n_rows] = x[:n_rows]``, ``x`` 2-D of any layout, ``out`` with
-    contiguous rows: in vectors where the rows of ``x`` are contiguous too (a
-    view of heads, as the model passes them), which numba's loops over an
-    array of unknown layout are not."""
+def scaled_rows(x, n_rows, scale, out):
+    """``out[:n_rows] = x[:n_rows] * scale``, ``x`` 2-D of any layout,
+    ``out`` with contiguous rows: in vectors where the rows of ``x`` are
+    contiguous too (a view of heads, as the model passes them), which
+    numba's loops over an array of unknown layout are not."""
     width = x.shape[1]
     if width > 1 and x.strides[1] != x.itemsize:
         for r in range(n_rows):
             for c in range(width):
-                out[r, c] = x[r, c]
+                out[r, c] = x[r, c] * scale
         return
     like = vector_like(out)
     n = lanes(like)
+    factor = broadcast(scale, like)
     for r in range(n_rows):
         c = 0
         while c + n <= width:
-            store(out, r, c, load(x, r, c))
+            store(out, r, c, multiply(load(x, r, c), factor))
             c += n
         for j in range(c, width):
-            out[r, j] = x[r, j]
+            out[r, j] = x[r, j] * scale
+
+
+@numba.njit(**JIT)
+def copy_rows(x, n_rows, out):
+    """``out[:n_rows] = x[:n_rows]``, as :func:`scaled_rows` (times 1: exact)."""
+    scaled_rows(x, n_rows, 1.0, out)
+
+
+@numba.njit(**JIT)
+def transposed_into(x, n_rows, scale, out_t):
+    """``out_t[:, :n_rows] = x[:n_rows].T * scale``, ``out_t`` with
+    contiguous rows, ``x`` of any layout: in square blocks of vectors
+    (:func:`store_transposed`) where the rows of ``x`` are contiguous."""
+    width = x.shape[1]
+    r = 0
+    if width == 1 or x.strides[1] == x.itemsize:
+        n = lanes(vector_like(out_t))
+        while r + n <= n_rows:
+            c = 0
+            while c + n <= width:
+                store_transposed(x, r, c, scale, out_t, c, r)
+                c += n
+            for e in range(c, width):
+                for j in range(r, r + n):
+                    out_t[e, j] = x[j, e] * scale
+            r += n
+    for j in range(r, n_rows):  # the rows past the blocks, or all of them
+        for e in range(width):
+            out_t[e, j] = x[j, e] * scale
+
+
+@numba.njit(**JIT)
+def zero_rows(out, n_rows):
+    """``out[:n_rows] = 0``, ``out`` with contiguous rows, in vectors."""
+    like = vector_like(out)
+    n = lanes(like)
+    zero = broadcast(0.0, like)
+    width = out.shape[1]
+    for r in range(n_rows):
+        c = 0
+        while c + n <= width:
+            store(out, r, c, zero)
+            c += n
+        for j in range(c, width):
+            out[r, j] = 0.0
 
 
 @numba.njit(**JIT)
 def column_maxima(x, n_rows, out):
     """``out[0, c]``: the largest magnitude of column ``c`` of
     ``x[:n_rows]``, 0 for none (a NaN is not counted), ``x`` 2-D of any
-    layout: in vectors where its rows are contiguous (as :func:`copy_rows`),
+    layout: in vectors where its rows are contiguous (as :func:`scaled_rows`),
     two vectors of columns at a time."""
     width = x.shape[1]
     c = 0

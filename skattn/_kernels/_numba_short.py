@@ -13,22 +13,27 @@ call.
 The forward pass reads the keys and values where they are, and makes each
 block of up to ``SHORT_ROWS`` queries one pass over its scores, in a layout
 where every loop runs over the queries (contiguous, which LLVM vectorises):
-the queries transposed and scaled, the scores and the weighted values with
-one column per query. Both products are
-:func:`skattn._kernels._numba_products.product_set`, which adds the terms of
-each sum in their order. All the scores of a block are at hand, so each
-query's are shifted by their largest (as the numpy path's exact tile does):
-one pass finds it (in registers, where no causal mask cuts the block), and
-the pass that takes the exponentials sums them. Each column of values whose
-magnitudes are below 1/2 is multiplied by a power of two that keeps its
-products from underflowing (those values copied).
+the queries transposed and scaled (square blocks of vectors shuffled in
+registers), the scores and the weighted values with one column per query.
+Both products are :func:`skattn._kernels._numba_products.product_set`, which
+adds the terms of each sum in their order. All the scores of a block are at
+hand, so each query's are shifted by their largest (as the numpy path's
+exact tile does): one pass finds it (in registers, where no causal mask cuts
+the block), and the pass that takes the exponentials sums them. Each column
+of values whose magnitudes are below 1/2 is multiplied by a power of two
+that keeps its products from underflowing (those values copied).
 
-The backward pass recomputes the probabilities and their gradients as the
-blocked kernel's compiled loops do, all the keys of an attention in one
-block (the keys the contiguous axis), its queries in blocks of up to
-``SHORT_ROWS``; the gradients of the queries, keys and values are compiled
-products too, written in the gradients' own layout (tokens, features), each
-sum over its terms in their order.
+The backward pass works in the same layout, a block of up to
+``SHORT_ROWS`` queries against all the keys: the scores and the products of
+the values by the outputs' gradients (keys, queries) are products of the
+keys and values where they are by the queries (scaled) and the outputs'
+gradients, both transposed; one pass makes them the probabilities (each
+query's scores minus its log-sum-exp, exponentiated) and the scores'
+gradients. The gradients of the values, keys and queries are
+:func:`skattn._kernels._numba_products.product_add` in their own layout
+(tokens, features), each sum over its terms in their order. The bound of
+the recomputed scores' error is checked block by block, from the norms of
+the transposed queries.
 """
 
 # Authors: The skattn developers
@@ -40,15 +45,25 @@ import numba
 import numpy as np
 
 from ._numba_attention import (
-    _rows_transposed,
     column_exponents,
-    probabilities_and_gradients,
-    recomputation_exceeds,
     scaled_values_into,
     values_within,
 )
-from ._numba_exp import exp_summed, exp_summed_causal
-from ._numba_products import JIT, copy_rows, product_add, product_set
+from ._numba_exp import (
+    exp_summed,
+    exp_summed_causal,
+    probabilities_and_gradients,
+    probabilities_and_gradients_causal,
+)
+from ._numba_products import (
+    JIT,
+    copy_rows,
+    product_add,
+    product_set,
+    scaled_rows,
+    transposed_into,
+    zero_rows,
+)
 from ._numba_vectors import (
     broadcast,
     lanes,
@@ -157,9 +172,7 @@ def _rows(q, k, values, n_keys, causal, scale, i0, n_rows, exponent, out, lse,
     r_pad = (n_rows + 15) // 16 * 16
     # the queries transposed and scaled; the columns past the block are zero
     qt = q_t[: n_dims * r_pad].reshape(n_dims, r_pad)
-    for r in range(n_rows):
-        for c in range(n_dims):
-            qt[c, r] = q[i0 + r, c] * scale
+    transposed_into(q[i0 : i0 + n_rows], n_rows, scale, qt)
     qt[:, n_rows:] = 0.0
     stop = min(n_keys, i0 + n_rows) if causal else n_keys
     for j in range(stop):  # with a causal mask, the queries before a key are 0
@@ -244,90 +257,135 @@ def forward(q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, o
 
 
 @numba.njit(**JIT)
-def _scaled_and_transposed(x, n_rows, scale, out, out_t):
-    """``out = x[:n_rows] * scale`` (rows contiguous) and ``out_t`` its
-    transpose, in one pass over ``x`` (any layout)."""
-    for j in range(n_rows):
-        for c in range(x.shape[1]):
-            value = x[j, c] * scale
-            out[j, c] = value
-            out_t[c, j] = value
+def _largest_square_norm(x):
+    """The largest ``sum over c of x[j, c] ** 2`` over the rows ``j`` of
+    ``x``, each sum in the order of its terms: four rows at a time, whose
+    sums' latencies overlap."""
+    zero = np.zeros(1, x.dtype)[0]
+    largest = zero
+    n_rows, width = x.shape
+    j0 = 0
+    while j0 + 4 <= n_rows:
+        s0 = s1 = s2 = s3 = zero
+        for c in range(width):
+            x0, x1, x2, x3 = x[j0, c], x[j0 + 1, c], x[j0 + 2, c], x[j0 + 3, c]
+            s0 += x0 * x0
+            s1 += x1 * x1
+            s2 += x2 * x2
+            s3 += x3 * x3
+        largest = max(largest, s0, s1, s2, s3)
+        j0 += 4
+    for j in range(j0, n_rows):
+        total = zero
+        for c in range(width):
+            total += x[j, c] * x[j, c]
+        largest = max(largest, total)
+    return largest
+
+
+@numba.njit(**JIT)
+def _recomputation_exceeds(q_t, n_rows, lse, k_norm, error_factor, error_max,
+                           norms):  # fmt: skip
+    """Whether the bound of the error of some recomputed score of the
+    queries ``q_t[:, :n_rows]`` (transposed, times the scale) exceeds
+    ``error_max``: ``error_factor * (|q| k_norm + |lse|)`` (``k_norm``: the
+    keys' largest norm; ``lse``: 0 where infinite), the bound of
+    :func:`skattn._kernels._numba_attention.recomputation_exceeds`, the
+    queries' norms summed in vectors of queries."""
+    norms[:n_rows] = 0.0
+    for c in range(q_t.shape[0]):
+        for r in range(n_rows):
+            norms[r] += q_t[c, r] * q_t[c, r]
+    exceeds = False
+    for r in range(n_rows):
+        bound = error_factor * (math.sqrt(norms[r]) * k_norm + abs(lse[r]))
+        exceeds = exceeds | (bound > error_max)
+    return exceeds
 
 
 @numba.njit(**JIT)
 def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, start, stop, d_q,
              d_k, d_v, exceeded, error_factor, error_max):  # fmt: skip
     """Gradients of attentions ``start:stop`` (flat indices), arrays (N, H, T,
-    D), as :func:`skattn._kernels._numba_attention.backward` computes them:
-    all the keys of an attention in one block (fewer than 128), its queries
-    in blocks of up to ``SHORT_ROWS``, the probabilities and their gradients
-    of :func:`skattn._kernels._numba_attention.probabilities_and_gradients`,
-    the products of the gradients by :func:`product_add` (``d_q``, ``d_k``,
-    ``d_v`` with contiguous rows); stops with ``exceeded[0]`` set where an
-    attention's recomputation may be inaccurate, as that kernel does."""
+    D), as :func:`skattn._kernels._numba_attention.backward` computes them,
+    in the layout of :func:`forward` (see the module's docstring); ``d_q``,
+    ``d_k``, ``d_v`` with contiguous rows. Stops with ``exceeded[0]`` set
+    where an attention's recomputation may be inaccurate, as that kernel
+    does."""
     n_heads, dtype = q.shape[1], q.dtype
     n_queries, n_keys_max = q.shape[2], k.shape[2]
     n_dims, n_values = q.shape[3], v.shape[3]
     rows = max(1, min(SHORT_ROWS, n_queries))
-    # an attention's arrays, copied once: [q, -lse] and [dO, -delta] (rows
-    # contiguous), scale * k, [scale * k, 1] and [v, 1] transposed (features,
-    # keys)
-    q_aug = np.empty((n_queries, n_dims + 1), dtype)
-    d_out_aug = np.empty((n_queries, n_values + 1), dtype)
-    k_scaled_buf = np.empty(n_keys_max * n_dims, dtype)
-    k_t_buf = np.empty((n_dims + 1) * n_keys_max, dtype)
-    v_t_buf = np.empty((n_values + 1) * n_keys_max, dtype)
-    probs = np.empty(rows * n_keys_max, dtype)
-    d_scores = np.empty(rows * n_keys_max, dtype)
+    one = np.ones(1, dtype)[0]
+    # a block of queries: times the scale, as rows and transposed; the
+    # outputs' gradients transposed (and as rows where d_out's are not
+    # contiguous); the keys times the scale, as rows
+    q_s = np.empty((rows, n_dims), dtype)
+    q_t = np.empty((n_dims, rows), dtype)
+    d_out_t = np.empty((n_values, rows), dtype)
+    d_out_c = np.empty((rows, n_values), dtype)
+    k_s = np.empty((n_keys_max, n_dims), dtype)
+    rows_in_place = n_values <= 1 or d_out.strides[3] == d_out.itemsize
+    s_buf = np.empty(n_keys_max * rows, dtype)
+    ds_buf = np.empty(n_keys_max * rows, dtype)
+    lse_c = np.empty(rows, dtype)
+    delta_c = np.empty(rows, dtype)
+    norms = np.empty(rows, dtype)
+    first = np.zeros(n_keys_max, np.int64)
+    hi = np.zeros(n_keys_max, np.int64)
     zeros = np.zeros(max(rows, n_keys_max), np.int64)
-    stops = np.empty(rows, np.int64)
     # the columns of each term of the products of the gradients: all the
-    # features of the keys (or values)
+    # features of the queries (or keys, or values)
     dims = np.full(max(rows, n_keys_max), n_dims, np.int64)
     values = np.full(rows, n_values, np.int64)
     for a in range(start, stop):
         n, h = a // n_heads, a % n_heads
-        if recomputation_exceeds(q[n, h], k[n, h], lse[n, h], scale, error_factor,
-                                 error_max):  # fmt: skip
-            exceeded[0] = True
-            return
+        k_norm = math.sqrt(_largest_square_norm(k[n, h]))  # all keys, as numpy's
         n_keys = lengths[n, h]
         d_qa, d_ka, d_va = d_q[n, h], d_k[n, h], d_v[n, h]
-        d_ka[:] = 0.0  # the gradients' sums, and 0 for the padded keys
-        d_va[:] = 0.0
+        zero_rows(d_ka, n_keys_max)  # the gradients' sums, and 0 for padded keys
+        zero_rows(d_va, n_keys_max)
         if n_keys == 0:
-            d_qa[:] = 0.0
+            zero_rows(d_qa, n_queries)
             continue
-        copy_rows(q[n, h], n_queries, q_aug[:, :n_dims])
-        copy_rows(d_out[n, h], n_queries, d_out_aug[:, :n_values])
-        for i in range(n_queries):
-            lse_i = lse[n, h, i]
-            q_aug[i, n_dims] = -lse_i if np.isfinite(lse_i) else 0.0
-            d_out_aug[i, n_values] = -delta[n, h, i]
-        k_scaled = k_scaled_buf[: n_keys * n_dims].reshape(n_keys, n_dims)
-        k_t = k_t_buf[: (n_dims + 1) * n_keys].reshape(n_dims + 1, n_keys)
-        v_t = v_t_buf[: (n_values + 1) * n_keys].reshape(n_values + 1, n_keys)
-        _scaled_and_transposed(k[n, h], n_keys, scale, k_scaled, k_t)
-        _rows_transposed(v[n, h], 0, n_keys, n_keys, v_t_buf)  # v_t[:n_values]
-        k_t[n_dims] = 1.0
-        v_t[n_values] = 1.0
+        scaled_rows(k[n, h], n_keys, scale, k_s)
         for i0 in range(0, n_queries, rows):
             n_rows = min(rows, n_queries - i0)
             end = i0 + n_rows
+            n_k = min(n_keys, end) if causal else n_keys  # keys some query reads
+            transposed_into(q[n, h, i0:end], n_rows, scale, q_t)
+            scaled_rows(q[n, h, i0:end], n_rows, scale, q_s)
+            d_out_rows = d_out[n, h, i0:end]
+            if not rows_in_place:
+                copy_rows(d_out_rows, n_rows, d_out_c)
+                d_out_rows = d_out_c[:n_rows]
+            transposed_into(d_out_rows, n_rows, one, d_out_t)
             for r in range(n_rows):
-                stops[r] = min(n_keys, i0 + r + 1) if causal else n_keys
-            p = probs[: n_rows * n_keys].reshape(n_rows, n_keys)
-            ds = d_scores[: n_rows * n_keys].reshape(n_rows, n_keys)
-            probabilities_and_gradients(q_aug[i0:end], k_t, d_out_aug[i0:end], v_t,
-                                        p, ds, zeros, stops)  # fmt: skip
-            # dV += P^T dO and dK += dS^T q (before the scale): tiles of 6
-            # keys by the head's features, each sum over the queries in order
-            product_add(p, d_out_aug[i0:end, :n_values], d_va, zeros, values)
-            product_add(ds, q_aug[i0:end, :n_dims], d_ka, zeros, dims)
-            # d_q = dS (scale * k): tiles of 6 queries by the head's features
+                value = lse[n, h, i0 + r]
+                lse_c[r] = value if np.isfinite(value) else 0.0
+                delta_c[r] = delta[n, h, i0 + r]
+            if _recomputation_exceeds(q_t, n_rows, lse_c, k_norm, error_factor,
+                                      error_max, norms):  # fmt: skip
+                exceeded[0] = True
+                return
+            for j in range(n_k):  # with a causal mask, the queries a key follows
+                first[j] = max(0, j - i0) if causal else 0
+                hi[j] = n_rows
+            # the scores and the products of the values by dO (keys, queries)
+            s = s_buf[: n_k * n_rows].reshape(n_k, n_rows)
+            ds = ds_buf[: n_k * n_rows].reshape(n_k, n_rows)
+            product_set(k[n, h, :n_k], q_t[:, :n_rows], s, first, hi)
+            product_set(v[n, h, :n_k], d_out_t[:, :n_rows], ds, first, hi)
+            lse_r, delta_r = lse_c[:n_rows], delta_c[:n_rows]
+            if causal:
+                probabilities_and_gradients_causal(s, ds, lse_r, delta_r, first)
+            else:
+                probabilities_and_gradients(s, ds, lse_r, delta_r)
+            # dV += P^T dO, dK += dS^T (scale * q): tiles of 6 keys by the
+            # head's features, each sum over the queries in order
+            product_add(s.T, d_out_rows, d_va, zeros, values)
+            product_add(ds.T, q_s[:n_rows], d_ka, zeros, dims)
+            # dQ = dS (scale * k): tiles of 6 queries by the head's features
             d_q_rows = d_qa[i0:end]
-            d_q_rows[:] = 0.0
-            product_add(ds.T, k_scaled, d_q_rows, zeros, dims)
-        for j in range(n_keys):
-            for c in range(n_dims):
-                d_ka[j, c] *= scale
+            zero_rows(d_q_rows, n_rows)
+            product_add(ds, k_s[:n_k], d_q_rows, zeros, dims)

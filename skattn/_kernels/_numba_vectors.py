@@ -7,10 +7,11 @@ numba vectorises only innermost loops, over memory: a product written as
 loops keeps its running sums in the result's rows, loading and storing them
 for every few terms. With these values a product keeps a tile of sums in
 registers for all its terms (as a BLAS kernel does) and stores it once.
-Every operation is elementwise, so each sum adds its terms in the same order
-as a loop over them would, and :func:`multiply_add` rounds as the loops'
-``a * b + c`` under numba's ``fastmath={"contract"}``: fused where the CPU
-has FMA.
+Every arithmetic operation is elementwise, so each sum adds its terms in the
+same order as a loop over them would, and :func:`multiply_add` rounds as the
+loops' ``a * b + c`` under numba's ``fastmath={"contract"}``: fused where the
+CPU has FMA. A transpose, which numba's loops make one number at a time, is
+a square block of vectors shuffled in registers (:func:`store_transposed`).
 
 Vectors are of 256 bits (8 float32 or 4 float64), AVX2's registers, on every
 CPU: one with AVX-512 runs them in the lower half of its registers, one with
@@ -65,6 +66,20 @@ def _element_pointer(context, builder, array_type, array, row, column):
     )
 
 
+def _vector_pointer(context, builder, array_type, array, row, column, vector_type):
+    """The address of ``array[row, column]`` as a pointer to a vector."""
+    pointer = _element_pointer(context, builder, array_type, array, row, column)
+    return builder.bitcast(pointer, vector_type.as_pointer())
+
+
+def _splat(builder, value, vector_type):
+    """A vector of ``vector_type`` whose every lane is ``value``."""
+    undefined = ir.Constant(vector_type, ir.Undefined)
+    first = builder.insert_element(undefined, value, ir.Constant(ir.IntType(32), 0))
+    zeros = ir.Constant(ir.VectorType(ir.IntType(32), vector_type.count), None)
+    return builder.shuffle_vector(first, undefined, zeros)
+
+
 @intrinsic
 def vector_like(typingctx, array):
     """A vector of zeros of the dtype of the 2-D float ``array``: the type
@@ -101,8 +116,10 @@ def load(typingctx, array, row, column):
     alignment = array.dtype.bitwidth // 8
 
     def codegen(context, builder, signature, arguments):
-        pointer = _element_pointer(context, builder, signature.args[0], *arguments)
-        pointer = builder.bitcast(pointer, context.get_value_type(vector).as_pointer())
+        vector_type = context.get_value_type(vector)
+        pointer = _vector_pointer(
+            context, builder, signature.args[0], *arguments, vector_type
+        )
         return builder.load(pointer, align=alignment)
 
     return vector(array, row, column), codegen
@@ -118,10 +135,9 @@ def store(typingctx, array, row, column, value):
 
     def codegen(context, builder, signature, arguments):
         array_value, row, column, vector = arguments
-        pointer = _element_pointer(
-            context, builder, signature.args[0], array_value, row, column
+        pointer = _vector_pointer(
+            context, builder, signature.args[0], array_value, row, column, vector.type
         )
-        pointer = builder.bitcast(pointer, vector.type.as_pointer())
         builder.store(vector, pointer, align=alignment)
         return context.get_dummy_value()
 
@@ -136,11 +152,7 @@ def broadcast(typingctx, number, like):
 
     def codegen(context, builder, signature, arguments):
         value = context.cast(builder, arguments[0], signature.args[0], like.dtype)
-        vector_type = context.get_value_type(like)
-        undefined = ir.Constant(vector_type, ir.Undefined)
-        first = builder.insert_element(undefined, value, ir.Constant(ir.IntType(32), 0))
-        zeros = ir.Constant(ir.VectorType(ir.IntType(32), like.lanes), [0] * like.lanes)
-        return builder.shuffle_vector(first, undefined, zeros)
+        return _splat(builder, value, context.get_value_type(like))
 
     return like(number, like), codegen
 
@@ -206,3 +218,64 @@ def absolute(typingctx, a):
         return builder.call(function, arguments)
 
     return a(a), codegen
+
+
+def _interleaving(lanes, high):
+    """The shuffle mask that interleaves the low (or high) halves of two
+    vectors of ``lanes``: ``a0, b0, a1, b1, ...``."""
+    start = lanes // 2 if high else 0
+    return [start + k // 2 + (lanes if k % 2 else 0) for k in range(lanes)]
+
+
+def _transposed(builder, rows):
+    """The columns of the square block whose rows are the vectors ``rows``
+    (as many as their lanes, a power of two): ``log2`` lanes rounds that
+    interleave the halves of rows ``i`` and ``i + lanes / 2``."""
+    n = len(rows)
+    masks = [
+        ir.Constant(ir.VectorType(ir.IntType(32), n), _interleaving(n, high))
+        for high in (False, True)
+    ]
+    for _ in range(n.bit_length() - 1):
+        rows = [
+            builder.shuffle_vector(rows[i], rows[i + n // 2], mask)
+            for i in range(n // 2)
+            for mask in masks
+        ]
+    return rows
+
+
+@intrinsic
+def store_transposed(typingctx, x, row, column, scale, out, out_row, out_column):
+    """``out[out_row + a, out_column + b] = x[row + b, column + a] * scale``
+    for ``a, b`` below the lanes: a square block of the 2-D float array
+    ``x`` transposed into ``out`` (both with contiguous rows), unchecked. The
+    block's rows are loaded as vectors and interleaved (:func:`_transposed`),
+    as a BLAS packs a transposed operand."""
+    if not (_float_array(x) and _float_array(out) and x.dtype == out.dtype):
+        return None
+    vector = Vector(x.dtype)
+    alignment = x.dtype.bitwidth // 8
+
+    def codegen(context, builder, signature, arguments):
+        x_value, row, column, factor, out_value, out_row, out_column = arguments
+        vector_type = context.get_value_type(vector)
+        rows = []
+        for b in range(vector.lanes):
+            at = builder.add(row, ir.Constant(row.type, b))
+            pointer = _vector_pointer(
+                context, builder, signature.args[0], x_value, at, column, vector_type
+            )
+            rows.append(builder.load(pointer, align=alignment))
+        factor = context.cast(builder, factor, signature.args[3], x.dtype)
+        factors = _splat(builder, factor, vector_type)
+        for a, column_a in enumerate(_transposed(builder, rows)):
+            at = builder.add(out_row, ir.Constant(out_row.type, a))
+            pointer = _vector_pointer(
+                context, builder, signature.args[4], out_value, at, out_column,
+                vector_type,
+            )  # fmt: skip
+            builder.store(builder.fmul(column_a, factors), pointer, align=alignment)
+        return context.get_dummy_value()
+
+    return types.none(x, row, column, scale, out, out_row, out_column), codegen

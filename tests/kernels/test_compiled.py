@@ -634,8 +634,9 @@ def test_read_only_inputs_reuse_the_kernels_compiled_for_writeable_ones(dtype):
 @pytest.mark.parametrize("kernel", ["short", "blocked"])
 def test_contiguous_inputs_and_views_run_one_compiled_kernel(monkeypatch, kernel):
     """The fused passes run as compiled for inputs of any layout: the model's
-    views of its projections (heads as strides) and a caller's contiguous
-    arrays compile one kernel per dtype and pass, with the same results."""
+    views of its projections (heads as strides), a caller's contiguous
+    arrays and arrays with no contiguous row compile one kernel per dtype
+    and pass, with the same results."""
     monkeypatch.setattr(compiled, "_FORWARD_KERNEL", kernel)
     monkeypatch.setattr(compiled, "_BACKWARD_KERNEL", kernel)
     rng = np.random.default_rng(0)
@@ -662,9 +663,17 @@ def test_contiguous_inputs_and_views_run_one_compiled_kernel(monkeypatch, kernel
     views = passes(q, k, v, d_out)
     counts = [len(d.signatures) for d in dispatchers]
     contiguous = passes(*(np.ascontiguousarray(a) for a in (q, k, v, d_out)))
+    # no contiguous row: every feature of a token far from the next
+    transposed = passes(
+        *(
+            np.ascontiguousarray(a.swapaxes(-1, -2)).swapaxes(-1, -2)
+            for a in (q, k, v, d_out)
+        )
+    )
     assert [len(d.signatures) for d in dispatchers] == counts
-    for x, y in zip(views, contiguous, strict=True):
+    for x, y, z in zip(views, contiguous, transposed, strict=True):
         assert_array_equal(x, y)
+        assert_array_equal(x, z)
 
 
 @needs_numba
@@ -854,6 +863,34 @@ def test_exponential_builds_each_power_of_two_from_its_exponent_bits(dtype):
     expected = np.exp(x.astype(np.float64))  # 2**n times exp(x - n ln 2)
     ulp = np.spacing(expected.astype(dtype)).astype(np.float64)
     assert np.max(np.abs(exponential(x.copy()) - expected) / ulp) <= 1
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("causal", [False, True])
+def test_probabilities_and_gradients_of_a_block_of_scores(dtype, causal):
+    """The backward pass's block of scores (keys, queries) becomes
+    ``exp(s - lse)`` and the products of the values by the outputs'
+    gradients ``p * (dp - delta)``, with the kernels' exponential (a score
+    above its lse counts as 0); with a causal mask, both are 0 before each
+    key's first query, whatever was there (NaN, infinite: never computed)."""
+    from skattn._kernels import _numba_exp
+
+    rng = np.random.default_rng(0)
+    s = rng.uniform(-20, 2, (5, 19)).astype(dtype)
+    dp = rng.standard_normal((5, 19)).astype(dtype)
+    lse, delta = (rng.standard_normal(19).astype(dtype) for _ in range(2))
+    p_expected = _numba_exp.exponential((s - lse).ravel()).reshape(s.shape)
+    ds_expected = p_expected * (dp - delta)
+    first = np.array([0, 3, 8, 16, 19]) if causal else np.zeros(5, np.int64)
+    before = np.arange(19) < first[:, None]
+    s[before], dp[before] = np.nan, np.inf
+    if causal:
+        _numba_exp.probabilities_and_gradients_causal(s, dp, lse, delta, first)
+    else:
+        _numba_exp.probabilities_and_gradients(s, dp, lse, delta)
+    assert_array_equal(s, np.where(before, 0.0, p_expected))
+    assert_array_equal(dp, np.where(before, 0.0, ds_expected))
 
 
 @needs_numba

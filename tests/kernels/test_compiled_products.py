@@ -146,11 +146,11 @@ def _head_in_layout(tokens, layout):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("width", [1, 3, 8, 17])
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_copy_rows_copies_every_layout(products, dtype, width, layout):
-    """``copy_rows`` copies a head's view (rows contiguous, far apart), a
-    transposed array (no contiguous row) and a contiguous one: in vectors,
-    then single columns, or column by column; the rows past ``n_rows`` are
-    left as they were."""
+def test_copy_rows_and_scaled_rows_read_every_layout(products, dtype, width, layout):
+    """``copy_rows`` and ``scaled_rows`` copy a head's view (rows contiguous,
+    far apart), a transposed array (no contiguous row) and a contiguous one,
+    times 1 or the scale: in vectors, then single columns, or column by
+    column; the rows past ``n_rows`` are left as they were."""
     rng = np.random.default_rng(0)
     tokens = rng.standard_normal((9, 3, width)).astype(dtype)  # (T, H, D)
     x = _head_in_layout(tokens, layout)
@@ -160,6 +160,43 @@ def test_copy_rows_copies_every_layout(products, dtype, width, layout):
     products.copy_rows(x, 7, out)
     assert_array_equal(out[:7], x[:7])
     assert_array_equal(out[7:], -1.0)
+    products.scaled_rows(x, 6, dtype(0.3), out)
+    assert_array_equal(out[:6], x[:6] * dtype(0.3))
+    assert_array_equal(out[6], x[6])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("width", [1, 3, 8, 17, 40])
+@pytest.mark.parametrize("n_rows", [0, 5, 16, 19])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_transposed_into_transposes_the_first_rows_of_every_layout(
+    products, dtype, width, n_rows, layout
+):
+    """``transposed_into`` writes ``x[:n_rows].T * scale`` into the first
+    ``n_rows`` columns: square blocks of vectors shuffled in registers where
+    the rows of ``x`` are contiguous (16 rows: two blocks of float32, four
+    of float64; 40 columns: five or ten), then the columns and rows past the
+    blocks one by one; a transposed ``x``, one by one. The rest of the
+    output is left as it was."""
+    rng = np.random.default_rng(1)
+    tokens = rng.standard_normal((21, 3, width)).astype(dtype)  # (T, H, D)
+    x = _head_in_layout(tokens, layout)
+    out_t = np.full((width, 23), -1.0, dtype)
+    products.transposed_into(x, n_rows, dtype(0.3), out_t)
+    assert_array_equal(out_t[:, :n_rows], (x[:n_rows] * dtype(0.3)).T)
+    assert_array_equal(out_t[:, n_rows:], -1.0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("width", [1, 3, 8, 17])
+def test_zero_rows_zeroes_the_first_rows(products, dtype, width):
+    """``zero_rows`` sets the first rows of a head's view to 0 (in vectors,
+    then single columns) and leaves the other rows and heads as they were."""
+    tokens = np.full((9, 3, width), 7.0, dtype)
+    products.zero_rows(tokens[:, 1], 5)
+    assert_array_equal(tokens[:5, 1], 0.0)
+    assert_array_equal(tokens[5:, 1], 7.0)
+    assert_array_equal(tokens[:, [0, 2]], 7.0)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
