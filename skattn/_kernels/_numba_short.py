@@ -316,7 +316,6 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, start, stop, d_
     n_queries, n_keys_max = q.shape[2], k.shape[2]
     n_dims, n_values = q.shape[3], v.shape[3]
     rows = max(1, min(SHORT_ROWS, n_queries))
-    one = np.ones(1, dtype)[0]
     # a block of queries: times the scale, as rows and transposed; the
     # outputs' gradients transposed (and as rows where d_out's are not
     # contiguous); the keys times the scale, as rows
@@ -359,7 +358,7 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, start, stop, d_
             if not rows_in_place:
                 copy_rows(d_out_rows, n_rows, d_out_c)
                 d_out_rows = d_out_c[:n_rows]
-            transposed_into(d_out_rows, n_rows, one, d_out_t)
+            transposed_into(d_out_rows, n_rows, 1.0, d_out_t)
             for r in range(n_rows):
                 value = lse[n, h, i0 + r]
                 lse_c[r] = value if np.isfinite(value) else 0.0
