@@ -5,7 +5,8 @@ cache (:class:`_KernelSources`).
 
 Each product writes rows of a result whose columns are contiguous, in tiles
 of rows by vectors of columns (:mod:`._numba_vectors`; two rows by four
-vectors for :func:`product_set`, six by two for :func:`product_add`) whose
+vectors for :func:`product_set`, four by two where four rows span two
+vectors, six by two for :func:`product_add`) whose
 sums stay in registers over all the terms, as a BLAS kernel's do; then tiles
 of one vector, and the columns past the last whole vector one by one. A tile
 unrolls its rows and vectors into named variables, each a register. Every
@@ -306,16 +307,69 @@ def _set_vector(a, b_t, out, o, o2, i, like):
     store(out, o2, i, s1)
 
 
+@numba.njit(inline="always", **JIT)
+def _set_four_rows(a, b_t, out, o, i, like):
+    """``out[r, i:i + 2 lanes] = a[r] @ b_t[:, i:i + 2 lanes]`` for the rows
+    ``r`` from ``o`` to ``o + 3``, the sums in registers: eight sums, as
+    :func:`_set_tile`'s, for blocks of two vectors of columns."""
+    n = lanes(like)
+    o1, o2, o3 = o + 1, o + 2, o + 3
+    x0 = load(b_t, 0, i)
+    x1 = load(b_t, 0, i + n)
+    c0, c1 = broadcast(a[o, 0], like), broadcast(a[o1, 0], like)
+    c2, c3 = broadcast(a[o2, 0], like), broadcast(a[o3, 0], like)
+    s00, s01 = multiply(c0, x0), multiply(c0, x1)
+    s10, s11 = multiply(c1, x0), multiply(c1, x1)
+    s20, s21 = multiply(c2, x0), multiply(c2, x1)
+    s30, s31 = multiply(c3, x0), multiply(c3, x1)
+    for c in range(1, a.shape[1]):
+        x0 = load(b_t, c, i)
+        x1 = load(b_t, c, i + n)
+        c0 = broadcast(a[o, c], like)
+        s00 = multiply_add(c0, x0, s00)
+        s01 = multiply_add(c0, x1, s01)
+        c1 = broadcast(a[o1, c], like)
+        s10 = multiply_add(c1, x0, s10)
+        s11 = multiply_add(c1, x1, s11)
+        c2 = broadcast(a[o2, c], like)
+        s20 = multiply_add(c2, x0, s20)
+        s21 = multiply_add(c2, x1, s21)
+        c3 = broadcast(a[o3, c], like)
+        s30 = multiply_add(c3, x0, s30)
+        s31 = multiply_add(c3, x1, s31)
+    store(out, o, i, s00)
+    store(out, o, i + n, s01)
+    store(out, o1, i, s10)
+    store(out, o1, i + n, s11)
+    store(out, o2, i, s20)
+    store(out, o2, i + n, s21)
+    store(out, o3, i, s30)
+    store(out, o3, i + n, s31)
+
+
 @numba.njit(**JIT)
 def product_set(a, b_t, out, lo, hi):
     """``out[o, lo:hi] = sum over c of a[o, c] * b_t[c, lo:hi]`` for each row
-    ``o`` of ``a`` (``lo``, ``hi``: int arrays of its columns; two rows
-    computed together get the span of theirs). ``out`` and ``b_t`` with
-    contiguous rows, ``a`` of any layout; the sum over ``c`` in its order."""
-    n_out, width = a.shape
+    ``o`` of ``a`` (``lo``, ``hi``: int arrays of its columns; rows computed
+    together get the span of theirs, columns outside a row's own may be
+    written). ``out`` and ``b_t`` with contiguous rows, ``a`` of any layout;
+    the sum over ``c`` in its order.
+
+    Rows in pairs, in tiles of two rows by four vectors; from the first row,
+    while four rows span exactly two vectors (a block of 32 queries in
+    vectors of 16 lanes, which a tile of four vectors would leave to single
+    vectors), tiles of four rows by two vectors."""
+    n_out = a.shape[0]
     like = vector_like(out)
     n = lanes(like)
-    for o in range(0, n_out, 2):
+    first = 0
+    while first + 4 <= n_out:
+        start, stop = _span(lo, hi, first, 4)
+        if stop - start != 2 * n:
+            break
+        _set_four_rows(a, b_t, out, first, start, like)
+        first += 4
+    for o in range(first, n_out, 2):
         o2 = min(o + 1, n_out - 1)  # a last row alone is computed twice
         start, stop = _span(lo, hi, o, o2 - o + 1)
         i = start
@@ -328,7 +382,7 @@ def product_set(a, b_t, out, lo, hi):
         for r in range(o, o2 + 1):
             for j in range(i, stop):
                 total = a[r, 0] * b_t[0, j]
-                for c in range(1, width):
+                for c in range(1, a.shape[1]):
                     total += a[r, c] * b_t[c, j]
                 out[r, j] = total
 

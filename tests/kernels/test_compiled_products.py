@@ -21,7 +21,10 @@ DTYPES = [np.float32, np.float64]
 # (rows or terms, inner width, columns): one of each; an odd number of rows
 # and of columns (tiles, then a vector, then single columns); the attention's
 # blocks; widths that do not fill the last tile of rows
+# blocks of 16 and 32 columns: four rows of two vectors at a time, at 256 and
+# 512 bits
 SHAPES = [(1, 1, 1), (5, 17, 37), (32, 17, 128), (7, 3, 70), (2, 65, 9), (33, 13, 41)]
+SHAPES += [(32, 17, 32), (10, 3, 16)]
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +91,47 @@ def test_product_set_rounds_a_column_alike_in_a_tile_a_vector_or_alone(products,
         products.product_set(a, b_t, out, np.full(5, start), np.full(5, 73))
         assert_array_equal(out[:, start:], whole[:, start:])
         assert np.isnan(out[:, :start]).all()  # before the span: untouched
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_product_set_rounds_a_row_alike_in_four_rows_a_pair_or_alone(products, dtype):
+    """From the first row, rows four of which span exactly two vectors are
+    computed four at a time, the others in pairs (all of them where the
+    first four's spans differ, as a causal block's): each row's sums are the
+    same bits as the row's computed alone."""
+    from skattn._kernels._numba_vectors import VECTOR_BITS
+
+    n_columns = 2 * VECTOR_BITS // (8 * np.dtype(dtype).itemsize)  # two vectors
+    a, b_t = _operands(dtype, 10, 17, n_columns)
+    for lo in (np.zeros(10, np.int64), np.arange(10, dtype=np.int64)):
+        hi = np.full(10, n_columns, np.int64)
+        out = np.full((10, n_columns), np.nan, dtype)
+        products.product_set(a, b_t, out, lo, hi)
+        for r in range(10):
+            alone = np.full((1, n_columns), np.nan, dtype)
+            products.product_set(a[r : r + 1], b_t, alone, lo[r : r + 1], hi[:1])
+            assert_array_equal(out[r, lo[r] :], alone[0, lo[r] :])
+
+
+def test_vectors_are_as_wide_as_the_registers_of_the_cpu_compiled_for():
+    """The compiled products' vectors are zmm registers (512 bits) where the
+    CPU numba compiles for has AVX-512, else 256 bits: a copy of one vector,
+    compiled for this machine, reads a register of that width."""
+    import numba
+    from numba.core.registry import cpu_target
+
+    from skattn._kernels._numba_vectors import load, store
+
+    @numba.njit  # not cached, so that its assembly can be read
+    def copy_vector(x, out):
+        store(out, 0, 0, load(x, 0, 0))
+
+    x = np.ones((1, 16), np.float32)
+    copy_vector(x, np.empty_like(x))
+    assembly = copy_vector.inspect_asm(copy_vector.signatures[0])
+    features = cpu_target.target_context.codegen()._tm_features.split(",")
+    assert ("zmm" in assembly) == ("+avx512f" in features)
+    assert "ymm" in assembly or "zmm" in assembly
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
