@@ -66,6 +66,7 @@ from ._numba_products import (
 )
 from ._numba_vectors import (
     broadcast,
+    divide,
     lanes,
     load,
     maximum,
@@ -181,7 +182,7 @@ def _rows(q, k, values, n_keys, causal, scale, i0, n_rows, exponent, out, lse,
         hi[j] = r_pad
     scores = s[: stop * r_pad].reshape(stop, r_pad)  # (keys, queries)
     product_set(k[:stop], qt, scores, lo, hi)
-    offset, total = shift[0, :r_pad], sums[:r_pad]
+    offset, total = shift[0, :r_pad], sums[0, :r_pad]
     if causal:
         _column_shifts(scores, first[:stop], shift[:, :r_pad], checks[:, :r_pad])
     else:
@@ -200,12 +201,20 @@ def _rows(q, k, values, n_keys, causal, scale, i0, n_rows, exponent, out, lse,
     lo_v[:] = 0
     hi_v[:] = r_pad
     product_set(values[:stop].T, scores, acc, lo_v, hi_v)
+    # divided by the sums in vectors of queries (every sum is at least 1),
+    # then transposed into the output's rows
+    like = vector_like(acc)
+    n = lanes(like)
+    for e in range(n_values):
+        if exponent[e]:  # the values were times 2**exponent
+            for r in range(n_rows):
+                acc[e, r] = math.ldexp(acc[e, r] / total[r], -exponent[e])
+        else:
+            for r in range(0, r_pad, n):
+                store(acc, e, r, divide(load(acc, e, r), load(sums, 0, r)))
+    transposed_into(acc[:, :n_rows], n_values, 1.0, out[i0 : i0 + n_rows])
     for r in range(n_rows):
-        i = i0 + r
-        for e in range(n_values):  # the values were times 2**exponent
-            value = acc[e, r] / total[r]
-            out[i, e] = math.ldexp(value, -exponent[e]) if exponent[e] else value
-        lse[i] = math.log(total[r]) - offset[r]
+        lse[i0 + r] = math.log(total[r]) - offset[r]
     return False
 
 
@@ -227,9 +236,9 @@ def forward(q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, o
     s = np.empty(max(n_keys_max * rows, 1), dtype)
     q_t = np.empty(n_dims * rows, dtype)
     acc_t = np.empty(n_values * rows, dtype)
-    shift = np.empty((1, rows), dtype)  # 2-D: the vectors' stores
+    shift = np.empty((1, rows), dtype)  # 2-D: read and written in vectors
     checks = np.empty((1, rows), dtype)
-    sums = np.empty(rows, dtype)
+    sums = np.empty((1, rows), dtype)
     first = np.zeros(n_keys_max, np.int64)
     lo = np.zeros(n_keys_max + n_values, np.int64)
     hi = np.zeros(n_keys_max + n_values, np.int64)

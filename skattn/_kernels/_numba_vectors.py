@@ -188,6 +188,19 @@ def multiply(typingctx, a, b):
 
 
 @intrinsic
+def divide(typingctx, a, b):
+    """``a / b``, lane by lane (IEEE division, correctly rounded as a
+    loop's; no check for zero: a zero divisor gives an infinity or NaN)."""
+    if not (isinstance(a, Vector) and a == b):
+        return None
+
+    def codegen(context, builder, signature, arguments):
+        return builder.fdiv(*arguments)
+
+    return a(a, b), codegen
+
+
+@intrinsic
 def multiply_add(typingctx, a, b, c):
     """``a * b + c``, lane by lane, fused where the CPU has FMA (LLVM's
     ``fmuladd``, as numba's ``contract`` fuses the loops' ``a * b + c``)."""
