@@ -4,16 +4,16 @@ the options its numba functions are compiled with, and the stamp of their
 cache (:class:`_KernelSources`).
 
 Each product writes rows of a result whose columns are contiguous, in tiles
-of rows by vectors of columns (:mod:`._numba_vectors`; two rows by four
-vectors for :func:`product_set`, four by two where four rows span two
-vectors, six by two for :func:`product_add`) whose
+of rows by vectors of columns (:mod:`._numba_vectors`; for
+:func:`product_set` two rows by four vectors, or four by two where four rows
+span two vectors; for :func:`product_add` six rows by two vectors) whose
 sums stay in registers over all the terms, as a BLAS kernel's do; then tiles
-of one vector, and the columns past the last whole vector one by one. A tile
-unrolls its rows and vectors into named variables, each a register. Every
-sum adds its terms in their plain order (no reassociation), ``a * b + c``
-fused where the CPU has FMA, so that a tile and a single column round alike.
-The columns each row or term touches are a slice ``lo:hi`` (a causal mask
-skips the columns whose terms are 0).
+of one vector (two rows, or eight), and the columns past the last whole
+vector one by one. A tile unrolls its rows and vectors into named variables,
+each a register. Every sum adds its terms in their plain order (no
+reassociation), ``a * b + c`` fused where the CPU has FMA, so that a tile
+and a single column round alike. The columns each row or term touches are a
+slice ``lo:hi`` (a causal mask skips the columns whose terms are 0).
 """
 
 # Authors: The skattn developers
@@ -452,14 +452,18 @@ def _add_tile(a, b, out, e, i, like):
 
 @numba.njit(inline="always", **JIT)
 def _add_vector(a, b, out, e, i, like):
-    """:func:`_add_tile` of one vector of columns."""
-    e0, e1, e2, e3, e4, e5 = _six_rows(e, a.shape[1])
-    s0 = load(out, e0, i)
-    s1 = load(out, e1, i)
-    s2 = load(out, e2, i)
-    s3 = load(out, e3, i)
-    s4 = load(out, e4, i)
-    s5 = load(out, e5, i)
+    """``out[r, i:i + lanes] += a[:, r] @ b[:, i:i + lanes]`` for the 8 rows
+    ``r`` from ``e`` (the last row of ``out`` in place of those past it,
+    computed once more): eight sums, as :func:`_add_tile`'s twelve, enough
+    to keep both of a core's FMA units busy over their latency."""
+    last = a.shape[1] - 1
+    e0, e1, e2, e3 = e, min(e + 1, last), min(e + 2, last), min(e + 3, last)
+    e4, e5 = min(e + 4, last), min(e + 5, last)
+    e6, e7 = min(e + 6, last), min(e + 7, last)
+    s0, s1 = load(out, e0, i), load(out, e1, i)
+    s2, s3 = load(out, e2, i), load(out, e3, i)
+    s4, s5 = load(out, e4, i), load(out, e5, i)
+    s6, s7 = load(out, e6, i), load(out, e7, i)
     for t in range(a.shape[0]):
         x = load(b, t, i)
         s0 = multiply_add(broadcast(a[t, e0], like), x, s0)
@@ -468,12 +472,16 @@ def _add_vector(a, b, out, e, i, like):
         s3 = multiply_add(broadcast(a[t, e3], like), x, s3)
         s4 = multiply_add(broadcast(a[t, e4], like), x, s4)
         s5 = multiply_add(broadcast(a[t, e5], like), x, s5)
+        s6 = multiply_add(broadcast(a[t, e6], like), x, s6)
+        s7 = multiply_add(broadcast(a[t, e7], like), x, s7)
     store(out, e0, i, s0)
     store(out, e1, i, s1)
     store(out, e2, i, s2)
     store(out, e3, i, s3)
     store(out, e4, i, s4)
     store(out, e5, i, s5)
+    store(out, e6, i, s6)
+    store(out, e7, i, s7)
 
 
 @numba.njit(**JIT)
@@ -495,7 +503,7 @@ def product_add(a, b, out, lo, hi):
             _add_tile(a, b, out, e, i, like)
         i += 2 * n
     while i + n <= stop:
-        for e in range(0, width, 6):
+        for e in range(0, width, 8):
             _add_vector(a, b, out, e, i, like)
         i += n
     for e in range(width):
