@@ -46,6 +46,7 @@ import numpy as np
 
 from ._numba_attention import (
     column_exponents,
+    scaled_into,
     scaled_values_into,
     values_within,
 )
@@ -266,33 +267,6 @@ def forward(q, k, v, lengths, causal, scale, start, stop, row_start, row_stop, o
 
 
 @numba.njit(**JIT)
-def _largest_square_norm(x):
-    """The largest ``sum over c of x[j, c] ** 2`` over the rows ``j`` of
-    ``x``, each sum in the order of its terms: four rows at a time, whose
-    sums' latencies overlap."""
-    zero = np.zeros(1, x.dtype)[0]
-    largest = zero
-    n_rows, width = x.shape
-    j0 = 0
-    while j0 + 4 <= n_rows:
-        s0 = s1 = s2 = s3 = zero
-        for c in range(width):
-            x0, x1, x2, x3 = x[j0, c], x[j0 + 1, c], x[j0 + 2, c], x[j0 + 3, c]
-            s0 += x0 * x0
-            s1 += x1 * x1
-            s2 += x2 * x2
-            s3 += x3 * x3
-        largest = max(largest, s0, s1, s2, s3)
-        j0 += 4
-    for j in range(j0, n_rows):
-        total = zero
-        for c in range(width):
-            total += x[j, c] * x[j, c]
-        largest = max(largest, total)
-    return largest
-
-
-@numba.njit(**JIT)
 def _recomputation_exceeds(q_t, n_rows, lse, k_norm, error_factor, error_max,
                            norms):  # fmt: skip
     """Whether the bound of the error of some recomputed score of the
@@ -339,6 +313,7 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, start, stop, d_
     lse_c = np.empty(rows, dtype)
     delta_c = np.empty(rows, dtype)
     norms = np.empty(rows, dtype)
+    key_norms = np.empty(n_keys_max, dtype)
     first = np.zeros(n_keys_max, np.int64)
     hi = np.zeros(n_keys_max, np.int64)
     zeros = np.zeros(max(rows, n_keys_max), np.int64)
@@ -348,7 +323,6 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, start, stop, d_
     values = np.full(rows, n_values, np.int64)
     for a in range(start, stop):
         n, h = a // n_heads, a % n_heads
-        k_norm = math.sqrt(_largest_square_norm(k[n, h]))  # all keys, as numpy's
         n_keys = lengths[n, h]
         d_qa, d_ka, d_va = d_q[n, h], d_k[n, h], d_v[n, h]
         zero_rows(d_ka, n_keys_max)  # the gradients' sums, and 0 for padded keys
@@ -356,7 +330,10 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, start, stop, d_
         if n_keys == 0:
             zero_rows(d_qa, n_queries)
             continue
-        scaled_rows(k[n, h], n_keys, scale, k_s)
+        # the keys times the scale, and their largest norm (all of them, as
+        # the numpy path's bound)
+        scaled_into(k[n, h], n_keys_max, scale, k_s, key_norms)
+        k_norm = math.sqrt(key_norms.max())
         for i0 in range(0, n_queries, rows):
             n_rows = min(rows, n_queries - i0)
             end = i0 + n_rows
