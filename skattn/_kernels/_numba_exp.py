@@ -2,8 +2,9 @@
 numba is installed): ``exp(min(x, 0))`` of shifted scores, Cephes' expf and
 exp written as one plain loop of arithmetic that LLVM vectorises (numba's
 ``np.exp`` calls the scalar libm exp without Intel's SVML), in 512-bit
-vectors where the CPU has them; and the forward pass's exponentials of a
-block of scores, shifted and summed in the same pass.
+vectors where the CPU has them; the forward pass's exponentials of a block
+of scores, shifted and summed in the same pass; and the backward pass's
+probabilities and scores' gradients of a block, in one pass.
 """
 
 # Authors: The skattn developers
@@ -61,8 +62,9 @@ def _vectors_of_512_bits(typingctx):
 
     On CPUs with AVX-512, LLVM's tuning prefers 256-bit vectors (numba has no
     per-function vector width): the exponential's loop runs about a third
-    faster in 512-bit ones. Kept out of line, so that the kernels that call it
-    keep their own width: the short kernel runs slower in 512-bit vectors.
+    faster in 512-bit ones. Kept out of line, so that the loops of the
+    kernels that call it keep the width LLVM chooses for them (the kernels'
+    explicit vectors, :mod:`._numba_vectors`, have the CPU's own width).
     Other CPUs ignore the attributes. llvmlite checks function attributes
     against a list without LLVM's string attributes, hence ``set.add``; an
     llvmlite whose attributes are no set compiles the function in the host's
@@ -193,7 +195,7 @@ def exp_summed_causal(block_t, offset, first, sums):
 
 
 @numba.njit(**JIT)
-def probabilities_and_gradients(block_t, d_block_t, lse, delta):
+def probabilities_from_scores(block_t, d_block_t, lse, delta):
     """A block of scores (keys, queries) becomes its probabilities,
     ``block_t[j, r] = exp(min(block_t[j, r] - lse[r], 0))``, and the
     products of its values by the outputs' gradients the scores' gradients,
@@ -207,8 +209,8 @@ def probabilities_and_gradients(block_t, d_block_t, lse, delta):
 
 
 @numba.njit(**JIT)
-def probabilities_and_gradients_causal(block_t, d_block_t, lse, delta, first):
-    """:func:`probabilities_and_gradients`, both 0 before ``first[j]`` (the
+def probabilities_from_scores_causal(block_t, d_block_t, lse, delta, first):
+    """:func:`probabilities_from_scores`, both 0 before ``first[j]`` (the
     queries key ``j`` follows), whose entries are not read."""
     _vectors_of_512_bits()
     zero = np.zeros(1, block_t.dtype)[0]  # in the blocks' dtype, as p

@@ -53,8 +53,8 @@ from ._numba_attention import (
 from ._numba_exp import (
     exp_summed,
     exp_summed_causal,
-    probabilities_and_gradients,
-    probabilities_and_gradients_causal,
+    probabilities_from_scores,
+    probabilities_from_scores_causal,
 )
 from ._numba_products import (
     JIT,
@@ -363,14 +363,14 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, start, stop, d_
             product_set(v[n, h, :n_k], d_out_t[:, :n_rows], ds, first, hi)
             lse_r, delta_r = lse_c[:n_rows], delta_c[:n_rows]
             if causal:
-                probabilities_and_gradients_causal(s, ds, lse_r, delta_r, first)
+                probabilities_from_scores_causal(s, ds, lse_r, delta_r, first)
             else:
-                probabilities_and_gradients(s, ds, lse_r, delta_r)
-            # dV += P^T dO, dK += dS^T (scale * q): tiles of 6 keys by the
+                probabilities_from_scores(s, ds, lse_r, delta_r)
+            # dV += P^T dO, dK += dS^T (scale * q): tiles of keys by the
             # head's features, each sum over the queries in order
             product_add(s.T, d_out_rows, d_va, zeros, values)
             product_add(ds.T, q_s[:n_rows], d_ka, zeros, dims)
-            # dQ = dS (scale * k): tiles of 6 queries by the head's features
+            # dQ = dS (scale * k): tiles of queries by the head's features
             d_q_rows = d_qa[i0:end]
             zero_rows(d_q_rows, n_rows)
             product_add(ds, k_s[:n_k], d_q_rows, zeros, dims)

@@ -31,9 +31,9 @@ from numba.extending import intrinsic, models, register_model
 
 
 def _target_vector_bits():
-    """512 where the CPU numba compiles for has AVX-512 (its target's
-    features: the host's, or ``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES``'),
-    else 256."""
+    """512 where the CPU numba compiles for has AVX-512, else 256: the
+    features of numba's target (the host's, or those ``NUMBA_CPU_NAME`` and
+    ``NUMBA_CPU_FEATURES`` name)."""
     try:
         from numba.core.registry import cpu_target
 

@@ -886,9 +886,9 @@ def test_probabilities_and_gradients_of_a_block_of_scores(dtype, causal):
     before = np.arange(19) < first[:, None]
     s[before], dp[before] = np.nan, np.inf
     if causal:
-        _numba_exp.probabilities_and_gradients_causal(s, dp, lse, delta, first)
+        _numba_exp.probabilities_from_scores_causal(s, dp, lse, delta, first)
     else:
-        _numba_exp.probabilities_and_gradients(s, dp, lse, delta)
+        _numba_exp.probabilities_from_scores(s, dp, lse, delta)
     assert_array_equal(s, np.where(before, 0.0, p_expected))
     assert_array_equal(dp, np.where(before, 0.0, ds_expected))
 
