@@ -210,18 +210,19 @@ def test_copy_rows_and_scaled_rows_read_every_layout(products, dtype, width, lay
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("width", [1, 3, 8, 17, 40])
-@pytest.mark.parametrize("n_rows", [0, 5, 16, 19])
+@pytest.mark.parametrize("width", [1, 3, 17, 40])
+@pytest.mark.parametrize("n_rows", [0, 16, 19])
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_transposed_into_transposes_the_first_rows_of_every_layout(
     products, dtype, width, n_rows, layout
 ):
     """``transposed_into`` writes ``x[:n_rows].T * scale`` into the first
     ``n_rows`` columns: square blocks of vectors shuffled in registers where
-    the rows of ``x`` are contiguous (16 rows: two blocks of float32, four
-    of float64; 40 columns: five or ten), then the columns and rows past the
-    blocks one by one; a transposed ``x``, one by one. The rest of the
-    output is left as it was."""
+    the rows of ``x`` are contiguous (16 rows: whole blocks of 4, 8 or 16
+    lanes; 19: three rows past them; 17 and 40 columns: whole blocks and
+    columns past them), then the columns and rows past the blocks one by
+    one; a transposed ``x``, one by one. The rest of the output is left as
+    it was."""
     rng = np.random.default_rng(1)
     tokens = rng.standard_normal((21, 3, width)).astype(dtype)  # (T, H, D)
     x = _head_in_layout(tokens, layout)
