@@ -25,7 +25,14 @@ import numba
 import numpy as np
 
 from ._numba_exp import exp_inplace, exp_summed, exp_summed_causal
-from ._numba_products import JIT, column_maxima, copy_rows, product_add, product_set
+from ._numba_products import (
+    JIT,
+    column_maxima,
+    copy_rows,
+    product_add,
+    product_set,
+    transposed_into,
+)
 from .blocks import KEYS, ROWS, SUM_FLOOR
 
 # The blocks of the forward pass's compiled loops: 256 query rows by 32 keys
@@ -144,9 +151,8 @@ def _rows_transposed(x, i0, n_rows, n_columns, buffer):
     multiplies it faster than the transposed view, in F order, of the rows;
     the compiled loops run over its padded columns)."""
     out = buffer[: x.shape[1] * n_columns].reshape(x.shape[1], n_columns)
-    for c in range(x.shape[1]):
-        for r in range(n_columns):
-            out[c, r] = x[i0 + r, c] if r < n_rows else 0.0
+    transposed_into(x[i0 : i0 + n_rows], n_rows, 1.0, out)
+    out[:, n_rows:] = 0.0
     return out
 
 
