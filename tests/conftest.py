@@ -62,6 +62,20 @@ def torch_threads_within_the_workers_share():
             torch.set_num_threads(share)
 
 
+def pytest_configure(config):
+    """Under pytest-xdist, each worker's BLAS and skattn's threads (which
+    follow the BLAS limit) compute on the worker's share of the cores, as
+    scikit-learn's conftest limits them. By default each worker takes every
+    core, and with 2 workers on 2 cores their threads wait for each other:
+    the cross-validated unions of test_compose.py took 5 to 15 times as
+    long. Tests of threads set their own limits (``threadpool_limits``)."""
+    n_workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if n_workers is not None:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(max(1, (os.cpu_count() or 1) // int(n_workers)))
+
+
 def pytest_sessionstart(session):
     """Under pytest-xdist, with numba, each worker first compiles its share of
     the compiled kernels (those of one dtype), which numba caches on disk,
