@@ -67,11 +67,15 @@ def pytest_configure(config):
     follow the BLAS limit) compute on the worker's share of the cores, as
     scikit-learn's conftest limits them. By default each worker takes every
     core, and with 2 workers on 2 cores their threads wait for each other:
-    the cross-validated unions of test_compose.py took 5 to 15 times as
-    long. Tests of threads set their own limits (``threadpool_limits``)."""
+    the cross-validated unions of test_compose.py took 3 to 15 times as
+    long. The limit holds for the libraries loaded when it is set: skattn is
+    imported first, with scipy's BLAS and scikit-learn's OpenMP. Tests of
+    threads set their own limits (``threadpool_limits``)."""
     n_workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if n_workers is not None:
         from threadpoolctl import threadpool_limits
+
+        import skattn  # noqa: F401  (loads scipy's BLAS and scikit-learn's OpenMP)
 
         threadpool_limits(max(1, (os.cpu_count() or 1) // int(n_workers)))
 
