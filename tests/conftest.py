@@ -63,14 +63,14 @@ def torch_threads_within_the_workers_share():
 
 
 def pytest_configure(config):
-    """Under pytest-xdist, each worker's BLAS and skattn's threads (which
-    follow the BLAS limit) compute on the worker's share of the cores, as
-    scikit-learn's conftest limits them. By default each worker takes every
-    core, and with 2 workers on 2 cores their threads wait for each other:
-    the cross-validated unions of test_compose.py took 3 to 15 times as
-    long. The limit holds for the libraries loaded when it is set: skattn is
-    imported first, with scipy's BLAS and scikit-learn's OpenMP. Tests of
-    threads set their own limits (``threadpool_limits``)."""
+    """Under pytest-xdist, each worker's BLAS and OpenMP libraries and
+    skattn's threads (which follow the BLAS limit) compute on the worker's
+    share of the cores, as scikit-learn's conftest limits them. By default
+    each worker takes every core, and with 2 workers on 2 cores their threads
+    wait for each other: the cross-validated unions of test_compose.py took
+    3 to 15 times as long. The limit holds for the libraries loaded when it
+    is set: skattn is imported first, with scipy's BLAS and scikit-learn's
+    OpenMP. Tests of threads set their own limits (``threadpool_limits``)."""
     n_workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if n_workers is not None:
         from threadpoolctl import threadpool_limits

@@ -50,9 +50,10 @@ BACKWARD_ROWS = 64
 # The passes over one attention and over one block of its rows, each called
 # from one place, are inlined into their caller by numba rather than compiled
 # as functions of their own: numba optimises and compiles each function with
-# everything it calls, so that each level of calls compiled the blocked
-# kernels' products and exponentials again (a fifth less compilation time for
-# the blocked passes, the same machine code: same bits, same speed).
+# everything it calls, so that each level of calls of its own would compile
+# the products and exponentials below it again (benchmarks/compile_time.py
+# measures the compilation). The machine code is the same: same bits, same
+# speed.
 INLINED = dict(JIT, inline="always")
 
 
