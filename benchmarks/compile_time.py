@@ -5,8 +5,9 @@ the kernels it runs, and every run of the test suite from a clean checkout
 compiles them all (each pytest-xdist worker one dtype,
 ``tests/conftest.py``): their compilation time is a cost of its own, apart
 from their speed. Each repeat runs one fresh process per dtype with an empty
-numba cache (a temporary ``NUMBA_CACHE_DIR``), which compiles the kernels in
-this order, on small arrays, and prints the seconds of each:
+numba cache (a temporary ``NUMBA_CACHE_DIR``), which compiles the kernels as
+the test suite does when it starts (``skattn._kernels.warm_up``), in this
+order, on small arrays, and prints the seconds of each:
 
 - ``short forward``, ``short backward``: the short kernels
   (``compiled.forward``/``backward`` with the short kernel chosen);
@@ -44,66 +45,33 @@ from pathlib import Path
 
 from _machine import machine_lines  # benchmarks/_machine.py
 
+from skattn._kernels.warm_up import KERNELS
+
 CHECKOUT = Path(__file__).resolve().parent.parent
 
-KERNELS = [
-    "short forward",
-    "short backward",
-    "blocked forward",
-    "blocked backward",
-    "banded forward",
-    "banded backward",
-    "layer norm",
-    "threshold statistics",
-]
 
-# Run in a fresh process: compiles every kernel of one dtype (sys.argv[1]),
-# prints {kernel: seconds} and the seconds spent in LLVM, as JSON.
+# Run in a fresh process: compiles every kernel of one dtype (sys.argv[1]) as
+# the test suite does, prints {kernel: seconds} and the seconds spent in LLVM,
+# as JSON.
 CHILD = """
 import json, sys, time
 import numpy as np
 from numba.core import event
-from skattn._kernels import compiled, compiled_banded
-from skattn._kernels.band import band_offsets
+from skattn._kernels.warm_up import compile_kernels
 
-assert compiled.kernels() is not None, "numba is not installed"
-dtype = np.dtype(sys.argv[1]).type
 llvm = event.TimingListener()
 event.register("numba:llvm_lock", llvm)
 seconds = {}
 
 
-def timed(name, function):
+def timed(name, function, *arguments):
     start = time.perf_counter()
-    result = function()
+    result = function(*arguments)
     seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start
     return result
 
 
-rng = np.random.default_rng(0)
-q, k, v, d_out = (rng.standard_normal((2, 2, 40, 8)).astype(dtype) for _ in "qkvd")
-lengths = np.full((2, 2), 40, np.int64)
-for kernel in ("short", "blocked"):
-    compiled._FORWARD_KERNEL = compiled._BACKWARD_KERNEL = kernel
-    out, lse = timed(f"{kernel} forward",
-                     lambda: compiled.forward(q, k, v, lengths, False, 0.3))
-    delta = np.sum(d_out * out, axis=-1)
-    timed(f"{kernel} backward", lambda: compiled.backward(
-        d_out, q, k, v, lse, delta, lengths, False, 0.3, 2.0**-10))
-q, k, v, d_out = (a[:, 0] for a in (q, k, v, d_out))
-offsets = band_offsets(3, n_queries=40, n_keys=40)
-for glob in (None, np.zeros(2, np.int64)):
-    out, lse = timed("banded forward", lambda: compiled_banded.banded_forward(
-        q, k, v, lengths[:, 0], glob, offsets, False, 0.3))
-    timed("banded backward", lambda: compiled_banded.banded_backward(
-        d_out, q, k, v, out, lse, lengths[:, 0], glob, offsets, False, 0.3))
-weight, bias = np.ones(8, dtype), np.zeros(8, dtype)
-_, x_hat, inv_std = timed("layer norm",
-                          lambda: compiled.layer_norm_forward(q, weight, bias, 1e-5))
-timed("layer norm", lambda: compiled.layer_norm_backward(d_out, weight, x_hat, inv_std))
-for stretch in (False, True):
-    timed("threshold statistics", lambda: compiled.threshold_statistics(
-        q, lengths[:, 0], np.zeros((3, 8), dtype), stretch))
+compile_kernels(np.dtype(sys.argv[1]).type, timed)
 json.dump({"seconds": seconds, "llvm": llvm.duration}, sys.stdout)
 """
 
@@ -159,7 +127,7 @@ def main(argv=None):
         cells = [f"{median:.1f}" for median in medians]
         print(f"| {label} | " + " | ".join(cells) + " |")
 
-    for kernel in KERNELS:
+    for kernel in KERNELS:  # one list with the test suite's warm-up
         row(kernel, lambda run, kernel=kernel: run["seconds"][kernel])
     row("total", lambda run: sum(run["seconds"].values()))
     row("of which LLVM", lambda run: run["llvm"])

@@ -91,7 +91,7 @@ def pytest_sessionstart(session):
 
     if worker is None or not compiled.enabled():  # no numba, or SKATTN_COMPILED=0
         return
-    from helpers import compile_kernels
+    from skattn._kernels.warm_up import compile_kernels
 
     index = int(worker.removeprefix("gw"))
     count = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])

@@ -234,43 +234,6 @@ def reference_batched(q, k, v, mask=None, causal=False, scale=None):
     return out, weights
 
 
-def compile_kernels(dtype):
-    """Run each compiled kernel (numba's, the [fast] extra) once on small
-    arrays of ``dtype``, so that numba compiles the signatures the suite runs
-    and caches them (conftest.py, ``pytest_sessionstart``)."""
-    from skattn._kernels import compiled, compiled_banded
-    from skattn._kernels.band import band_offsets
-
-    rng = np.random.default_rng(0)
-    q, k, v, d_out = (rng.standard_normal((2, 2, 40, 8)).astype(dtype) for _ in "qkvd")
-    lengths = np.full((2, 2), 40, np.int64)
-    saved = compiled._FORWARD_KERNEL, compiled._BACKWARD_KERNEL
-    try:
-        for kernel in ("short", "blocked"):
-            compiled._FORWARD_KERNEL = compiled._BACKWARD_KERNEL = kernel
-            out, lse = compiled.forward(q, k, v, lengths, False, 0.3)
-            delta = np.sum(d_out * out, axis=-1)
-            compiled.backward(d_out, q, k, v, lse, delta, lengths, False, 0.3, 2.0**-10)
-    finally:
-        compiled._FORWARD_KERNEL, compiled._BACKWARD_KERNEL = saved
-    q, k, v, d_out = (a[:, 0] for a in (q, k, v, d_out))  # (B, T, D)
-    offsets = band_offsets(3, n_queries=40, n_keys=40)
-    band_lengths = lengths[:, 0]
-    for glob in (None, np.zeros(2, np.int64)):
-        out, lse = compiled_banded.banded_forward(
-            q, k, v, band_lengths, glob, offsets, False, 0.3
-        )
-        compiled_banded.banded_backward(
-            d_out, q, k, v, out, lse, band_lengths, glob, offsets, False, 0.3
-        )
-    weight, bias = np.ones(8, dtype), np.zeros(8, dtype)
-    _, x_hat, inv_std = compiled.layer_norm_forward(q, weight, bias, 1e-5)
-    compiled.layer_norm_backward(d_out, weight, x_hat, inv_std)
-    thresholds = np.zeros((3, 8), dtype)
-    for longest_stretch in (False, True):
-        compiled.threshold_statistics(q, band_lengths, thresholds, longest_stretch)
-
-
 def assert_equals_the_dense_kernel(result, q, k, v, allowed, dropout):
     """A sparse kernel's ``(out, lse, weights)`` against the dense kernel
     given the pattern as its mask ``allowed``: outputs, weights (zero outside

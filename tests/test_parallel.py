@@ -11,6 +11,7 @@ multithreaded BLAS shows in its result bits.
 """
 
 import itertools
+import os
 import threading
 
 import numpy as np
@@ -511,3 +512,18 @@ def test_a_child_forked_during_another_threads_computation_has_the_users_limits(
             release.set()
             worker.join(TIMEOUT)
         assert before == after == users
+
+
+@pytest.mark.skipif(
+    "PYTEST_XDIST_WORKER_COUNT" not in os.environ, reason="not under pytest-xdist"
+)
+def test_xdist_workers_limit_every_thread_library_to_their_share():
+    """conftest.py's limit reaches scipy's BLAS and scikit-learn's OpenMP,
+    which load after numpy's: a worker's libraries (torch's aside, which the
+    torch fixture limits) never run more threads than its share of the
+    cores."""
+    n_workers = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    share = max(1, (os.cpu_count() or 1) // n_workers)
+    libraries = [info for info in threadpool_info() if "torch" not in info["filepath"]]
+    assert {info["internal_api"] for info in libraries} >= {"openblas", "openmp"}
+    assert all(info["num_threads"] <= share for info in libraries), libraries

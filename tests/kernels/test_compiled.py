@@ -1112,3 +1112,27 @@ def test_layer_norm_runs_compiled_where_it_applies(monkeypatch):
     _, cache = layer_norm_forward(x, weight, bias)
     layer_norm_backward(x, weight, cache)
     assert calls == []
+
+
+@needs_numba
+def test_warm_up_runs_every_kernel_in_the_order_it_names():
+    from skattn._kernels import warm_up
+
+    calls = []
+
+    def timed(name, function, *arguments):
+        calls.append(name)
+        return function(*arguments)
+
+    warm_up.compile_kernels(np.float32, timed)
+    assert list(dict.fromkeys(calls)) == list(warm_up.KERNELS)
+    # the banded passes without and with a global token, both statistics
+    assert calls.count("banded forward") == calls.count("threshold statistics") == 2
+
+
+def test_warm_up_refuses_kernels_that_are_off(monkeypatch):
+    from skattn._kernels import warm_up
+
+    monkeypatch.setattr(compiled, "_DISABLED", True)
+    with pytest.raises(RuntimeError, match="compiled kernels are off"):
+        warm_up.compile_kernels(np.float32)
