@@ -28,7 +28,9 @@
   ``_numba_layer_norm``): the attention's forward and backward passes fused
   and compiled with numba, where it is installed (the ``[fast]`` extra), for
   the cases the model computes, and the model's layer norm; the numpy path is
-  the reference, and runs everything else.
+  the reference, and runs everything else. ``warm_up`` runs each compiled
+  kernel once, so that numba compiles and caches it (the test suite's start,
+  ``benchmarks/compile_time.py``).
 - ``checks``: the checks of the public kernels' arguments; ``blocks``: the
   block sizes the compiled kernels and their numba loops share.
 
