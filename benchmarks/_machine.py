@@ -6,7 +6,9 @@
 import datetime
 import os
 import platform
+import statistics
 import sys
+import time
 
 import numpy as np
 import scipy
@@ -83,10 +85,45 @@ def products_choice():
     )
 
 
+def _spin(n_steps):
+    total = 0
+    for step in range(n_steps):
+        total += step
+    return total
+
+
+def cpu_speeds(repeats=3, n_steps=300_000):
+    """Each CPU's time for one fixed loop of Python, the calling thread
+    pinned to that CPU (the CPUs in turn, ``repeats`` times; medians in ms),
+    as a line: on a VM the CPUs may run at different speeds at one moment
+    (the hypervisor shares them), so that work split evenly between two
+    threads ends when the slower CPU's share does. "unknown" where the OS
+    cannot pin a thread (``os.sched_setaffinity``)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return "per-CPU speed: unknown"
+    allowed = os.sched_getaffinity(0)
+    times = {cpu: [] for cpu in sorted(allowed)}
+    try:
+        for _ in range(repeats):
+            for cpu, measured in times.items():
+                os.sched_setaffinity(0, {cpu})
+                start = time.perf_counter()
+                _spin(n_steps)
+                measured.append(time.perf_counter() - start)
+    finally:
+        os.sched_setaffinity(0, allowed)
+    speeds = ", ".join(
+        f"cpu{cpu} {statistics.median(measured) * 1e3:.1f}"
+        for cpu, measured in times.items()
+    )
+    return f"per-CPU speed (ms of one Python loop, each CPU pinned in turn): {speeds}"
+
+
 def machine_lines():
     """Date, machine (the CPU and its vector instructions), library versions,
-    thread libraries (the BLAS kernel they run), thread settings, and a note
-    where the BLAS kernel is narrower than the CPU's vectors."""
+    thread libraries (the BLAS kernel they run), thread settings, each CPU's
+    speed at the start (:func:`cpu_speeds`), and a note where the BLAS kernel
+    is narrower than the CPU's vectors."""
     libraries = [
         f"{os.path.basename(os.path.dirname(i['filepath']))}: {i['internal_api']} "
         f"{i['version']} ({i.get('architecture')}, {i['num_threads']} threads)"
@@ -108,4 +145,5 @@ def machine_lines():
         + (f"; torch {torch.__version__}" if torch else ""),
         f"thread libraries: {'; '.join(libraries) or 'none'}",
         environment,
+        cpu_speeds(),
     ] + [note for note in [blas_note()] if note]

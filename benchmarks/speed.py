@@ -10,7 +10,14 @@ Reference shapes (batch B, tokens T, width d, heads h; float32)::
 
 For each shape and thread count, in one process, after one warm-up call each, the
 implementations run alternately (the order rotates every repetition) and the median
-time is reported:
+time is reported. In each repetition an implementation's timed call follows
+``--settle`` untimed calls of its own (default 1): a call right after another
+implementation's runs beside that one's threads, which go on spinning for a while
+after their call (torch's OpenMP workers), so that its time measured the order of
+the implementations rather than their speed (S1 at two threads on a 2-vCPU Intel
+Xeon: skattn's first call after torch's 10.7 and 11.0 ms, its next three 7.5 to 7.9;
+torch's first after skattn's 8.6, its next 7.0). ``--settle 0`` times every call,
+as a program alternating the two libraries would see them:
 
 - ``skattn mha``: ``skattn.multi_head_attention`` with Q/K/V and output projections,
   on the compiled kernels where numba is installed (the ``[fast]`` extra);
@@ -97,6 +104,7 @@ from functools import cache
 
 import numpy as np
 from _machine import (
+    cpu_speeds,
     machine_lines,
     numba_target,
     products_choice,
@@ -342,15 +350,19 @@ def train_cases(x, y, n_heads, batch_size, impls):
     return {i: lambda f=fits[i]: f(x, y, n_heads, batch_size) for i in impls}
 
 
-def time_cases(cases, n_threads, repeats):
-    """Median seconds of each case; the implementations alternate."""
+def time_cases(cases, n_threads, repeats, settle=1):
+    """Median seconds of each case; the implementations alternate, each timed
+    call after ``settle`` untimed ones of its own where there are several."""
     names, times = list(cases), {name: [] for name in cases}
+    settle = settle if len(names) > 1 else 0
     with set_threads(n_threads):
         for case in cases.values():
             case()  # warm-up
         for rep in range(repeats):
             shift = rep % len(names)  # rotate the order
             for name in names[shift:] + names[:shift]:
+                for _ in range(settle):  # the implementation before stops its threads
+                    cases[name]()
                 start = time.perf_counter()
                 cases[name]()
                 times[name].append(time.perf_counter() - start)
@@ -449,7 +461,7 @@ def speed(args, torch_impls):
         with set_threads(args.threads[0]):
             notes.append(f"{name} max abs diff to skattn mha: {verify(cases)}")
         for n_threads in args.threads:
-            times = time_cases(cases, n_threads, args.repeats)
+            times = time_cases(cases, n_threads, args.repeats, args.settle)
             refs = [times.get("torch-fast"), times.get("torch-nofast")]
             for impl, seconds in times.items():
                 ratios = " | ".join(f"{seconds / r:.2f}" if r else "-" for r in refs)
@@ -473,7 +485,7 @@ def train(args, torch_impls):
         for batch_size in batch_sizes:
             cases = train_cases(x, y, shape[3], batch_size, impls)
             for n_threads in args.threads:
-                times = time_cases(cases, n_threads, args.repeats)
+                times = time_cases(cases, n_threads, args.repeats, args.settle)
                 for impl, seconds in times.items():
                     torch_s = times.get("torch")
                     ratio = f"{seconds / torch_s:.2f}" if torch_s else "-"
@@ -541,6 +553,12 @@ def parse_args(argv=None):
         help="thread counts (default 1,2); --memory uses the first",
     )
     add("--repeats", type=int, default=5, help="timed runs per case (median)")
+    add(
+        "--settle",
+        type=int,
+        default=1,
+        help="untimed calls of each implementation before its timed one (default 1)",
+    )
     add("--memory", action="store_true", help="peak RSS, each case in a subprocess")
     add("--train", action="store_true", help="one Adam epoch against torch autograd")
     add(
@@ -598,6 +616,8 @@ def main(argv=None):
         train(args, torch_impls)
     else:
         speed(args, torch_impls)
+    if not args.memory:
+        print(f"\nat the end: {cpu_speeds()}")
 
 
 if __name__ == "__main__":
