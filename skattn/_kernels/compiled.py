@@ -111,6 +111,15 @@ SHORT_MAX_KEYS = 128
 SHORT_BACKWARD_MIN_KEYS = 8
 BLOCKED_BACKWARD_MAX_HEAD_DIM = 32
 
+# A task of the compiled attention goes to another thread only where each
+# thread gets at least this many floating-point operations of the attention's
+# products: handing a task to a waiting thread (its wake-up, and the inputs'
+# move to that core's caches) cost 0.1 to 0.4 ms on a 2-vCPU VM, as long as
+# 5 to 10 million such operations; below, the calling thread computes alone,
+# as fast as two threads or faster (one Adam epoch on batches of 16 and 32
+# sequences of 32 tokens; batches of 48 gain from the second thread).
+MIN_TASK_FLOPS = 12e6
+
 # Set by the tests: "short" or "blocked" runs that forward (or backward)
 # kernel at every size; None leaves the choice to forward_kernel() (or
 # backward_kernel()).
@@ -463,6 +472,19 @@ def _empty_in_order_of(array, shape):
     return out
 
 
+def workers_for(flops):
+    """How many threads compute a call of ``flops`` floating-point operations
+    of products: :func:`skattn._parallel.parallel_workers`, at most one per
+    ``MIN_TASK_FLOPS``, at least one. Results do not depend on it: each
+    attention is computed by itself, whichever task holds it."""
+    from .._parallel import parallel_workers
+
+    n_workers = parallel_workers()
+    if MIN_TASK_FLOPS > 0:  # the tests set 0: every call split
+        n_workers = min(n_workers, int(flops // MIN_TASK_FLOPS))
+    return max(1, n_workers)
+
+
 def _as_4d(array):
     """``(N, H, T, D)``: a batch of one axis gets a head axis of 1."""
     return array if array.ndim == 4 else array[:, None]
@@ -511,8 +533,6 @@ def forward(q, k, v, lengths, causal, scale):
         dtype's largest number, NaN included (``RANGE_CEILING``; the numpy
         path computes them divided by powers of two).
     """
-    from .._parallel import parallel_workers
-
     dtype = q.dtype
     out = _empty_in_order_of(q, q.shape[:-1] + (v.shape[-1],))
     lse = np.empty(q.shape[:-1], dtype=dtype)
@@ -524,7 +544,9 @@ def forward(q, k, v, lengths, causal, scale):
     n_attentions = q4.shape[0] * q4.shape[1]
     exceeded = np.zeros(1, dtype=np.bool_)  # set by any task, read after all
     inputs = (q4, k4, v4, lengths2, causal, scale)
-    tasks = _tasks(n_attentions, q.shape[-2], parallel_workers())
+    n_queries, n_keys = q.shape[-2], k.shape[-2]
+    flops = 2 * n_attentions * n_queries * n_keys * (q.shape[-1] + v.shape[-1])
+    tasks = _tasks(n_attentions, n_queries, workers_for(flops))
     checks = (exceeded, RANGE_CEILING[dtype.itemsize])
     calls = [
         (*inputs, attentions.start, attentions.stop, rows.start, rows.stop, out4, lse3,
@@ -567,8 +589,6 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, error_max):
         kernel, or where some attention's bound exceeds ``error_max`` (the
         numpy path then normalises its rows from their own scores).
     """
-    from .._parallel import parallel_workers
-
     dtype = q.dtype
     # a gradient of another dtype (a float64 loss of float32 outputs) is
     # rounded to the attention's, in which its gradients are returned
@@ -587,9 +607,18 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, error_max):
     # the gradients of a key accumulate over all queries: whole attentions
     inputs = (d_out4, q4, k4, v4, lse3, delta3, lengths2, causal, scale)
     checks = (exceeded, error_factor, float(error_max))
+    # five products: the scores again, and the gradients of the values, the
+    # probabilities, the queries and the keys
+    flops = (
+        2
+        * n_attentions
+        * q.shape[-2]
+        * k.shape[-2]
+        * (3 * q.shape[-1] + 2 * v.shape[-1])
+    )
     calls = [
         (*inputs, attentions.start, attentions.stop, d_q4, d_k4, d_v4, *checks)
-        for attentions, _ in _tasks(n_attentions, 0, parallel_workers())
+        for attentions, _ in _tasks(n_attentions, 0, workers_for(flops))
     ]
     if backward_kernel(k.shape[-2], q.shape[-1]) == "blocked":
         function = kernels().backward

@@ -10,7 +10,7 @@ full attention's."""
 
 import numpy as np
 
-from .compiled import _read_only, _run, _tasks, enabled, prefix_lengths
+from .compiled import _read_only, _run, _tasks, enabled, prefix_lengths, workers_for
 
 
 def banded_lengths(q, k, v, mask, dropout, return_weights, global_index):
@@ -76,7 +76,6 @@ def banded_forward(q, k, v, lengths, global_index, offsets, causal, scale):
         :func:`skattn._kernels.banded.banded_forward` computes them; None
         where numba fails to compile the kernel.
     """
-    from .._parallel import parallel_workers
     from . import _numba_banded
 
     dtype = q.dtype
@@ -87,9 +86,12 @@ def banded_forward(q, k, v, lengths, global_index, offsets, causal, scale):
     out = np.empty((n_batch, n_queries, v.shape[-1]), dtype=dtype)
     lse = np.empty((n_batch, n_queries), dtype=dtype)
     inputs = (q, k, v, lengths, glob, offsets, causal, dtype.type(scale))
+    # each query's products with its band's keys (and the global token's)
+    per_dim = 2 * n_batch * n_queries * (len(offsets) + 1)
+    n_workers = workers_for(per_dim * (q.shape[-1] + v.shape[-1]))
     calls = [
         (*inputs, attentions.start, attentions.stop, rows.start, rows.stop, out, lse)
-        for attentions, rows in _tasks(n_batch, n_queries, parallel_workers())
+        for attentions, rows in _tasks(n_batch, n_queries, n_workers)
     ]
     if _run(_numba_banded.forward, calls, parallel=True) is None:
         return None
@@ -116,7 +118,6 @@ def banded_backward(
         Of the shapes of q, k, v; None where numba fails to compile the
         kernels.
     """
-    from .._parallel import parallel_workers
     from . import _numba_banded
 
     dtype = q.dtype
@@ -132,11 +133,16 @@ def banded_backward(
     global_probs = np.zeros((n_batch, n_keys), dtype=dtype)
     global_d_scores = np.zeros_like(global_probs)
     kept = (probs, d_scores, global_probs, global_d_scores)
-    n_workers = parallel_workers()
+    # the queries' pass: their scores again, and the gradients of the
+    # probabilities and of the queries; the keys' pass: of the keys and values
+    per_dim = 2 * n_batch * n_queries * n_columns
+    dims_q, dims_v = q.shape[-1], v.shape[-1]
     inputs = (d_out, q, k, v, out, lse, lengths, glob, offsets, causal, scale)
     calls = [
         (*inputs, attentions.start, attentions.stop, rows.start, rows.stop, d_q, *kept)
-        for attentions, rows in _tasks(n_batch, n_queries, n_workers)
+        for attentions, rows in _tasks(
+            n_batch, n_queries, workers_for(per_dim * (2 * dims_q + dims_v))
+        )
     ]
     if _run(_numba_banded.backward_queries, calls, parallel=True) is None:
         return None
@@ -152,7 +158,9 @@ def banded_backward(
             d_k,
             d_v,
         )
-        for attentions, rows in _tasks(n_batch, n_keys, n_workers)
+        for attentions, rows in _tasks(
+            n_batch, n_keys, workers_for(per_dim * (dims_q + dims_v))
+        )
     ]
     if _run(_numba_banded.backward_keys, calls, parallel=True) is None:
         return None

@@ -19,7 +19,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from threadpoolctl import threadpool_limits
 
 import skattn
-from skattn import AttentionClassifier, AttentionTransformer
+from skattn import AttentionClassifier, AttentionTransformer, _parallel
 from skattn._kernels import compiled
 from skattn._kernels.attention import attention_forward
 from skattn._kernels.attention_backward import attention_backward
@@ -938,6 +938,7 @@ def test_compiled_results_do_not_depend_on_the_threads(monkeypatch, causal):
     """Bit for bit on one and two threads: each attention is one task's, in
     blocks that start at its first query and key."""
     monkeypatch.setattr(compiled, "_DISABLED", False)
+    monkeypatch.setattr(compiled, "MIN_TASK_FLOPS", 0)  # split however small
     rng = np.random.default_rng(0)
     q, k, v, d_out, padding = random_attention(rng, np.float32, shape=(1, 1, 300, 8))
     results = []
@@ -950,6 +951,47 @@ def test_compiled_results_do_not_depend_on_the_threads(monkeypatch, causal):
         results.append((out, lse, *grads))
     for one, two in zip(*results, strict=True):
         assert_array_equal(one, two)
+
+
+def test_attention_goes_to_another_thread_only_in_tasks_worth_a_hand_off(
+    monkeypatch,
+):
+    """One thread per MIN_TASK_FLOPS of products, at most the workers the BLAS
+    limit allows, at least one; MIN_TASK_FLOPS = 0 splits every call."""
+    monkeypatch.setattr(_parallel, "parallel_workers", lambda: 4)
+    floor = compiled.MIN_TASK_FLOPS
+    counts = [compiled.workers_for(f * floor) for f in (0, 1.99, 2, 3.5, 100)]
+    assert counts == [1, 1, 2, 3, 4]
+    monkeypatch.setattr(compiled, "MIN_TASK_FLOPS", 0)
+    assert compiled.workers_for(1) == 4
+
+
+@needs_numba
+@pytest.mark.parametrize("n_tokens, split", [(64, False), (256, True)])
+def test_small_attentions_run_in_the_calling_thread(monkeypatch, n_tokens, split):
+    """On two threads, a call of a few million operations (a sequence of 64
+    tokens) is computed by the calling thread alone; one of 34 million (two
+    of 256) is split between the threads, forward and backward."""
+    monkeypatch.setattr(compiled, "_DISABLED", False)
+    monkeypatch.setattr(_parallel, "_available_cpus", lambda: 2)
+    shared = []
+    real_map = _parallel._shared_map
+
+    def counted(function, tasks, n_workers):
+        shared.append(len(tasks))
+        return real_map(function, tasks, n_workers)
+
+    monkeypatch.setattr(_parallel, "_shared_map", counted)
+    rng = np.random.default_rng(0)
+    q, k, v, d_out = (
+        rng.standard_normal((2, 4, n_tokens, 16)).astype(np.float32) for _ in "qkvd"
+    )
+    lengths = np.full((2, 4), n_tokens)
+    with threadpool_limits(2):
+        out, lse = compiled.forward(q, k, v, lengths, False, 0.25)
+        delta = (d_out * out).sum(-1)
+        compiled.backward(d_out, q, k, v, lse, delta, lengths, False, 0.25, 2.0**-10)
+    assert shared == ([2, 2] if split else [])
 
 
 @needs_numba
