@@ -111,14 +111,21 @@ SHORT_MAX_KEYS = 128
 SHORT_BACKWARD_MIN_KEYS = 8
 BLOCKED_BACKWARD_MAX_HEAD_DIM = 32
 
-# A task of the compiled attention goes to another thread only where each
-# thread gets at least this many floating-point operations of the attention's
-# products: handing a task to a waiting thread (its wake-up, and the inputs'
-# move to that core's caches) cost 0.1 to 0.4 ms on a 2-vCPU VM, as long as
-# 5 to 10 million such operations; below, the calling thread computes alone,
-# as fast as two threads or faster (one Adam epoch on batches of 16 and 32
-# sequences of 32 tokens; batches of 48 gain from the second thread).
+# A call of the compiled attention is split into tasks for other threads only
+# where each task holds at least MIN_TASK_FLOPS floating-point operations of
+# the attention's products: handing a task to a waiting thread (its wake-up,
+# and the inputs' move to that core's caches) cost 0.1 to 0.4 ms on a 2-vCPU
+# VM, as long as 5 to 10 million such operations; below, the calling thread
+# computes alone, as fast as two threads or faster (one Adam epoch on batches
+# of 16 and 32 sequences of 32 tokens; batches of 48 gain from the second
+# thread). Above, a call makes up to TASKS_PER_WORKER tasks a thread, which
+# the threads take one after another, so that a faster core takes more of
+# them: the cores of a VM, or a CPU's performance and efficiency cores, run
+# at different speeds, and an even split ends when the slowest core's half
+# does (one sequence of 8,192 tokens on two threads whose cores differed by a
+# third: 162 to 166 ms in 8 tasks against 200 in 2; as fast with equal cores).
 MIN_TASK_FLOPS = 12e6
+TASKS_PER_WORKER = 4
 
 # Set by the tests: "short" or "blocked" runs that forward (or backward)
 # kernel at every size; None leaves the choice to forward_kernel() (or
@@ -472,17 +479,22 @@ def _empty_in_order_of(array, shape):
     return out
 
 
-def workers_for(flops):
-    """How many threads compute a call of ``flops`` floating-point operations
-    of products: :func:`skattn._parallel.parallel_workers`, at most one per
-    ``MIN_TASK_FLOPS``, at least one. Results do not depend on it: each
-    attention is computed by itself, whichever task holds it."""
+def task_count(flops):
+    """Into how many tasks a call of ``flops`` floating-point operations of
+    products is split (``MIN_TASK_FLOPS``): one, which the calling thread
+    computes, on one worker (:func:`skattn._parallel.parallel_workers`) or
+    for less than two tasks' work; else ``TASKS_PER_WORKER`` a worker, at most
+    one per ``MIN_TASK_FLOPS``. Results do not depend on it: each attention
+    is computed by itself, whichever task holds it."""
     from .._parallel import parallel_workers
 
     n_workers = parallel_workers()
+    if n_workers == 1:
+        return 1
+    n_tasks = TASKS_PER_WORKER * n_workers
     if MIN_TASK_FLOPS > 0:  # the tests set 0: every call split
-        n_workers = min(n_workers, int(flops // MIN_TASK_FLOPS))
-    return max(1, n_workers)
+        n_tasks = min(n_tasks, int(flops // MIN_TASK_FLOPS))
+    return max(1, n_tasks)
 
 
 def _as_4d(array):
@@ -490,20 +502,20 @@ def _as_4d(array):
     return array if array.ndim == 4 else array[:, None]
 
 
-def _tasks(n_attentions, n_queries, n_workers):
-    """``(attentions, query rows)`` of each task, as slices: ranges of whole
-    attentions, or, with fewer attentions than workers, of whole blocks of
-    ``ROWS`` queries of each."""
+def _tasks(n_attentions, n_queries, n_tasks):
+    """``(attentions, query rows)`` of about ``n_tasks`` tasks, as slices:
+    ranges of whole attentions, or, with fewer attentions than tasks, of whole
+    blocks of ``ROWS`` queries of each."""
     if n_attentions == 0:
         return []
-    if n_attentions >= n_workers or n_queries <= ROWS:
-        per_task = -(-n_attentions // n_workers)
+    if n_attentions >= n_tasks or n_queries <= ROWS:
+        per_task = -(-n_attentions // n_tasks)
         return [
             (slice(start, min(start + per_task, n_attentions)), slice(0, n_queries))
             for start in range(0, n_attentions, per_task)
         ]
     n_blocks = -(-n_queries // ROWS)
-    per_task = ROWS * -(-n_blocks // -(-n_workers // n_attentions))
+    per_task = ROWS * -(-n_blocks // -(-n_tasks // n_attentions))
     return [
         (slice(a, a + 1), slice(start, min(start + per_task, n_queries)))
         for a in range(n_attentions)
@@ -546,7 +558,7 @@ def forward(q, k, v, lengths, causal, scale):
     inputs = (q4, k4, v4, lengths2, causal, scale)
     n_queries, n_keys = q.shape[-2], k.shape[-2]
     flops = 2 * n_attentions * n_queries * n_keys * (q.shape[-1] + v.shape[-1])
-    tasks = _tasks(n_attentions, n_queries, workers_for(flops))
+    tasks = _tasks(n_attentions, n_queries, task_count(flops))
     checks = (exceeded, RANGE_CEILING[dtype.itemsize])
     calls = [
         (*inputs, attentions.start, attentions.stop, rows.start, rows.stop, out4, lse3,
@@ -618,7 +630,7 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, error_max):
     )
     calls = [
         (*inputs, attentions.start, attentions.stop, d_q4, d_k4, d_v4, *checks)
-        for attentions, _ in _tasks(n_attentions, 0, workers_for(flops))
+        for attentions, _ in _tasks(n_attentions, 0, task_count(flops))
     ]
     if backward_kernel(k.shape[-2], q.shape[-1]) == "blocked":
         function = kernels().backward

@@ -10,7 +10,7 @@ full attention's."""
 
 import numpy as np
 
-from .compiled import _read_only, _run, _tasks, enabled, prefix_lengths, workers_for
+from .compiled import _read_only, _run, _tasks, enabled, prefix_lengths, task_count
 
 
 def banded_lengths(q, k, v, mask, dropout, return_weights, global_index):
@@ -88,10 +88,10 @@ def banded_forward(q, k, v, lengths, global_index, offsets, causal, scale):
     inputs = (q, k, v, lengths, glob, offsets, causal, dtype.type(scale))
     # each query's products with its band's keys (and the global token's)
     per_dim = 2 * n_batch * n_queries * (len(offsets) + 1)
-    n_workers = workers_for(per_dim * (q.shape[-1] + v.shape[-1]))
+    n_tasks = task_count(per_dim * (q.shape[-1] + v.shape[-1]))
     calls = [
         (*inputs, attentions.start, attentions.stop, rows.start, rows.stop, out, lse)
-        for attentions, rows in _tasks(n_batch, n_queries, n_workers)
+        for attentions, rows in _tasks(n_batch, n_queries, n_tasks)
     ]
     if _run(_numba_banded.forward, calls, parallel=True) is None:
         return None
@@ -141,7 +141,7 @@ def banded_backward(
     calls = [
         (*inputs, attentions.start, attentions.stop, rows.start, rows.stop, d_q, *kept)
         for attentions, rows in _tasks(
-            n_batch, n_queries, workers_for(per_dim * (2 * dims_q + dims_v))
+            n_batch, n_queries, task_count(per_dim * (2 * dims_q + dims_v))
         )
     ]
     if _run(_numba_banded.backward_queries, calls, parallel=True) is None:
@@ -159,7 +159,7 @@ def banded_backward(
             d_v,
         )
         for attentions, rows in _tasks(
-            n_batch, n_keys, workers_for(per_dim * (dims_q + dims_v))
+            n_batch, n_keys, task_count(per_dim * (dims_q + dims_v))
         )
     ]
     if _run(_numba_banded.backward_keys, calls, parallel=True) is None:

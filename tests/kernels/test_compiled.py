@@ -953,25 +953,29 @@ def test_compiled_results_do_not_depend_on_the_threads(monkeypatch, causal):
         assert_array_equal(one, two)
 
 
-def test_attention_goes_to_another_thread_only_in_tasks_worth_a_hand_off(
-    monkeypatch,
-):
-    """One thread per MIN_TASK_FLOPS of products, at most the workers the BLAS
-    limit allows, at least one; MIN_TASK_FLOPS = 0 splits every call."""
-    monkeypatch.setattr(_parallel, "parallel_workers", lambda: 4)
-    floor = compiled.MIN_TASK_FLOPS
-    counts = [compiled.workers_for(f * floor) for f in (0, 1.99, 2, 3.5, 100)]
-    assert counts == [1, 1, 2, 3, 4]
+def test_attention_is_split_only_into_tasks_worth_a_hand_off(monkeypatch):
+    """One task on one worker or for less than two tasks' work
+    (MIN_TASK_FLOPS); else up to TASKS_PER_WORKER tasks a worker, at most one
+    per MIN_TASK_FLOPS; MIN_TASK_FLOPS = 0 splits every call."""
+    workers = [4]
+    monkeypatch.setattr(_parallel, "parallel_workers", lambda: workers[0])
+    floor, per_worker = compiled.MIN_TASK_FLOPS, compiled.TASKS_PER_WORKER
+    counts = [compiled.task_count(f * floor) for f in (0, 1.99, 2, 3.5, 1000)]
+    assert counts == [1, 1, 2, 3, 4 * per_worker]
+    workers[0] = 1
+    assert compiled.task_count(1000 * floor) == 1
+    workers[0] = 4
     monkeypatch.setattr(compiled, "MIN_TASK_FLOPS", 0)
-    assert compiled.workers_for(1) == 4
+    assert compiled.task_count(1) == 4 * per_worker
 
 
 @needs_numba
 @pytest.mark.parametrize("n_tokens, split", [(64, False), (256, True)])
 def test_small_attentions_run_in_the_calling_thread(monkeypatch, n_tokens, split):
-    """On two threads, a call of a few million operations (a sequence of 64
-    tokens) is computed by the calling thread alone; one of 34 million (two
-    of 256) is split between the threads, forward and backward."""
+    """On two threads, a call of a few million operations (two sequences of
+    64 tokens) is computed by the calling thread alone; one of 34 million
+    (two of 256) is split into tasks for both threads, forward and
+    backward."""
     monkeypatch.setattr(compiled, "_DISABLED", False)
     monkeypatch.setattr(_parallel, "_available_cpus", lambda: 2)
     shared = []
@@ -991,7 +995,7 @@ def test_small_attentions_run_in_the_calling_thread(monkeypatch, n_tokens, split
         out, lse = compiled.forward(q, k, v, lengths, False, 0.25)
         delta = (d_out * out).sum(-1)
         compiled.backward(d_out, q, k, v, lse, delta, lengths, False, 0.25, 2.0**-10)
-    assert shared == ([2, 2] if split else [])
+    assert len(shared) == (2 if split else 0) and all(n > 1 for n in shared)
 
 
 @needs_numba
