@@ -115,15 +115,16 @@ BLOCKED_BACKWARD_MAX_HEAD_DIM = 32
 # where each task holds at least MIN_TASK_FLOPS floating-point operations of
 # the attention's products: handing a task to a waiting thread (its wake-up,
 # and the inputs' move to that core's caches) cost 0.1 to 0.4 ms on a 2-vCPU
-# VM, as long as 5 to 10 million such operations; below, the calling thread
+# VM, as long as 5 to 20 million such operations; below, the calling thread
 # computes alone, as fast as two threads or faster (one Adam epoch on batches
-# of 16 and 32 sequences of 32 tokens; batches of 48 gain from the second
-# thread). Above, a call makes up to TASKS_PER_WORKER tasks a thread, which
-# the threads take one after another, so that a faster core takes more of
-# them: the cores of a VM, or a CPU's performance and efficiency cores, run
-# at different speeds, and an even split ends when the slowest core's half
-# does (one sequence of 8,192 tokens on two threads whose cores differed by a
-# third: 162 to 166 ms in 8 tasks against 200 in 2; as fast with equal cores).
+# of 16 and 32 sequences of 32 tokens; batches of 48 gained from a second
+# thread in one run and lost in another). Above, a call makes up to
+# TASKS_PER_WORKER tasks a thread, which the threads take one after another,
+# so that a faster core takes more of them: the cores of a VM, or a CPU's
+# performance and efficiency cores, run at different speeds, and an even split
+# ends when the slowest core's half does (one sequence of 8,192 tokens on two
+# threads: 0.80 to 0.96 of the even split's time in 7 of 10 alternating runs,
+# median 0.935).
 MIN_TASK_FLOPS = 12e6
 TASKS_PER_WORKER = 4
 
@@ -621,13 +622,8 @@ def backward(d_out, q, k, v, lse, delta, lengths, causal, scale, error_max):
     checks = (exceeded, error_factor, float(error_max))
     # five products: the scores again, and the gradients of the values, the
     # probabilities, the queries and the keys
-    flops = (
-        2
-        * n_attentions
-        * q.shape[-2]
-        * k.shape[-2]
-        * (3 * q.shape[-1] + 2 * v.shape[-1])
-    )
+    per_dim = 2 * n_attentions * q.shape[-2] * k.shape[-2]
+    flops = per_dim * (3 * q.shape[-1] + 2 * v.shape[-1])
     calls = [
         (*inputs, attentions.start, attentions.stop, d_q4, d_k4, d_v4, *checks)
         for attentions, _ in _tasks(n_attentions, 0, task_count(flops))
