@@ -10,14 +10,7 @@ Reference shapes (batch B, tokens T, width d, heads h; float32)::
 
 For each shape and thread count, in one process, after one warm-up call each, the
 implementations run alternately (the order rotates every repetition) and the median
-time is reported. In each repetition an implementation's timed call follows
-``--settle`` untimed calls of its own (default 1): a call right after another
-implementation's runs beside that one's threads, which go on spinning for a while
-after their call (torch's OpenMP workers), so that its time measured the order of
-the implementations rather than their speed (S1 at two threads on a 2-vCPU Intel
-Xeon: skattn's first call after torch's 10.7 and 11.0 ms, its next three 7.5 to 7.9;
-torch's first after skattn's 8.6, its next 7.0). ``--settle 0`` times every call,
-as a program alternating the two libraries would see them:
+time is reported (each timed call after ``--settle`` untimed ones, below):
 
 - ``skattn mha``: ``skattn.multi_head_attention`` with Q/K/V and output projections,
   on the compiled kernels where numba is installed (the ``[fast]`` extra);
@@ -35,6 +28,16 @@ as a program alternating the two libraries would see them:
   same function as ``bias=False``); the notes under the table say whether the fast
   path ran, and give each output's max abs difference to ``skattn mha``. The fast
   path holds the (B, h, T, T) scores: it is skipped above ``--max-scores-gb``.
+
+In each repetition an implementation's timed call follows ``--settle`` untimed
+calls of its own (default 1): a call right after another implementation's runs
+beside that one's threads, which go on spinning for a while after their call
+(torch's OpenMP workers), so that its time measured the order of the
+implementations rather than their speed (S1 at two threads on a 2-vCPU Intel Xeon:
+skattn's first call after torch's 10.7 and 11.0 ms, its next three 7.5 to 7.9;
+torch's first after skattn's 8.6, its next 7.0). ``--settle 0`` times every call,
+as a program alternating the two libraries would see them. The header and the
+last line give each CPU's speed (a VM's cores can run at different speeds).
 
 ``--threads`` limits numpy's BLAS (and torch's OpenMP) with threadpoolctl and torch
 with ``torch.set_num_threads``, in the same process; leave ``OMP_NUM_THREADS``

@@ -15,7 +15,7 @@ from helpers import assert_equals_the_dense_kernel, numeric_gradient, relative_e
 from numpy.testing import assert_allclose, assert_array_equal
 from threadpoolctl import threadpool_limits
 
-from skattn import multi_head_attention, scaled_dot_product_attention
+from skattn import _parallel, multi_head_attention, scaled_dot_product_attention
 from skattn._kernels import compiled, compiled_banded
 from skattn._kernels.attention import attention_forward
 from skattn._kernels.attention_backward import attention_backward
@@ -336,6 +336,39 @@ def test_compiled_banded_kernels_run_where_they_apply(monkeypatch, rng):
     monkeypatch.setattr(compiled, "_DISABLED", True)
     banded_forward(q, k, v, **band)
     assert calls == []
+
+
+@needs_numba
+@pytest.mark.compiled_path
+@pytest.mark.parametrize("n_tokens, split", [(64, False), (4096, True)])
+def test_small_banded_attentions_run_in_the_calling_thread(
+    monkeypatch, n_tokens, split
+):
+    """On two threads, the banded passes of two sequences of 64 tokens (a
+    band of 66 columns, heads of 16) run in the calling thread; of 4,096
+    tokens (35 to 52 million operations a pass) they are split into tasks
+    for both threads: the forward pass, the queries' and the keys' passes."""
+    monkeypatch.setattr(compiled, "_DISABLED", False)
+    monkeypatch.setattr(_parallel, "_available_cpus", lambda: 2)
+    shared = []
+    real_map = _parallel._shared_map
+
+    def counted(function, tasks, n_workers):
+        shared.append(len(tasks))
+        return real_map(function, tasks, n_workers)
+
+    monkeypatch.setattr(_parallel, "_shared_map", counted)
+    rng = np.random.default_rng(0)
+    q, k, v, d_out = (
+        rng.standard_normal((2, n_tokens, 16)).astype(np.float32) for _ in "qkvd"
+    )
+    lengths = np.full(2, n_tokens, np.int64)
+    offsets = band_offsets(65, n_queries=n_tokens, n_keys=n_tokens)
+    band = (lengths, None, offsets, False, 0.25)
+    with threadpool_limits(2):
+        out, lse = compiled_banded.banded_forward(q, k, v, *band)
+        compiled_banded.banded_backward(d_out, q, k, v, out, lse, *band)
+    assert len(shared) == (3 if split else 0) and all(n > 1 for n in shared)
 
 
 @needs_numba
