@@ -254,3 +254,21 @@ def assert_equals_the_dense_kernel(result, q, k, v, allowed, dropout):
     assert_allclose(lse[finite], expected_lse[finite], rtol=0, atol=1e-13)
     assert np.all(weights[~np.broadcast_to(allowed, weights.shape)] == 0)
     return expected, expected_lse
+
+
+def shared_maps_on_two_cpus(monkeypatch):
+    """The task counts of the maps skattn shares among threads from now on,
+    as a list that grows with each, on a machine seen as having two CPUs
+    (``_parallel._shared_map``: maps of at least two tasks on two workers)."""
+    from skattn import _parallel
+
+    monkeypatch.setattr(_parallel, "_available_cpus", lambda: 2)
+    shared = []
+    real_map = _parallel._shared_map
+
+    def counted(function, tasks, n_workers):
+        shared.append(len(tasks))
+        return real_map(function, tasks, n_workers)
+
+    monkeypatch.setattr(_parallel, "_shared_map", counted)
+    return shared

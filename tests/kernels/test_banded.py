@@ -11,11 +11,16 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from helpers import assert_equals_the_dense_kernel, numeric_gradient, relative_error
+from helpers import (
+    assert_equals_the_dense_kernel,
+    numeric_gradient,
+    relative_error,
+    shared_maps_on_two_cpus,
+)
 from numpy.testing import assert_allclose, assert_array_equal
 from threadpoolctl import threadpool_limits
 
-from skattn import _parallel, multi_head_attention, scaled_dot_product_attention
+from skattn import multi_head_attention, scaled_dot_product_attention
 from skattn._kernels import compiled, compiled_banded
 from skattn._kernels.attention import attention_forward
 from skattn._kernels.attention_backward import attention_backward
@@ -349,15 +354,7 @@ def test_small_banded_attentions_run_in_the_calling_thread(
     tokens (35 to 52 million operations a pass) they are split into tasks
     for both threads: the forward pass, the queries' and the keys' passes."""
     monkeypatch.setattr(compiled, "_DISABLED", False)
-    monkeypatch.setattr(_parallel, "_available_cpus", lambda: 2)
-    shared = []
-    real_map = _parallel._shared_map
-
-    def counted(function, tasks, n_workers):
-        shared.append(len(tasks))
-        return real_map(function, tasks, n_workers)
-
-    monkeypatch.setattr(_parallel, "_shared_map", counted)
+    shared = shared_maps_on_two_cpus(monkeypatch)
     rng = np.random.default_rng(0)
     q, k, v, d_out = (
         rng.standard_normal((2, n_tokens, 16)).astype(np.float32) for _ in "qkvd"

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from helpers import shared_maps_on_two_cpus
 from numpy.testing import assert_allclose, assert_array_equal
 from threadpoolctl import threadpool_limits
 
@@ -977,15 +978,7 @@ def test_small_attentions_run_in_the_calling_thread(monkeypatch, n_tokens, split
     (two of 256) is split into tasks for both threads, forward and
     backward."""
     monkeypatch.setattr(compiled, "_DISABLED", False)
-    monkeypatch.setattr(_parallel, "_available_cpus", lambda: 2)
-    shared = []
-    real_map = _parallel._shared_map
-
-    def counted(function, tasks, n_workers):
-        shared.append(len(tasks))
-        return real_map(function, tasks, n_workers)
-
-    monkeypatch.setattr(_parallel, "_shared_map", counted)
+    shared = shared_maps_on_two_cpus(monkeypatch)
     rng = np.random.default_rng(0)
     q, k, v, d_out = (
         rng.standard_normal((2, 4, n_tokens, 16)).astype(np.float32) for _ in "qkvd"
