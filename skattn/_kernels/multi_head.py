@@ -108,7 +108,9 @@ def project_qkv(x, w_query, w_key, w_value, n_heads):
     return tuple(split_heads(project(x, w), n_heads) for w in (w_query, w_key, w_value))
 
 
-def project_qkv_backward(d_q, d_k, d_v, x, w_query, w_key, w_value):
+def project_qkv_backward(
+    d_q, d_k, d_v, x, w_query, w_key, w_value, *, input_gradient=True
+):
     """Gradients of :func:`project_qkv` with respect to ``x`` and the weights.
 
     The three projections' gradients side by side (:func:`concat_qkv`), so
@@ -120,17 +122,21 @@ def project_qkv_backward(d_q, d_k, d_v, x, w_query, w_key, w_value):
         Gradients of the loss with respect to the projected heads.
     x, w_query, w_key, w_value
         As given to :func:`project_qkv`.
+    input_gradient : bool, default=True
+        Compute ``d_x``; False: None, without its product.
 
     Returns
     -------
-    d_x : ndarray of shape (..., T, D)
+    d_x : ndarray of shape (..., T, D) or None
     d_w_query, d_w_key, d_w_value : ndarray, shapes of the weights
     """
     d_qkv = concat_qkv(*(merge_heads(d) for d in (d_q, d_k, d_v)))  # (..., T, W)
     d_qkv = d_qkv.reshape(-1, d_qkv.shape[-1])  # (N*T, Wq + Wk + Wv)
     d_w_qkv = x.reshape(-1, x.shape[-1]).T @ d_qkv  # (D, Wq + Wk + Wv)
-    w_qkv = concat_qkv(w_query, w_key, w_value)  # (D, Wq + Wk + Wv)
-    d_x = (d_qkv @ w_qkv.T).reshape(x.shape)  # (..., T, D)
+    d_x = None
+    if input_gradient:
+        w_qkv = concat_qkv(w_query, w_key, w_value)  # (D, Wq + Wk + Wv)
+        d_x = (d_qkv @ w_qkv.T).reshape(x.shape)  # (..., T, D)
     return d_x, *split_qkv(d_w_qkv, w_query.shape[1], w_key.shape[1])
 
 
@@ -430,6 +436,7 @@ def multi_head_backward(
     dropout=None,
     query_key=None,
     pattern=None,
+    input_gradient=True,
 ):
     """Gradients of :func:`multi_head_forward`.
 
@@ -442,10 +449,12 @@ def multi_head_backward(
         As given to :func:`multi_head_forward`.
     cache : dict
         The cache :func:`multi_head_forward` returned.
+    input_gradient : bool, default=True
+        Compute ``d_x``; False (``x`` is data): None, without its product.
 
     Returns
     -------
-    d_x : ndarray of shape (..., T, D)
+    d_x : ndarray of shape (..., T, D) or None
     grads : dict
         ``"query"``, ``"key"``, ``"value"`` of shape (D, H*Dh) and ``"output"``
         (None when ``w_output`` is None).
@@ -472,6 +481,6 @@ def multi_head_backward(
     if query_key is not None:
         d_q, d_k = query_key.backward(d_q, d_k, cache["query_key"])
     d_x, grads["query"], grads["key"], grads["value"] = project_qkv_backward(
-        d_q, d_k, d_v, x, w_query, w_key, w_value
+        d_q, d_k, d_v, x, w_query, w_key, w_value, input_gradient=input_gradient
     )  # (..., T, D)
     return d_x, grads

@@ -178,10 +178,11 @@ class SelfAttention(Unit):
             pattern.write_weights(
                 cache["q"], cache["k"], mask, context.causal, context.weights_out
             )
-        return out, (x, cache, mask, context.causal, dropout, pattern)
+        cache = (x, cache, mask, context.causal, dropout, pattern)
+        return out, cache + (context.input_gradient,)
 
     def backward(self, params, d_out, cache):
-        x, attention_cache, mask, causal, dropout, pattern = cache
+        x, attention_cache, mask, causal, dropout, pattern, input_gradient = cache
         return multi_head_backward(
             d_out,
             x,
@@ -196,6 +197,7 @@ class SelfAttention(Unit):
             dropout=dropout,
             query_key=self.query_key,
             pattern=pattern,
+            input_gradient=input_gradient,
         )
 
 
@@ -295,10 +297,11 @@ class Sublayer(Unit):
     def forward(self, params, x, context):
         pre_norm = self.norm if self.norm_first else None
         post_norm = None if self.norm_first else self.norm
-        z, pre_cache = x, None
+        z, pre_cache, inner_context = x, None, context
         if pre_norm is not None:
             z, pre_cache = pre_norm.forward(params, x, context)
-        out, inner_cache = self.inner.forward(params, z, context)
+            inner_context = context.with_input_gradient(True)  # the norm learns
+        out, inner_cache = self.inner.forward(params, z, inner_context)
         scale = None
         if context.dropout is not None:
             scale = context.dropout.multipliers(self.dropout_site, out.shape, out.dtype)
@@ -308,10 +311,11 @@ class Sublayer(Unit):
         post_cache = None
         if post_norm is not None:
             out, post_cache = post_norm.forward(params, out, context)
-        return out, (pre_cache, inner_cache, scale, post_cache)
+        cache = (pre_cache, inner_cache, scale, post_cache, context.input_gradient)
+        return out, cache
 
     def backward(self, params, d_out, cache):
-        pre_cache, inner_cache, scale, post_cache = cache
+        pre_cache, inner_cache, scale, post_cache, input_gradient = cache
         grads = {}
         if post_cache is not None:
             d_out, norm_grads = self.norm.backward(params, d_out, post_cache)
@@ -322,6 +326,8 @@ class Sublayer(Unit):
         if pre_cache is not None:
             d_x, norm_grads = self.norm.backward(params, d_x, pre_cache)
             grads.update(norm_grads)
+        if not input_gradient:  # the input is data
+            return None, grads
         if self.residual:
             d_x += d_out
         return d_x, grads
@@ -410,6 +416,7 @@ class EncoderLayer(Unit):
         for sublayer in self.sublayers:
             x, cache = sublayer.forward(params, x, context)
             caches.append(cache)
+            context = context.with_input_gradient(True)  # the next one's input learns
         return x, caches
 
     def backward(self, params, d_out, caches):

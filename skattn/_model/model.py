@@ -267,6 +267,15 @@ class Model:
             for prefix, unit in [*units, ("", pooling), ("", head)]
             if unit is not None
         ]
+        # the first unit that learns: its input is data in training
+        self._first_learner = next(
+            (
+                index
+                for index, (_, unit) in enumerate(units)
+                if any(spec.trainable for spec in unit.param_specs().values())
+            ),
+            None,
+        )
 
     def pooled_head_only(self):
         """This model with its head on the pooled vector alone, without the
@@ -512,6 +521,7 @@ class Model:
         training=False,
         layer=None,
         weights_out=None,
+        input_gradient=True,
     ):
         """Forward pass on a right-padded batch.
 
@@ -536,6 +546,11 @@ class Model:
             row for the row's own tokens (``T'_i`` from :meth:`token_lengths`).
             Written a block of rows at a time, never whole elsewhere (T'^2
             numbers per sequence and head).
+        input_gradient : bool, default=True
+            Whether :meth:`backward`'s units compute the gradient with respect
+            to ``x`` (attributions need it). False in training, where ``x`` is
+            data: the first unit that learns skips the products of its input's
+            gradient.
 
         Returns
         -------
@@ -557,8 +572,10 @@ class Model:
         )
         caches = []
         h = tokens = x
-        for prefix, unit, names in self._steps[: len(self.units)]:
-            h, cache = unit.forward(_local(params, prefix, names), h, context)
+        data_input = None if input_gradient else self._first_learner
+        for index, (prefix, unit, names) in enumerate(self._steps[: len(self.units)]):
+            unit_context = context.with_input_gradient(index != data_input)
+            h, cache = unit.forward(_local(params, prefix, names), h, unit_context)
             context = context.with_lengths(unit.lengths(context.lengths))
             if unit is self.scaler:
                 tokens = h  # the standardised tokens, for their statistics

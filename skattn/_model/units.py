@@ -27,6 +27,7 @@ Shape legend: N samples, T tokens (padded length), D token width, E model width
 # Authors: The skattn developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import copy
 import functools
 import math
 from dataclasses import KW_ONLY, dataclass
@@ -272,17 +273,30 @@ class Context:
         :func:`skattn._model.patterns.write_attention_weights`): an array of
         shape (N, H, T, T), or one array of shape (H, T_i, T_i) per row, for
         the row's own tokens.
+    input_gradient : bool, default=True
+        Whether the unit's backward pass must return the gradient with
+        respect to its input. False where the input is data that nothing
+        learns from (the first unit that learns, in training): the unit may
+        then return None for it and skip its products.
     """
 
     def __init__(
-        self, lengths, *, causal, dropout=None, weights_layer=None, weights_out=None
+        self,
+        lengths,
+        *,
+        causal,
+        dropout=None,
+        weights_layer=None,
+        weights_out=None,
+        input_gradient=True,
     ):
         self.lengths = lengths
         self.causal = causal
         self.dropout = dropout
         self.weights_layer = weights_layer
         self.weights_out = weights_out
-        self._mask = None
+        self.input_gradient = input_gradient
+        self._mask = []  # the key mask once computed; copies share it
 
     def with_lengths(self, lengths):
         """This context for a unit that receives sequences of ``lengths``
@@ -295,18 +309,28 @@ class Context:
             dropout=self.dropout,
             weights_layer=self.weights_layer,
             weights_out=self.weights_out,
+            input_gradient=self.input_gradient,
         )
+
+    def with_input_gradient(self, input_gradient):
+        """This context for a unit whose input does (or does not) need its
+        gradient (itself when it says the same); the key mask is shared."""
+        if input_gradient == self.input_gradient:
+            return self
+        context = copy.copy(self)
+        context.input_gradient = input_gradient
+        return context
 
     def key_mask(self, n_tokens):
         """Key-padding mask of shape (N, 1, T), or None when no row is padded.
 
         Computed once per context (the layers of a model share it).
         """
-        if self._mask is None:
+        if not self._mask:
             mask = None
             if np.any(self.lengths != n_tokens):
                 mask = token_mask(self.lengths, n_tokens)[:, None, :]  # (N, 1, T)
-            self._mask = (mask,)
+            self._mask.append(mask)
         return self._mask[0]
 
 
@@ -329,7 +353,8 @@ class Unit:
 
     def backward(self, params, d_out, cache):
         """Returns ``(d_x, grads)``: gradients by local name; ``d_x`` is None
-        when nothing before the unit learns."""
+        when nothing before the unit learns (it may be None when the forward
+        pass's context said ``input_gradient=False``)."""
         raise NotImplementedError
 
     def lengths(self, lengths):

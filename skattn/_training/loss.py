@@ -73,7 +73,7 @@ def loss_gradients(model, params, data, rows, *, dropout=None):
         fraction = float(weight.sum()) / total_weight
         streams = None if dropout is None else DropoutStreams(*dropout, batch)
         _, pooled, trace = model.forward(
-            params, x, lengths, dropout=streams, training=True
+            params, x, lengths, dropout=streams, training=True, input_gradient=False
         )
         out = model.head_forward(head_params, pooled)
         batch_loss, d_out = loss_function(out, y, weight)

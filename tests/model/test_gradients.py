@@ -16,7 +16,7 @@ from helpers import (
     seeded_params,
 )
 
-from skattn._kernels import compiled
+from skattn._kernels import compiled, multi_head
 from skattn._model.encoder import DropoutStreams, FeedForward, SelfAttention, Sublayer
 from skattn._model.model import ModelConfig, build_model
 from skattn._model.options import ACTIVATIONS, FEED_FORWARDS, POSITIONAL_ENCODINGS
@@ -304,6 +304,73 @@ def check_stack(rng, config, x, lengths, dropout):
     for name, array in params.items():
         assert grads[name].shape == array.shape
         assert directional_error(loss, array, grads[name], rng) < 1e-6, name
+
+
+def spy_on_input_gradients(monkeypatch):
+    """The ``input_gradient`` of every projections' backward pass, in order."""
+    calls = []
+    original = multi_head.project_qkv_backward
+
+    def spy(*args, input_gradient=True):
+        calls.append(input_gradient)
+        return original(*args, input_gradient=input_gradient)
+
+    monkeypatch.setattr(multi_head, "project_qkv_backward", spy)
+    return calls
+
+
+@pytest.mark.parametrize("layer_norm", [None, "post", "pre"])
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("projects_input", [False, True])
+def test_the_first_unit_that_learns_skips_the_gradient_of_its_data_input(
+    rng, monkeypatch, layer_norm, residual, projects_input
+):
+    """Without ``input_gradient``, the first layer computes no gradient of
+    its tokens when they are data (no input projection before it) and returns
+    None for them (its attention computes none unless a pre-norm learns
+    before it); every parameter's gradient is the same to the bit."""
+    calls = spy_on_input_gradients(monkeypatch)
+    x, lengths = ragged_batch(rng, [3, 1, 2], 4)
+    config = ModelConfig(
+        n_features=4, d_model=4, n_heads=2, n_layers=2, ff_dim=3,
+        layer_norm=layer_norm, residual=residual, projects_input=projects_input,
+        positional_encoding="rotary", n_positions=3,
+    )  # fmt: skip
+    model = build_model(config)
+    params = model.init_params(np.random.RandomState(0), np.float64)
+    weight = rng.standard_normal((3, 4))
+    grads = {}
+    for input_gradient in (True, False):
+        _, _, trace = model.forward(
+            params, x, lengths, training=True, input_gradient=input_gradient
+        )
+        grads[input_gradient] = model.backward(params, weight, trace)
+    # layer 1 then layer 0, with and without; before the pre-norm's attention,
+    # the norm learns
+    assert calls == [True, True, True, projects_input or layer_norm == "pre"]
+    assert set(grads[False]) == set(params)
+    for name in params:
+        np.testing.assert_array_equal(grads[False][name], grads[True][name], name)
+    index = [prefix for prefix, _ in model.units].index("layers.0.")
+    prefix, layer = model.units[index]
+    local = {name[len(prefix) :]: params[name] for name in params if prefix in name}
+    d_x, _ = layer.backward(local, rng.standard_normal(x.shape), trace["caches"][index])
+    assert (d_x is None) == (not projects_input)  # None: its input is data
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_training_computes_no_gradient_of_the_tokens(rng, monkeypatch):
+    """Adam's steps skip the product of the tokens' gradient when the first
+    layer reads the tokens as they are (as wide as the model)."""
+    from skattn import AttentionTransformer
+
+    calls = spy_on_input_gradients(monkeypatch)
+    X = rng.standard_normal((6, 5, 4))
+    AttentionTransformer(
+        n_heads=2, head_dim=2, positional_encoding=None, scale_tokens=False,
+        token_statistics=None, ff_dim=0, max_iter=2, batch_size=3, random_state=0,
+    ).fit(X, [0, 1, 0, 1, 1, 0])  # fmt: skip
+    assert calls == [False] * 4  # two steps in each of two epochs
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
