@@ -17,6 +17,7 @@ from numba.core import types
 from numba.extending import intrinsic, overload
 
 from ._numba_products import JIT
+from ._numba_vectors import VECTOR_BITS
 
 
 def exp_inplace(s):
@@ -185,6 +186,17 @@ def _exp_of_dtype(x):
     return lambda x: _exp64(x)
 
 
+# Where vectors are 256 bits wide (AVX2), the forward pass's exponentials are
+# taken four keys at a time: four independent polynomials a vector of queries
+# hide each other's latency, and each query's sum and offset are read once
+# for the four (a block of 256 keys by 32 queries on an AMD EPYC, Zen 3: 0.77
+# to 0.82 ns a score against 1.07 to 1.11 one key at a time). With 512-bit
+# vectors (AVX-512) one key at a time was the faster (an Intel Xeon: 0.51 to
+# 0.56 against 0.61 to 0.64). Either way every sum adds its keys in their
+# order: the same results.
+_KEYS_AT_ONCE = 1 if VECTOR_BITS == 512 else 4
+
+
 @numba.njit(**JIT)
 def exp_summed(block_t, offset, sums):
     """``block_t[j, r] = exp(min(block_t[j, r] + offset[r], 0))`` and
@@ -192,8 +204,24 @@ def exp_summed(block_t, offset, sums):
     queries) becomes its probabilities before normalisation, each query
     shifted by its ``offset``."""
     _vectors_of_512_bits()
-    for j in range(block_t.shape[0]):
-        for r in range(block_t.shape[1]):
+    n_keys, n_queries = block_t.shape
+    first = 0  # the first key left to one at a time
+    if _KEYS_AT_ONCE == 4:
+        first = n_keys - n_keys % 4
+        for j in range(0, first, 4):
+            for r in range(n_queries):
+                shift = offset[r]
+                y0 = _exp(block_t[j, r] + shift)
+                y1 = _exp(block_t[j + 1, r] + shift)
+                y2 = _exp(block_t[j + 2, r] + shift)
+                y3 = _exp(block_t[j + 3, r] + shift)
+                block_t[j, r] = y0
+                block_t[j + 1, r] = y1
+                block_t[j + 2, r] = y2
+                block_t[j + 3, r] = y3
+                sums[r] = (((sums[r] + y0) + y1) + y2) + y3
+    for j in range(first, n_keys):
+        for r in range(n_queries):
             y = _exp(block_t[j, r] + offset[r])
             block_t[j, r] = y
             sums[r] += y

@@ -896,6 +896,30 @@ def test_probabilities_and_gradients_of_a_block_of_scores(dtype, causal):
 
 @needs_numba
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n_keys", [1, 3, 4, 5, 8, 11])
+def test_exponentials_of_a_block_are_summed_key_after_key(dtype, n_keys):
+    """The forward pass's block of scores (keys, queries) becomes ``exp(s +
+    offset)`` with the kernels' exponential, and each query's sum adds its
+    keys' exponentials one after another in their order, whether the pass
+    takes one key at a time or four (any count of keys, remainders
+    included): bit for bit the sums of a loop over the keys."""
+    from skattn._kernels import _numba_exp
+
+    rng = np.random.default_rng(n_keys)
+    s = rng.uniform(-30, 1, (n_keys, 13)).astype(dtype)
+    offset = rng.uniform(-3, 0, 13).astype(dtype)
+    sums = rng.uniform(0, 2, 13).astype(dtype)
+    p_expected = _numba_exp.exponential((s + offset).ravel()).reshape(s.shape)
+    sums_expected = sums.copy()
+    for row in p_expected:  # key after key, each sum rounded in the dtype
+        sums_expected = sums_expected + row
+    _numba_exp.exp_summed(s, offset, sums)
+    assert_array_equal(s, p_expected)
+    assert_array_equal(sums, sums_expected)
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_exponential_is_called_out_of_line_in_512_bit_vectors(dtype):
     """The kernels call the exponential as a function of its own, which asks
     LLVM for 512-bit vectors (where the CPU has them), so that a caller keeps
