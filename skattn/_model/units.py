@@ -352,9 +352,10 @@ class Unit:
         raise NotImplementedError
 
     def backward(self, params, d_out, cache):
-        """Returns ``(d_x, grads)``: gradients by local name; ``d_x`` is None
-        when nothing before the unit learns (it may be None when the forward
-        pass's context said ``input_gradient=False``)."""
+        """Returns ``(d_x, grads)``: gradients by local name. ``d_x`` may be
+        None where nothing before the unit learns: always for a unit that
+        reads data (the input projection, the embeddings), and for any unit
+        whose forward pass's context said ``input_gradient=False``."""
         raise NotImplementedError
 
     def lengths(self, lengths):
