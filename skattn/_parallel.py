@@ -57,7 +57,6 @@ if the limit is still the one it set.
 
 import os
 import threading
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -267,14 +266,19 @@ def _shared_map(function, tasks, n_workers):
 def imap_parallel(function, tasks):
     """``function(task)`` for each task of an iterator, in order, lazily.
 
-    Like :func:`map_parallel`, but with at most as many tasks under way as
-    there are workers (a lone task runs in the calling thread, its nested maps
-    on the workers), so that only that many tasks (batches of padded
-    sequences, say) exist at once: each worker takes the next task as soon as
-    the oldest result is taken, not when a whole group of tasks is done, so
-    that no worker waits for the slowest task of its group. A task that
-    raises stops the map: the tasks not started are cancelled, and the ones
-    under way finish before the error reaches the caller.
+    Like :func:`map_parallel`, the calling thread computes tasks beside
+    ``n - 1`` worker threads (``n`` the :func:`parallel_workers`), each
+    thread taking the next task not yet taken as soon as it is free, but at
+    most ``n + 1`` tasks are taken and not yet yielded (``n`` under way, and
+    a finished one waiting for an older one), so that only that many tasks
+    (batches of padded sequences, say) and their results exist at once. The
+    calling thread yields a result as soon as it is the oldest and finished,
+    and computes the next task itself rather than wait for a worker; no
+    thread waits for a group of tasks to finish. A lone task runs in the
+    calling thread, its nested maps on the workers. A task that raises, or
+    the iterator of tasks, stops the map: no task starts after it, and the
+    ones under way finish before the error reaches the caller, after the
+    results before it.
 
     Yields
     ------
@@ -292,19 +296,133 @@ def imap_parallel(function, tasks):
                 result = function(task)
             yield result
         return
-    tasks = chain(first, tasks)
-    executor, run = _executor(n_workers), partial(_run_alone, function)
-    pending = deque()
-    try:
-        pending.extend(executor.submit(run, task) for task in islice(tasks, n_workers))
-        while pending:
-            result = pending.popleft().result()
-            pending.extend(executor.submit(run, task) for task in islice(tasks, 1))
-            yield result
-    finally:  # an error, or a caller that stopped early: no task outlives the map
-        for future in pending:
-            future.cancel()
-        wait(pending)
+    yield from _SlidingWindow(function, chain(first, tasks), n_workers).results()
+
+
+class _SlidingWindow:
+    """The shared state of one :func:`imap_parallel` of several threads.
+
+    ``started`` tasks have been taken from ``tasks`` and ``yielded`` results
+    given to the caller; a thread may take task ``started`` while ``started
+    < yielded + n_workers + 1``. ``finished`` holds the outcome of each task
+    done and not yet yielded, ``(result, error)`` by index. ``open`` is
+    False once no task may start (the tasks are exhausted, one failed, or the
+    caller stopped). ``helpers`` counts the worker threads' loops under way.
+    All under ``condition``.
+    """
+
+    def __init__(self, function, tasks, n_workers):
+        self.run = partial(_run_alone, function)
+        self.tasks = tasks
+        self.n_workers = n_workers
+        self.condition = threading.Condition()
+        self.started = self.yielded = self.helpers = 0
+        self.finished = {}
+        self.open = True
+
+    def _take(self):
+        """The next task's ``(index, task)``, or None if none may start now
+        (under the condition). An error of the iterator becomes the outcome
+        of the task it failed to give."""
+        if not self._may_start():
+            return None
+        index = self.started
+        try:
+            task = next(self.tasks)
+        except StopIteration:
+            self.open = False
+            return None
+        except BaseException as error:
+            self.started += 1
+            self._finish(index, None, error)
+            return None
+        self.started += 1
+        return index, task
+
+    def _may_start(self):
+        """Whether a task may start: the map is open and fewer than
+        ``n_workers + 1`` tasks are started and not yielded (under the
+        condition)."""
+        return self.open and self.started < self.yielded + self.n_workers + 1
+
+    def _finish(self, index, result, error):
+        """Record a task's outcome (under the condition)."""
+        self.finished[index] = (result, error)
+        if error is not None:
+            self.open = False  # no task starts after a failure
+        self.condition.notify_all()
+
+    def _compute(self, index, task, caught=BaseException):
+        """Compute a task and record its outcome, its error among them if
+        of the ``caught`` kind (the calling thread lets an interruption
+        through at once)."""
+        try:
+            result = self.run(task)
+        except caught as raised:
+            outcome = (None, raised)
+        else:
+            outcome = (result, None)
+        with self.condition:
+            self._finish(index, *outcome)
+
+    def _help(self, _):
+        """A worker thread's loop: tasks while one may start."""
+        while True:
+            with self.condition:
+                taken = self._take()
+                if taken is None:
+                    self.helpers -= 1
+                    return
+            self._compute(*taken)
+
+    def _oldest_under_way(self):
+        """Whether the oldest task not yielded is started and not finished
+        (under the condition)."""
+        return self.yielded < self.started and self.yielded not in self.finished
+
+    def _call_helpers(self, executor):
+        """Start worker loops up to ``n_workers - 1``, while a task may
+        start (under the condition)."""
+        futures = []
+        while self.helpers < self.n_workers - 1 and self._may_start():
+            self.helpers += 1
+            futures.append(executor.submit(self._help, None))
+        return futures
+
+    def results(self):
+        """The results in order; the calling thread computes tasks while the
+        oldest one is under way."""
+        executor, futures = _executor(self.n_workers - 1), []
+        try:
+            while True:
+                with self.condition:
+                    outcome = taken = None
+                    while outcome is None and taken is None:
+                        futures = [f for f in futures if not f.done()]
+                        futures += self._call_helpers(executor)
+                        if self.yielded in self.finished:
+                            outcome = self.finished.pop(self.yielded)
+                            self.yielded += 1
+                            futures += self._call_helpers(executor)
+                        elif self.yielded == self.started and not self.open:
+                            return
+                        else:
+                            taken = self._take()
+                            if taken is None and self._oldest_under_way():
+                                self.condition.wait()
+                if taken is not None:
+                    self._compute(*taken, caught=Exception)
+                    continue
+                result, error = outcome
+                if error is not None:
+                    raise error
+                yield result
+        finally:  # an error, or a caller that stopped early: no task outlives the map
+            with self.condition:
+                self.open = False
+            for future in futures:
+                future.cancel()  # a loop not started yet has no task
+            wait(futures)
 
 
 def _after_fork_in_child():

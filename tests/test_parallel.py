@@ -361,20 +361,58 @@ def test_imap_parallel_yields_in_task_order_when_a_later_task_finishes_first():
 
 
 @two_workers
-def test_imap_parallel_starts_at_most_as_many_tasks_as_workers_ahead():
+def test_imap_parallel_starts_at_most_one_task_more_than_workers_ahead():
     """An endless iterator of tasks: when the caller takes each result, at
-    most as many tasks as workers have started beyond those taken; once the
-    caller stops, no task is under way."""
+    most one more task than there are workers has started beyond those taken
+    (one under way in each thread, and one finished waiting for an older
+    one); once the caller stops, no task is under way."""
     tasks = Tasks()
     with threadpool_limits(limits=2, user_api="blas"):
         n_workers = parallel_workers()
         results = imap_parallel(tasks, itertools.count())
         for taken, result in enumerate(itertools.islice(results, 20), start=1):
             assert result == taken - 1
-            assert tasks.started <= taken + n_workers
+            assert tasks.started <= taken + n_workers + 1
         results.close()
     assert tasks.running == 0
-    assert tasks.started <= 20 + n_workers
+    assert tasks.started <= 20 + n_workers + 1
+
+
+@two_workers
+def test_imap_parallel_computes_tasks_in_the_calling_thread_beside_a_worker():
+    """The first task waits until the second has run: the calling thread
+    computes tasks beside the worker (rather than waiting for each result),
+    and the results come in order."""
+    function = waiting_until_run(waiter=0, awaited=1)
+    in_caller = []
+
+    def task(index):
+        in_caller.append(threading.current_thread() is threading.main_thread())
+        return function(index)
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert list(imap_parallel(Tasks(task), range(6))) == list(range(6))
+    assert set(in_caller) == {True, False}
+
+
+@two_workers
+@pytest.mark.parametrize("n_tasks", [2, 3, 4, 5])
+def test_imap_parallel_ends_whichever_thread_finds_the_tasks_exhausted(n_tasks):
+    """Instant tasks, many times: the calling thread or a worker finds the
+    end of the tasks, with results under way or all yielded; every map
+    returns all its results (a map that never returns fails the test)."""
+    outcomes = []
+
+    def maps():
+        with threadpool_limits(limits=2, user_api="blas"):
+            for _ in range(200):
+                outcomes.append(list(imap_parallel(Tasks(), range(n_tasks))))
+
+    caller = threading.Thread(target=maps, daemon=True)
+    caller.start()
+    caller.join(TIMEOUT)
+    assert not caller.is_alive(), "a map never returned"
+    assert outcomes == [list(range(n_tasks))] * 200
 
 
 @two_workers
@@ -408,6 +446,26 @@ def test_imap_parallel_starts_the_next_task_while_a_slower_one_runs():
     function = waiting_until_run(waiter=1, awaited=2)
     with threadpool_limits(limits=2, user_api="blas"):
         assert list(imap_parallel(Tasks(function), range(5))) == [0, 1, 2, 3, 4]
+
+
+@two_workers
+def test_imap_parallel_raises_the_iterators_error_after_its_tasks_results():
+    """The iterator of tasks fails after three tasks: the caller gets the
+    three results, then the iterator's error, with no task under way."""
+
+    def failing_after_three():
+        yield from range(3)
+        raise ValueError("no fourth task")
+
+    tasks = Tasks()
+    taken = []
+    with threadpool_limits(limits=2, user_api="blas"):
+        with pytest.raises(ValueError, match="no fourth task"):
+            for result in imap_parallel(tasks, failing_after_three()):
+                taken.append(result)
+    assert taken == [0, 1, 2]
+    assert tasks.running == 0
+    assert tasks.started == 3
 
 
 @two_workers
