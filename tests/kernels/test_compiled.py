@@ -920,6 +920,31 @@ def test_exponentials_of_a_block_are_summed_key_after_key(dtype, n_keys):
 
 @needs_numba
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n_keys", [1, 3, 4, 5, 8, 11])
+def test_causal_exponentials_are_zero_before_each_keys_first_query(dtype, n_keys):
+    """The causal block: key ``j``'s exponentials are 0 in the columns
+    before ``first[j]`` and left out of the sums, the others as
+    :func:`exp_summed` computes them, each sum adding its keys in their order
+    (one key at a time or four, remainders included): bit for bit."""
+    from skattn._kernels import _numba_exp
+
+    rng = np.random.default_rng(n_keys)
+    s = rng.uniform(-30, 1, (n_keys, 13)).astype(dtype)
+    offset = rng.uniform(-3, 0, 13).astype(dtype)
+    sums = rng.uniform(0, 2, 13).astype(dtype)
+    first = rng.integers(0, 14, n_keys)  # 13: the key follows every query
+    p_expected = _numba_exp.exponential((s + offset).ravel()).reshape(s.shape)
+    p_expected[np.arange(13) < first[:, None]] = 0
+    sums_expected = sums.copy()
+    for row in p_expected:
+        sums_expected = sums_expected + row
+    _numba_exp.exp_summed_causal(s, offset, first, sums)
+    assert_array_equal(s, p_expected)
+    assert_array_equal(sums, sums_expected)
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_exponential_is_called_out_of_line_in_512_bit_vectors(dtype):
     """The kernels call the exponential as a function of its own, which asks
     LLVM for 512-bit vectors (where the CPU has them), so that a caller keeps
