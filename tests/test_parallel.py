@@ -310,10 +310,16 @@ two_workers = pytest.mark.skipif(
 )
 
 
+def imap_in_a_list(function, tasks):
+    return list(imap_parallel(function, tasks))
+
+
 @two_workers
-def test_map_parallel_computes_tasks_in_the_calling_thread_beside_a_worker():
+@pytest.mark.parametrize("parallel_map", [map_parallel, imap_in_a_list])
+def test_maps_compute_tasks_in_the_calling_thread_beside_a_worker(parallel_map):
     """The first task waits until the second has run: both threads compute
-    tasks (the calling thread among them), and the results come in order."""
+    tasks (the calling thread among them, rather than waiting for the
+    worker's results), and the results come in order."""
     function = waiting_until_run(waiter=0, awaited=1)
     in_caller = []
 
@@ -322,7 +328,7 @@ def test_map_parallel_computes_tasks_in_the_calling_thread_beside_a_worker():
         return function(index)
 
     with threadpool_limits(limits=2, user_api="blas"):
-        assert map_parallel(Tasks(task), range(6)) == list(range(6))
+        assert parallel_map(Tasks(task), range(6)) == list(range(6))
     assert set(in_caller) == {True, False}
 
 
@@ -376,23 +382,6 @@ def test_imap_parallel_starts_at_most_one_task_more_than_workers_ahead():
         results.close()
     assert tasks.running == 0
     assert tasks.started <= 20 + n_workers + 1
-
-
-@two_workers
-def test_imap_parallel_computes_tasks_in_the_calling_thread_beside_a_worker():
-    """The first task waits until the second has run: the calling thread
-    computes tasks beside the worker (rather than waiting for each result),
-    and the results come in order."""
-    function = waiting_until_run(waiter=0, awaited=1)
-    in_caller = []
-
-    def task(index):
-        in_caller.append(threading.current_thread() is threading.main_thread())
-        return function(index)
-
-    with threadpool_limits(limits=2, user_api="blas"):
-        assert list(imap_parallel(Tasks(task), range(6))) == list(range(6))
-    assert set(in_caller) == {True, False}
 
 
 @two_workers

@@ -204,29 +204,17 @@ def exp_summed(block_t, offset, sums):
     queries) becomes its probabilities before normalisation, each query
     shifted by its ``offset``."""
     _vectors_of_512_bits()
-    n_keys, n_queries = block_t.shape
+    zero = np.zeros(1, block_t.dtype)[0]  # in the blocks' dtype, as y
+    n_keys = block_t.shape[0]
     j = 0  # the first key left to one at a time
     if _KEYS_AT_ONCE == 4:
         # a while loop: LLVM vectorised the queries' loop three times slower
         # inside a loop over range(0, n, 4) (the S2 forward kernel on Zen 3)
         while j + 4 <= n_keys:
-            for r in range(n_queries):
-                shift = offset[r]
-                y0 = _exp(block_t[j, r] + shift)
-                y1 = _exp(block_t[j + 1, r] + shift)
-                y2 = _exp(block_t[j + 2, r] + shift)
-                y3 = _exp(block_t[j + 3, r] + shift)
-                block_t[j, r] = y0
-                block_t[j + 1, r] = y1
-                block_t[j + 2, r] = y2
-                block_t[j + 3, r] = y3
-                sums[r] = (((sums[r] + y0) + y1) + y2) + y3
+            _four_keys_summed(block_t, offset, sums, j, 0, 0, 0, 0, zero)
             j += 4
     for key in range(j, n_keys):
-        for r in range(n_queries):
-            y = _exp(block_t[key, r] + offset[r])
-            block_t[key, r] = y
-            sums[r] += y
+        _key_summed(block_t, offset, sums, key, 0, zero)
 
 
 @numba.njit(**JIT)
@@ -235,36 +223,52 @@ def exp_summed_causal(block_t, offset, first, sums):
     ``first[j]`` of key ``j``) 0 and left out of the sums."""
     _vectors_of_512_bits()
     zero = np.zeros(1, block_t.dtype)[0]  # in the blocks' dtype, as y
-    n_keys, n_queries = block_t.shape
-    # every column, then 0 before start: LLVM does not vectorise a loop from
-    # start (measured 18 times slower); four keys at a time as exp_summed
+    n_keys = block_t.shape[0]
     j = 0
     if _KEYS_AT_ONCE == 4:
         while j + 4 <= n_keys:
             s0, s1, s2, s3 = first[j], first[j + 1], first[j + 2], first[j + 3]
-            for r in range(n_queries):
-                shift = offset[r]
-                y0 = _exp(block_t[j, r] + shift)
-                y1 = _exp(block_t[j + 1, r] + shift)
-                y2 = _exp(block_t[j + 2, r] + shift)
-                y3 = _exp(block_t[j + 3, r] + shift)
-                y0 = y0 if r >= s0 else zero
-                y1 = y1 if r >= s1 else zero
-                y2 = y2 if r >= s2 else zero
-                y3 = y3 if r >= s3 else zero
-                block_t[j, r] = y0
-                block_t[j + 1, r] = y1
-                block_t[j + 2, r] = y2
-                block_t[j + 3, r] = y3
-                sums[r] = (((sums[r] + y0) + y1) + y2) + y3
+            _four_keys_summed(block_t, offset, sums, j, s0, s1, s2, s3, zero)
             j += 4
     for key in range(j, n_keys):
-        start = first[key]
-        for r in range(n_queries):
-            y = _exp(block_t[key, r] + offset[r])
-            y = y if r >= start else zero
-            block_t[key, r] = y
-            sums[r] += y
+        _key_summed(block_t, offset, sums, key, first[key], zero)
+
+
+# The passes of exp_summed and exp_summed_causal over one key and over four,
+# inlined: every column, then 0 before a key's first query (LLVM does not
+# vectorise a loop from that query: measured 18 times slower). Starts of 0
+# are constants LLVM folds, so that exp_summed compares nothing.
+
+
+@numba.njit(inline="always", **JIT)
+def _key_summed(block_t, offset, sums, key, start, zero):
+    for r in range(block_t.shape[1]):
+        y = _exp(block_t[key, r] + offset[r])
+        y = y if r >= start else zero
+        block_t[key, r] = y
+        sums[r] += y
+
+
+@numba.njit(inline="always", **JIT)
+def _four_keys_summed(block_t, offset, sums, j, s0, s1, s2, s3, zero):
+    """Keys ``j`` to ``j + 3``: four independent exponentials a vector of
+    queries, each query's offset and sum read once, the sum adding the four
+    keys in their order."""
+    for r in range(block_t.shape[1]):
+        shift = offset[r]
+        y0 = _exp(block_t[j, r] + shift)
+        y1 = _exp(block_t[j + 1, r] + shift)
+        y2 = _exp(block_t[j + 2, r] + shift)
+        y3 = _exp(block_t[j + 3, r] + shift)
+        y0 = y0 if r >= s0 else zero
+        y1 = y1 if r >= s1 else zero
+        y2 = y2 if r >= s2 else zero
+        y3 = y3 if r >= s3 else zero
+        block_t[j, r] = y0
+        block_t[j + 1, r] = y1
+        block_t[j + 2, r] = y2
+        block_t[j + 3, r] = y3
+        sums[r] = (((sums[r] + y0) + y1) + y2) + y3
 
 
 @numba.njit(**JIT)
