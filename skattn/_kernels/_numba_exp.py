@@ -236,8 +236,9 @@ def exp_summed_causal(block_t, offset, first, sums):
 
 # The passes of exp_summed and exp_summed_causal over one key and over four,
 # inlined: every column, then 0 before a key's first query (LLVM does not
-# vectorise a loop from that query: measured 18 times slower). Starts of 0
-# are constants LLVM folds, so that exp_summed compares nothing.
+# vectorise a loop from that query: measured 18 times slower). exp_summed
+# gives starts of 0, constants after inlining: its passes kept their speed
+# (the forward passes within 1 % of separate loops without the comparison).
 
 
 @numba.njit(inline="always", **JIT)
