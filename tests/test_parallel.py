@@ -429,9 +429,10 @@ def test_imap_parallel_raises_a_task_error_once_the_tasks_under_way_finish():
 
 @two_workers
 def test_imap_parallel_starts_the_next_task_while_a_slower_one_runs():
-    """The second task waits until the third has started: a worker takes the
-    third as soon as the first result is taken, without waiting for the
-    second (a map by groups of two tasks would never start it)."""
+    """The second task waits until the third has run: whichever thread is
+    free (the calling thread or a worker) takes the third while the second
+    is under way, without waiting for it (a map by groups of two tasks would
+    never start it)."""
     function = waiting_until_run(waiter=1, awaited=2)
     with threadpool_limits(limits=2, user_api="blas"):
         assert list(imap_parallel(Tasks(function), range(5))) == [0, 1, 2, 3, 4]

@@ -178,8 +178,8 @@ class SelfAttention(Unit):
             pattern.write_weights(
                 cache["q"], cache["k"], mask, context.causal, context.weights_out
             )
-        kept = (x, cache, mask, context.causal, dropout, pattern)
-        return out, (*kept, context.input_gradient)
+        flag = context.input_gradient
+        return out, (x, cache, mask, context.causal, dropout, pattern, flag)
 
     def backward(self, params, d_out, cache):
         x, attention_cache, mask, causal, dropout, pattern, input_gradient = cache
