@@ -33,10 +33,22 @@ def pool_mean(tokens, lengths, params):
     """
     n_tokens = tokens.shape[1]
     if np.all(lengths == n_tokens):
-        return tokens.mean(axis=1), {}
+        return token_sums(tokens) / tokens.dtype.type(n_tokens), {}
     mask = token_mask(lengths, n_tokens)[:, :, None]  # (N, T, 1)
-    total = np.where(mask, tokens, 0).sum(axis=1)  # (N, E)
+    total = token_sums(np.where(mask, tokens, 0))  # (N, E)
     return total / lengths[:, None].astype(tokens.dtype), {}
+
+
+def token_sums(tokens):
+    """Sum over the tokens: ``(N, T, E) -> (N, E)``, each feature's sum in
+    the tokens' order (the same numbers as ``tokens.sum(axis=1)`` for ``E >
+    1``; for ``E == 1`` a sum in another order, not numpy's pairwise one).
+
+    ``np.einsum``: ``sum(axis=1)`` runs its loop over the features once per
+    sample and token, which cost 2 to 5 times as long on short sequences
+    (batches of 43 x 32 x 64 and 1,000 x 8 x 16 float32).
+    """
+    return np.einsum("nte->ne", tokens)
 
 
 def pool_max(tokens, lengths, params):

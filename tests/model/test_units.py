@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from skattn._model.pooling import POOLINGS, token_mask
+from skattn._model.pooling import POOLINGS, pool_mean, token_mask, token_sums
 from skattn._model.sequences import batch_indices, pad_sequences
 from skattn._model.units import (
     append_class_token,
@@ -88,6 +88,36 @@ def test_pooling_ignores_padding(pooling):
     pooled, _ = unit.pool(padded, lengths, params)
     alone, _ = unit.pool(tokens[1:, :2], np.array([2]), params)
     assert_allclose(pooled[1], alone[0], rtol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+def test_token_sums_add_each_features_tokens_in_order(dtype, layout):
+    """The sum over the tokens adds them first to last, feature by feature:
+    the same numbers as a loop over the tokens, whatever the memory layout."""
+    rng = np.random.default_rng(0)
+    scales = 10.0 ** rng.integers(-3, 4, 14)  # a scale per feature
+    tokens = (rng.standard_normal((5, 37, 14)) * scales).astype(dtype)
+    if layout == "F":
+        tokens = np.asfortranarray(tokens)
+    elif layout == "strided":
+        tokens = tokens[:, :, ::2]
+    by_hand = tokens[:, 0].copy()
+    for t in range(1, tokens.shape[1]):
+        by_hand += tokens[:, t]
+    sums = token_sums(tokens)
+    assert sums.dtype == dtype
+    assert_array_equal(sums, by_hand)
+    assert_array_equal(sums, tokens.sum(axis=1))
+
+
+def test_mean_pooling_divides_the_valid_tokens_sum_by_their_count():
+    tokens = np.arange(2 * 3 * 2, dtype=np.float32).reshape(2, 3, 2)
+    pooled, _ = pool_mean(tokens, np.array([3, 3]), {})
+    assert pooled.dtype == np.float32
+    assert_array_equal(pooled, [[2, 3], [8, 9]])
+    pooled, _ = pool_mean(tokens, np.array([3, 1]), {})
+    assert_array_equal(pooled, [[2, 3], [6, 7]])
 
 
 def test_pad_sequences():
