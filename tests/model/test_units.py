@@ -111,6 +111,18 @@ def test_token_sums_add_each_features_tokens_in_order(dtype, layout):
     assert_array_equal(sums, tokens.sum(axis=1))
 
 
+def test_token_sums_of_one_feature_are_numpys_pairwise_sums():
+    """One feature of a long series: the sum numpy's contiguous reduction
+    gives (pairwise), not one in order, which drifts further."""
+    tokens = np.full((2, 100_000, 1), 0.1, dtype=np.float32)
+    tokens[1] = np.random.default_rng(0).random((100_000, 1))
+    sums = token_sums(tokens)
+    assert_array_equal(sums, tokens.sum(axis=1))
+    in_order = np.cumsum(tokens[:, :, 0], axis=1)[:, -1]  # first to last
+    exact = tokens[:, :, 0].astype(np.float64).sum(axis=1)
+    assert np.all(np.abs(sums[:, 0] - exact) < np.abs(in_order - exact))
+
+
 def test_mean_pooling_divides_the_valid_tokens_sum_by_their_count():
     tokens = np.arange(2 * 3 * 2, dtype=np.float32).reshape(2, 3, 2)
     pooled, _ = pool_mean(tokens, np.array([3, 3]), {})
