@@ -269,16 +269,20 @@ def imap_parallel(function, tasks):
     Like :func:`map_parallel`, the calling thread computes tasks beside
     ``n - 1`` worker threads (``n`` the :func:`parallel_workers`), each
     thread taking the next task not yet taken as soon as it is free, but at
-    most ``n + 1`` tasks are taken and not yet yielded (``n`` under way, and
-    a finished one waiting for an older one), so that only that many tasks
-    (batches of padded sequences, say) and their results exist at once. The
+    most ``2 * n`` tasks are taken and not yet yielded: ``n`` under way and
+    up to ``n`` finished, waiting for an older one, so that only ``n`` tasks
+    (batches of padded sequences, say) and ``n`` results exist at once. The
     calling thread yields a result as soon as it is the oldest and finished,
     and computes the next task itself rather than wait for a worker; no
-    thread waits for a group of tasks to finish. A lone task runs in the
-    calling thread, its nested maps on the workers. A task that raises, or
-    the iterator of tasks, stops the map: no task starts after it, and the
-    ones under way finish before the error reaches the caller, after the
-    results before it.
+    thread waits for a group of tasks to finish. While the calling thread
+    computes a task, the results finished meanwhile wait for it to yield
+    them: room for ``n`` of them lets a worker go on, on a core faster than
+    the calling thread's (a VM's cores can run at different speeds) or past
+    a task of its own that finished early. A lone task runs in the calling
+    thread, its nested maps on the workers. A task that raises, or the
+    iterator of tasks, stops the map: no task starts after it, and the ones
+    under way finish before the error reaches the caller, after the results
+    before it.
 
     Yields
     ------
@@ -304,7 +308,7 @@ class _SlidingWindow:
 
     ``started`` tasks have been taken from ``tasks`` and ``yielded`` results
     given to the caller; a thread may take task ``started`` while ``started
-    < yielded + n_workers + 1``. ``finished`` holds the outcome of each task
+    < yielded + 2 * n_workers``. ``finished`` holds the outcome of each task
     done and not yet yielded, ``(result, error)`` by index. ``open`` is
     False once no task may start (the tasks are exhausted, one failed, or the
     caller stopped). ``helpers`` counts the worker threads' loops under way.
@@ -341,9 +345,9 @@ class _SlidingWindow:
 
     def _may_start(self):
         """Whether a task may start: the map is open and fewer than
-        ``n_workers + 1`` tasks are started and not yielded (under the
+        ``2 * n_workers`` tasks are started and not yielded (under the
         condition)."""
-        return self.open and self.started < self.yielded + self.n_workers + 1
+        return self.open and self.started < self.yielded + 2 * self.n_workers
 
     def _finish(self, index, result, error):
         """Record a task's outcome (under the condition)."""

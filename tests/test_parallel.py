@@ -367,21 +367,45 @@ def test_imap_parallel_yields_in_task_order_when_a_later_task_finishes_first():
 
 
 @two_workers
-def test_imap_parallel_starts_at_most_one_task_more_than_workers_ahead():
+def test_imap_parallel_starts_at_most_twice_as_many_tasks_as_workers_ahead():
     """An endless iterator of tasks: when the caller takes each result, at
-    most one more task than there are workers has started beyond those taken
-    (one under way in each thread, and one finished waiting for an older
-    one); once the caller stops, no task is under way."""
+    most twice as many tasks as there are workers have started beyond those
+    taken (one under way in each thread, and as many finished, waiting for
+    an older one); once the caller stops, no task is under way."""
     tasks = Tasks()
     with threadpool_limits(limits=2, user_api="blas"):
         n_workers = parallel_workers()
         results = imap_parallel(tasks, itertools.count())
         for taken, result in enumerate(itertools.islice(results, 20), start=1):
             assert result == taken - 1
-            assert tasks.started <= taken + n_workers + 1
+            assert tasks.started <= taken + 2 * n_workers
         results.close()
     assert tasks.running == 0
-    assert tasks.started <= 20 + n_workers + 1
+    assert tasks.started <= 20 + 2 * n_workers
+
+
+@two_workers
+def test_imap_parallel_worker_goes_on_while_the_calling_thread_computes():
+    """The calling thread's first task waits until three tasks have finished
+    in the worker (two of them finished and waiting for an older one, the
+    calling thread's or the worker's first): a worker is not held up by
+    results waiting for the calling thread to yield them."""
+    finished_elsewhere = threading.Semaphore(0)
+    waited = []
+
+    def function(index):
+        if threading.current_thread() is threading.main_thread():
+            if not waited:
+                waited.append(
+                    all(finished_elsewhere.acquire(timeout=TIMEOUT) for _ in range(3))
+                )
+        else:
+            finished_elsewhere.release()
+        return index
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert list(imap_parallel(Tasks(function), range(8))) == list(range(8))
+    assert waited == [True]
 
 
 @two_workers
