@@ -209,8 +209,8 @@ def test_same_seed_gives_bit_identical_weights(solver):
 
 @pytest.mark.parametrize("ragged", [False, True])
 def test_results_do_not_depend_on_the_thread_count(ragged):
-    """Bit-identical weights and outputs on 1 and 2 threads: the batches (over
-    a dozen here, see CACHE_BYTES) then run side by side, each computed the
+    """Bit-identical weights and outputs on 1 and 2 threads: the batches
+    (several here, see BATCH_BYTES) then run side by side, each computed the
     same way, and their gradients are summed in the same order."""
     X, y = order_task(n=128, n_tokens=40, width=16)
     if ragged:
@@ -250,32 +250,6 @@ def test_float32_loss_and_gradients_stay_float32(task, options):
     dropout = (0.1, 3) if options else None
     _, grads = loss_gradients(model, params, data, np.arange(40), dropout=dropout)
     assert {grad.dtype for grad in grads.values()} == {np.dtype(np.float32)}
-
-
-def test_the_training_pass_cuts_its_batches_at_the_training_size(monkeypatch):
-    """The loss and gradients of a training pass run in batches of up to
-    TRAINING_BATCH_BYTES; the head's score (no backward pass) in batches of
-    up to CACHE_BYTES."""
-    from skattn._input.targets import TrainingSet
-    from skattn._model import sequences
-    from skattn._parallel import CACHE_BYTES
-    from skattn._training import loss
-
-    X, y = order_task(n=40)
-    est = AttentionTransformer(n_heads=2, max_iter=1, random_state=0).fit(X, y)
-    data = TrainingSet(X, sequences.sequence_lengths(X), y, np.ones(40), 1e-4,
-                       "classification")  # fmt: skip
-    caps = []
-
-    def recording(*args, cap_bytes=CACHE_BYTES, **kwargs):
-        caps.append(cap_bytes)
-        return sequences.map_batches(*args, cap_bytes=cap_bytes, **kwargs)
-
-    monkeypatch.setattr(loss, "map_batches", recording)
-    rows = np.arange(40)
-    loss.loss_gradients(est._fitted.model, est._fitted.params, data, rows)
-    loss.validation_metrics(est._fitted.model, est._fitted.params, data, rows)
-    assert caps == [sequences.TRAINING_BATCH_BYTES, CACHE_BYTES]
 
 
 @pytest.mark.parametrize("solver", ["adam", "lbfgs"])

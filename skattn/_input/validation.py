@@ -184,7 +184,7 @@ def _largest_token(estimator, sequences, scale_tokens):
 
 def batch_budget():
     """Bytes a batch may use: scikit-learn's ``working_memory`` setting (the
-    batches themselves are cache-sized, see ``batch_indices``)."""
+    batches themselves are at most ``BATCH_BYTES``, see ``batch_indices``)."""
     return get_config()["working_memory"] * 2**20
 
 

@@ -23,14 +23,17 @@ from .._parallel import CACHE_BYTES, even_chunks, imap_parallel
 # states) are not cut into patches.
 SERIES_MAX_FEATURES = 8
 
-# A training pass's batches: their activations, counted with all that the
-# backward pass keeps (every unit's), up to twice CACHE_BYTES; one unit's pass
-# reads a part of them at a time. With fewer batches an epoch pays their fixed
-# cost (the units' Python and numpy calls) fewer times: one thread's epochs of
-# 32-token sequences ran 5 to 12 % faster at 8 MiB than at 4 on an Intel Xeon
-# and on an AMD Zen 3, and at 32 MiB or more slower on both (user guide, "How
-# the defaults were chosen").
-TRAINING_BATCH_BYTES = 2 * CACHE_BYTES
+# The batches of every pass (training, transform, predictions, the random
+# features): their activations up to twice CACHE_BYTES, counted with all that
+# the backward pass keeps in training; one unit's pass reads a part of them at
+# a time. With fewer batches a call pays their fixed cost (the units' Python
+# and numpy calls, each batch's start on a thread) fewer times: one thread's
+# epochs of 32-token sequences ran 5 to 12 % faster at 8 MiB than at 4 on an
+# Intel Xeon and on an AMD Zen 3, and at 32 MiB or more slower on both;
+# multi_head_attention's chunks of 8 MiB took 0.94 of the time of 4 MiB's on
+# 512 sequences of 32 tokens on the Xeon, and a transform of them 0.92 on the
+# Zen 3 (user guide, "How the defaults were chosen").
+BATCH_BYTES = 2 * CACHE_BYTES
 
 # token_moments sums the tokens of at most this many consecutive samples at
 # once, fewer where their float64 copies would take more than working_memory:
@@ -139,12 +142,12 @@ def pad_sequences(sequences, dtype):
     return batch, lengths
 
 
-def batch_indices(lengths, row_bytes, budget_bytes, cap_bytes=CACHE_BYTES):
+def batch_indices(lengths, row_bytes, budget_bytes):
     """Split samples into batches whose activations fit in ``budget_bytes``.
 
     Samples are grouped by length (shortest first) so that ragged batches carry
     little padding; a batch padded to ``T`` tokens costs ``row_bytes(T)`` per
-    row, and at most ``cap_bytes`` (a batch that stays in the CPU's caches).
+    row, and at most ``BATCH_BYTES``.
 
     Parameters
     ----------
@@ -156,9 +159,6 @@ def batch_indices(lengths, row_bytes, budget_bytes, cap_bytes=CACHE_BYTES):
         Memory allowed per batch (scikit-learn's ``working_memory``); a batch
         holds at least one row, and a row above it warns that the memory
         cannot be kept within it.
-    cap_bytes : float, default=CACHE_BYTES
-        The size of a batch where the budget allows more:
-        ``TRAINING_BATCH_BYTES`` for the batches of a training pass.
 
     Returns
     -------
@@ -167,7 +167,7 @@ def batch_indices(lengths, row_bytes, budget_bytes, cap_bytes=CACHE_BYTES):
     """
     if len(lengths):
         _warn_if_over_budget(lengths.max(), row_bytes, budget_bytes)
-    budget_bytes = min(budget_bytes, cap_bytes)
+    budget_bytes = min(budget_bytes, BATCH_BYTES)
     order = np.argsort(lengths, kind="stable")
     if len(lengths) and lengths.min() == lengths.max():  # one length: equal batches
         chunks = even_chunks(len(order), row_bytes(lengths[0]), budget_bytes)
@@ -204,9 +204,7 @@ def _warn_if_over_budget(n_tokens, row_bytes, budget_bytes):
         )
 
 
-def padded_batches(
-    sequences, lengths, rows, row_bytes, budget_bytes, dtype=None, cap_bytes=CACHE_BYTES
-):
+def padded_batches(sequences, lengths, rows, row_bytes, budget_bytes, dtype=None):
     """Padded batches of the samples ``rows`` within a memory budget.
 
     Parameters
@@ -225,8 +223,6 @@ def padded_batches(
         The dtype of the batches of floating tokens, each cast as it is made
         (no cast copy of all the sequences); None, and for token ids, the
         sequences' own.
-    cap_bytes : float, default=CACHE_BYTES
-        See :func:`batch_indices`.
 
     Yields
     ------
@@ -240,7 +236,7 @@ def padded_batches(
     own = sequences_dtype(sequences)
     if dtype is None or own.kind != "f":
         dtype = own
-    for batch in batch_indices(lengths[rows], row_bytes, budget_bytes, cap_bytes):
+    for batch in batch_indices(lengths[rows], row_bytes, budget_bytes):
         batch = rows[batch]
         if isinstance(sequences, np.ndarray):
             # consecutive rows of a C-ordered array: a view; else a C-ordered
@@ -268,7 +264,6 @@ def map_batches(
     row_bytes,
     budget_bytes,
     dtype=None,
-    cap_bytes=CACHE_BYTES,
 ):
     """``function(batch, x)`` for each of :func:`padded_batches`, in order.
 
@@ -282,9 +277,7 @@ def map_batches(
     result
         ``function(batch, x)``, in the order of the batches.
     """
-    batches = padded_batches(
-        sequences, lengths, rows, row_bytes, budget_bytes, dtype, cap_bytes
-    )
+    batches = padded_batches(sequences, lengths, rows, row_bytes, budget_bytes, dtype)
     yield from imap_parallel(lambda item: function(*item), batches)
 
 

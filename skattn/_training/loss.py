@@ -20,7 +20,7 @@ from .._input.validation import batch_budget
 from .._model.encoder import DropoutStreams
 from .._model.evaluate import model_row_bytes
 from .._model.head import LOSS_FUNCTIONS
-from .._model.sequences import TRAINING_BATCH_BYTES, map_batches
+from .._model.sequences import map_batches
 from .._model.units import SparseRows
 
 
@@ -101,7 +101,6 @@ def loss_gradients(model, params, data, rows, *, dropout=None):
         row_bytes,
         batch_budget(),
         dtype=data.dtype,
-        cap_bytes=TRAINING_BATCH_BYTES,
     ):  # summed in the order of the batches, whatever the threads
         loss += batch_loss
         for name, grad in batch_grads.items():

@@ -159,27 +159,18 @@ def test_batch_indices_respect_budget_and_cover_every_sample():
         assert len(batch_indices(lengths, row_bytes, budget_bytes=1)) == 8
 
 
-def test_batches_are_cache_sized_whatever_the_budget():
-    """A budget above CACHE_BYTES still cuts cache-sized batches."""
+def test_batches_hold_at_most_batch_bytes_whatever_the_budget():
+    """A budget above BATCH_BYTES (twice CACHE_BYTES) still cuts batches of
+    at most BATCH_BYTES, as even as their count allows."""
+    from skattn._model.sequences import BATCH_BYTES
     from skattn._parallel import CACHE_BYTES
 
-    row = CACHE_BYTES // 4  # four rows per cache-sized batch
-    batches = batch_indices(np.full(10, 3), lambda n_tokens: row, budget_bytes=2**40)
-    assert [len(batch) for batch in batches] == [4, 4, 2]
-
-
-def test_a_cap_above_the_cache_size_cuts_larger_batches():
-    """``cap_bytes`` (the training passes' TRAINING_BATCH_BYTES, twice
-    CACHE_BYTES) sets the batches' size where the budget allows more."""
-    from skattn._model.sequences import TRAINING_BATCH_BYTES
-    from skattn._parallel import CACHE_BYTES
-
-    assert TRAINING_BATCH_BYTES == 2 * CACHE_BYTES
-    row = CACHE_BYTES // 4  # eight rows per training batch
-    batches = batch_indices(
-        np.full(20, 3), lambda n_tokens: row, 2**40, cap_bytes=TRAINING_BATCH_BYTES
-    )
+    assert BATCH_BYTES == 2 * CACHE_BYTES
+    row = BATCH_BYTES // 8  # eight rows per batch
+    batches = batch_indices(np.full(20, 3), lambda n_tokens: row, budget_bytes=2**40)
     assert [len(batch) for batch in batches] == [7, 7, 6]
+    batches = batch_indices(np.full(20, 3), lambda n_tokens: row, budget_bytes=3 * row)
+    assert [len(batch) for batch in batches] == [3] * 6 + [2]
 
 
 def test_batch_indices_split_equal_lengths_evenly():
