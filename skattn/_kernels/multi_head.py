@@ -34,16 +34,22 @@ from .checks import (
 from .patterns import resolve_pattern
 
 
-def project(x, w):
+def project(x, w, out=None):
     """``x @ w`` over the last axis of ``x``, as one 2-D matrix product.
 
     A stacked product of a 3-D ``x`` with a transposed ``w`` runs one small
     GEMM per sample; flattening the leading axes makes it one GEMM, several
-    times faster.
+    times faster. ``out``: a C-contiguous array of the result's shape and
+    dtype to write it into (returned), or None for a new one.
     """
     # the row count spelled out: -1 is ambiguous for tokens of no feature
-    flat = x.reshape(math.prod(x.shape[:-1]), x.shape[-1]) @ w  # (N*T, d_out)
-    return flat.reshape(x.shape[:-1] + (w.shape[1],))
+    flat_x = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
+    if out is None:
+        return (flat_x @ w).reshape(x.shape[:-1] + (w.shape[1],))  # (..., d_out)
+    if not out.flags.c_contiguous:  # reshape would write into a copy
+        raise ValueError("out must be C-contiguous.")
+    np.matmul(flat_x, w, out=out.reshape(flat_x.shape[0], w.shape[1]))
+    return out
 
 
 def split_heads(x, n_heads):
@@ -53,11 +59,17 @@ def split_heads(x, n_heads):
     return np.swapaxes(x, -2, -3)  # (..., H, T, Dh)
 
 
-def merge_heads(x):
-    """Inverse of :func:`split_heads`: ``(..., H, T, Dh)`` to ``(..., T, H * Dh)``."""
+def merge_heads(x, out=None):
+    """Inverse of :func:`split_heads`: ``(..., H, T, Dh)`` to ``(..., T, H * Dh)``,
+    into ``out`` (C-contiguous, returned) where given."""
     *batch, n_heads, n_tokens, head_dim = x.shape
     x = np.swapaxes(x, -2, -3)  # (..., T, H, Dh)
-    return x.reshape(*batch, n_tokens, n_heads * head_dim)  # (..., T, H*Dh)
+    if out is None:
+        return x.reshape(*batch, n_tokens, n_heads * head_dim)  # (..., T, H*Dh)
+    if not out.flags.c_contiguous:  # reshape would write into a copy
+        raise ValueError("out must be C-contiguous.")
+    out.reshape(*out.shape[:-1], n_heads, head_dim)[...] = x
+    return out
 
 
 def concat_qkv(query, key, value):
@@ -172,6 +184,7 @@ def multi_head_forward(
     dropout=None,
     query_key=None,
     pattern=None,
+    out=None,
 ):
     """Multi-head self-attention forward pass, keeping what backward needs.
 
@@ -198,6 +211,8 @@ def multi_head_forward(
         :func:`attention_forward`, ``backward(d_context, q, k, v, context, lse,
         *, mask, causal, dropout)`` as :func:`attention_backward`. None: every
         key (those two kernels).
+    out : ndarray of shape (..., T, d_out) or None, default=None
+        A C-contiguous array to write the output into; None: a new array.
 
     Returns
     -------
@@ -223,8 +238,11 @@ def multi_head_forward(
         return_weights=return_weights,
         dropout=dropout,
     )  # (..., H, T, Dv)
-    merged = merge_heads(context)  # (..., T, H*Dv)
-    out = merged if w_output is None else project(merged, w_output)  # (..., T, d_out)
+    if w_output is None:
+        out = merged = merge_heads(context, out)  # (..., T, H*Dv)
+    else:
+        merged = merge_heads(context)  # (..., T, H*Dv)
+        out = project(merged, w_output, out)  # (..., T, d_out)
     cache = dict(
         q=q,
         k=k,
@@ -382,7 +400,7 @@ def multi_head_attention(
 
     def run_chunk(rows):
         """The sequences ``rows`` of the first axis (all of them for 2-D x)."""
-        chunk_out, cache = multi_head_forward(
+        _, cache = multi_head_forward(
             chunk_of(x, rows),
             weights["w_query"],
             weights["w_key"],
@@ -393,8 +411,8 @@ def multi_head_attention(
             causal=causal,
             return_weights=return_weights,
             pattern=pattern,
+            out=out[rows],
         )
-        out[rows] = chunk_out
         if return_weights:
             all_weights[rows] = cache["weights"]
 

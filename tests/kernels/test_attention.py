@@ -594,6 +594,49 @@ def test_mha_batch_chunks_do_not_change_results(
     assert whole[0].shape == batch + (x_shape[-2], 3)
 
 
+@pytest.mark.parametrize("with_output", [False, True])
+@pytest.mark.parametrize("mask_shape", [None, (7, 1, 5), (1, 5, 5)])
+def test_mha_chunks_write_their_rows_of_the_output(
+    rng, monkeypatch, with_output, mask_shape
+):
+    """Each chunk of sequences writes its output (the output projection's, or
+    the merged heads without one) into its own rows of the result: with one
+    sequence a chunk, the same numbers as all of them at once."""
+    from skattn._kernels import multi_head
+
+    x = rng.standard_normal((7, 5, 8))
+    w_q, w_k, w_v = rng.standard_normal((3, 8, 6))
+    w_o = rng.standard_normal((6, 3)) if with_output else None
+    mask = None if mask_shape is None else rng.random(mask_shape) < 0.7
+    kwargs = dict(n_heads=2, mask=mask)
+    whole, _ = multi_head_forward(x, w_q, w_k, w_v, w_o, **kwargs)
+    monkeypatch.setattr(multi_head, "CACHE_BYTES", 1)  # one sequence a chunk
+    chunked = multi_head_attention(x, w_q, w_k, w_v, w_o, **kwargs)
+    assert chunked.shape == (7, 5, 3 if with_output else 6)
+    assert_allclose(chunked, whole, rtol=1e-12, atol=1e-13)
+
+
+def test_projection_and_merged_heads_write_into_the_array_given(rng):
+    """project and merge_heads write into ``out`` the numbers they would
+    return in a new array, and refuse an ``out`` that is not C-contiguous (its
+    reshape would be a copy, and the result lost)."""
+    from skattn._kernels.multi_head import merge_heads, project
+
+    x = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    w = rng.standard_normal((5, 6)).astype(np.float32)
+    heads = rng.standard_normal((3, 2, 4, 3))
+    for function, args, shape, dtype in (
+        (project, (x, w), (3, 4, 6), np.float32),
+        (merge_heads, (heads,), (3, 4, 6), np.float64),
+    ):
+        out = np.full(shape, np.nan, dtype=dtype)
+        assert function(*args, out=out) is out
+        assert_array_equal(out, function(*args))
+        strided = np.zeros(shape[:-1] + (12,), dtype=dtype)[..., ::2]
+        with pytest.raises(ValueError, match="C-contiguous"):
+            function(*args, out=strided)
+
+
 @pytest.mark.parametrize("limit", [1, 2])
 def test_tiles_respect_the_blas_thread_limit(rng, limit):
     """With a BLAS limit of 1 every tile runs in the calling thread; with 2, at
