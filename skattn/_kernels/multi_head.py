@@ -46,10 +46,17 @@ def project(x, w, out=None):
     flat_x = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
     if out is None:
         return (flat_x @ w).reshape(x.shape[:-1] + (w.shape[1],))  # (..., d_out)
-    if not out.flags.c_contiguous:  # reshape would write into a copy
-        raise ValueError("out must be C-contiguous.")
-    np.matmul(flat_x, w, out=out.reshape(flat_x.shape[0], w.shape[1]))
+    np.matmul(flat_x, w, out=_view_of(out, (flat_x.shape[0], w.shape[1])))
     return out
+
+
+def _view_of(out, shape):
+    """``out`` reshaped to ``shape`` as a view, to write a result into: a
+    ValueError for an ``out`` that is not C-contiguous (its reshape would be
+    a copy, and what is written into it lost)."""
+    if not out.flags.c_contiguous:
+        raise ValueError("out must be C-contiguous.")
+    return out.reshape(shape)
 
 
 def split_heads(x, n_heads):
@@ -66,9 +73,7 @@ def merge_heads(x, out=None):
     x = np.swapaxes(x, -2, -3)  # (..., T, H, Dh)
     if out is None:
         return x.reshape(*batch, n_tokens, n_heads * head_dim)  # (..., T, H*Dh)
-    if not out.flags.c_contiguous:  # reshape would write into a copy
-        raise ValueError("out must be C-contiguous.")
-    out.reshape(*out.shape[:-1], n_heads, head_dim)[...] = x
+    _view_of(out, (*out.shape[:-1], n_heads, head_dim))[...] = x
     return out
 
 
